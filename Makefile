@@ -1,0 +1,36 @@
+# Every target creates or reuses .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: demo test bench lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e ".[dev]"
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/tfpipe demo --workdir demo-data
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python -m benchmarks
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) demo-data build *.egg-info src/*.egg-info

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: each file compares tfpipe with a hand-written baseline in one run."""

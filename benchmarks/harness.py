@@ -1,0 +1,132 @@
+"""Runs benchmark cases side by side, each in a fresh process, and reports medians and ratios.
+
+A case is a module-level function returning a dict with at least `examples_per_s`; the harness
+adds `peak_rss_mb` (the case process's peak resident memory). Runs are interleaved (case A, B,
+C, A, B, C, ...) so that drift on a shared machine hits every case alike; the table shows the
+median of the runs and its ratio to the baseline case written by hand in the same file.
+
+Set TFPIPE_BENCH_QUICK=1 for a small smoke run (fewer images and repeats).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+QUICK = os.environ.get("TFPIPE_BENCH_QUICK") == "1"
+REPEATS = 1 if QUICK else 3
+
+
+def scale(full: int, quick: int) -> int:
+    """A size for the full benchmark, or the small one in a quick smoke run."""
+    return quick if QUICK else full
+
+
+def _child(fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], queue: Any) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        result = fn(*args)
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        queue.put(("ok", result))
+    except BaseException as e:  # report any failure of the case to the parent
+        queue.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def run_isolated(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Runs `fn(*args)` in a fresh spawned process and returns its result dict."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_child, args=(fn, args, queue))
+    process.start()
+    status, result = queue.get()
+    process.join()
+    if status != "ok":
+        raise RuntimeError(f"benchmark case {fn.__name__} failed: {result}")
+    return result
+
+
+def compare(
+    title: str,
+    cases: dict[str, tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]],
+    *,
+    baseline: str,
+    goals: dict[str, float] | None = None,
+    metric: str = "examples_per_s",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Runs every case REPEATS times interleaved; prints a table; writes results/<title>.json.
+
+    Args:
+        title: the benchmark's name (file name of the JSON).
+        cases: name -> (function, args); the function returns a dict with `metric`.
+        baseline: the name of the hand-written case every ratio is relative to.
+        goals: name -> the minimum ratio to the baseline the issue asks for.
+        metric: the key compared. Defaults to "examples_per_s".
+        extra: more facts to store in the JSON (dataset size, settings).
+    """
+    goals = goals or {}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
+    for _ in range(REPEATS):
+        for name, (fn, args) in cases.items():
+            runs[name].append(run_isolated(fn, *args))
+    medians = {name: statistics.median(r[metric] for r in rs) for name, rs in runs.items()}
+    rows = []
+    for name, rs in runs.items():
+        ratio = medians[name] / medians[baseline]
+        goal = goals.get(name)
+        rows.append(
+            {
+                "case": name,
+                metric: medians[name],
+                "ratio": ratio,
+                "goal": goal,
+                "met": None if goal is None else ratio >= goal,
+                "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs),
+                "runs": rs,
+            }
+        )
+    _print_table(title, rows, metric, baseline)
+    report = {
+        "title": title,
+        "baseline": baseline,
+        "metric": metric,
+        "repeats": REPEATS,
+        "quick": QUICK,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+        },
+        "env": {"MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX")},
+        "extra": extra or {},
+        "rows": rows,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{title}{'-quick' if QUICK else ''}.json").write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _print_table(title: str, rows: list[dict[str, Any]], metric: str, baseline: str) -> None:
+    print(f"\n{title}  (median of {REPEATS}, ratio to {baseline!r})")
+    print(f"{'case':<44} {metric:>16} {'ratio':>7} {'goal':>7} {'peak MB':>8}")
+    for row in rows:
+        goal = (
+            ""
+            if row["goal"] is None
+            else f">={row['goal']:.2f}" + (" ok" if row["met"] else " MISS")
+        )
+        print(
+            f"{row['case']:<44} {row[metric]:>16.1f} {row['ratio']:>7.2f} {goal:>7} "
+            f"{row['peak_rss_mb']:>8.0f}"
+        )

@@ -1,0 +1,43 @@
+"""tfpipe: get training data into TensorFlow/Keras fast enough that the accelerator never waits.
+
+The data flows one way: schema -> sources -> records -> loaders -> fit.
+"""
+
+from tfpipe.errors import (
+    DataNotFoundError,
+    DecodeError,
+    EncodeError,
+    SchemaError,
+    SourceError,
+    TfpipeError,
+    TfpipeWarning,
+)
+from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
+from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClassLabel",
+    "DataNotFoundError",
+    "DatasetInfo",
+    "DecodeError",
+    "EncodeError",
+    "Feature",
+    "Image",
+    "Schema",
+    "SchemaError",
+    "ShardInfo",
+    "SkippedExample",
+    "Source",
+    "SourceError",
+    "Tensor",
+    "Text",
+    "TfpipeError",
+    "TfpipeWarning",
+    "__version__",
+    "from_arrays",
+    "from_dataframe",
+    "from_directory",
+]

@@ -1,0 +1,131 @@
+"""Pillow helpers shared by the schema codec and the Keras loader (no TensorFlow here)."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import numpy as np
+from PIL import Image as PILImage
+from PIL import ImageOps
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_MODE_FOR_CHANNELS = {1: "L", 3: "RGB", 4: "RGBA"}
+_CHANNELS_FOR_MODE = {"L": 1, "RGB": 3, "RGBA": 4}
+_EXIF_ORIENTATION = 0x0112
+_TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
+
+
+def sniff_format(data: bytes) -> str | None:
+    """Returns "jpeg" or "png" from the magic bytes, or None."""
+    if data.startswith(JPEG_MAGIC):
+        return "jpeg"
+    if data.startswith(PNG_MAGIC):
+        return "png"
+    return None
+
+
+def read_bytes(value: Any) -> bytes | None:
+    """Returns the encoded bytes of a path or bytes value, None for anything else."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, (str, os.PathLike)):
+        with open(value, "rb") as f:
+            return f.read()
+    return None
+
+
+def open_image(value: Any) -> PILImage.Image:
+    """Opens a path, encoded bytes, a PIL image or a uint8 array as a PIL image (lazily)."""
+    if isinstance(value, PILImage.Image):
+        return value
+    if isinstance(value, np.ndarray):
+        return _image_from_array(value)
+    data = read_bytes(value)
+    if data is None:
+        raise TypeError(
+            "expected a file path, encoded image bytes, a PIL.Image or a uint8 array, "
+            f"got {type(value).__name__}"
+        )
+    return PILImage.open(io.BytesIO(data))
+
+
+def _image_from_array(array: np.ndarray) -> PILImage.Image:
+    if array.dtype != np.uint8:
+        raise TypeError(f"expected a uint8 image array, got dtype {array.dtype}")
+    if array.ndim == 3 and array.shape[-1] == 1:
+        array = array[..., 0]
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] not in (3, 4)):
+        raise TypeError(f"expected an image array of shape (H, W[, 1|3|4]), got {array.shape}")
+    return PILImage.fromarray(array)
+
+
+def orientation(image: PILImage.Image) -> int:
+    """The EXIF orientation tag of an image (1 when absent)."""
+    try:
+        return int(image.getexif().get(_EXIF_ORIENTATION, 1))
+    except Exception:  # a broken EXIF block is no orientation at all
+        return 1
+
+
+def is_complete(data: bytes, fmt: str) -> bool:
+    """Cheap truncation check: the end-of-image marker is present near the end."""
+    tail = data[-1024:]
+    return b"\xff\xd9" in tail if fmt == "jpeg" else b"IEND" in tail
+
+
+def can_copy(
+    image: PILImage.Image, data: bytes, fmt: str, size: tuple[int | None, int | None], channels: int
+) -> bool:
+    """Whether encoded bytes can be stored as they are: same format, size, channels, upright."""
+    height, width = size
+    return (
+        image.format is not None
+        and image.format.lower() == fmt
+        and _CHANNELS_FOR_MODE.get(image.mode) == channels
+        and height in (None, image.height)
+        and width in (None, image.width)
+        and orientation(image) == 1
+        and is_complete(data, fmt)
+    )
+
+
+def to_pixels(
+    image: PILImage.Image, channels: int, size: tuple[int | None, int | None] = (None, None)
+) -> np.ndarray:
+    """Decodes to a uint8 array of shape (H, W, channels), upright and resized to `size`.
+
+    A JPEG that is larger than the target is decoded at a reduced DCT scale first (Pillow's
+    draft mode), which is several times faster than a full decode followed by a resize.
+    """
+    height, width = size
+    turned = orientation(image) in _TRANSPOSED_ORIENTATIONS
+    if image.format == "JPEG" and height is not None and width is not None:
+        draft_mode = _MODE_FOR_CHANNELS[channels] if image.mode in ("RGB", "L") else None
+        if channels == 4:
+            draft_mode = None
+        image.draft(draft_mode, (height, width) if turned else (width, height))
+    image = ImageOps.exif_transpose(image) if orientation(image) != 1 else image
+    mode = _MODE_FOR_CHANNELS[channels]
+    if image.mode != mode:
+        if image.mode == "P" and "transparency" in image.info:
+            image = image.convert("RGBA")
+        image = image.convert(mode)
+    target = (width or image.width, height or image.height)
+    if target != image.size:
+        image = image.resize(target, PILImage.Resampling.BILINEAR)
+    pixels = np.asarray(image)
+    return pixels[..., np.newaxis] if pixels.ndim == 2 else pixels
+
+
+def encode_pixels(pixels: np.ndarray, fmt: str, quality: int) -> bytes:
+    """Encodes a uint8 (H, W, C) array as JPEG or PNG bytes."""
+    buffer = io.BytesIO()
+    image = PILImage.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
+    if fmt == "jpeg":
+        image.save(buffer, format="JPEG", quality=quality)
+    else:
+        image.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()

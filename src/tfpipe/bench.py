@@ -1,0 +1,71 @@
+"""Throughput measurement shared by `tfpipe.fit`, the CLI and `benchmarks/`."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterable
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    """How fast an input delivered batches.
+
+    Attributes:
+        examples_per_s: examples per second over the timed batches.
+        batches_per_s: batches per second over the timed batches.
+        first_batch_s: seconds until the first batch arrived (start-up cost).
+        batches: how many batches were timed.
+        examples: how many examples those batches held.
+    """
+
+    examples_per_s: float
+    batches_per_s: float
+    first_batch_s: float
+    batches: int
+    examples: int
+
+
+def batch_size_of(batch: Any) -> int:
+    """The leading dimension of the first array found in a (nested) batch."""
+    while isinstance(batch, tuple | list | dict):
+        if not batch:
+            return 0
+        batch = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
+    shape = getattr(batch, "shape", None)
+    if shape is None or len(shape) == 0:
+        return 1
+    return int(shape[0])
+
+
+def measure(batches: Iterable[Any], *, num_batches: int = 50, warmup: int = 5) -> Throughput:
+    """Iterates `warmup` batches, then times `num_batches` more (fewer if the input ends).
+
+    Example:
+        >>> measure(iter([np.zeros((8, 4))] * 20), num_batches=10, warmup=2).examples
+        80
+    """
+    if num_batches < 1 or warmup < 0:
+        raise ValueError(f"num_batches must be >= 1 and warmup >= 0, got {num_batches}, {warmup}")
+    iterator = iter(batches)
+    start = time.perf_counter()
+    first_batch_s = 0.0
+    for i in range(warmup):
+        if next(iterator, None) is None:
+            break
+        if i == 0:
+            first_batch_s = time.perf_counter() - start
+    examples = count = 0
+    start = time.perf_counter()
+    for batch in iterator:
+        if count == 0 and warmup == 0:
+            first_batch_s = time.perf_counter() - start
+        examples += batch_size_of(batch)
+        count += 1
+        if count >= num_batches:
+            break
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    if count == 0:
+        raise ValueError(f"the input ended during the {warmup} warm-up batches; nothing was timed")
+    return Throughput(examples / elapsed, count / elapsed, first_batch_s, count, examples)

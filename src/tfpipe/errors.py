@@ -1,0 +1,36 @@
+"""The exceptions and warnings tfpipe raises.
+
+Every error derives from `TfpipeError`, and from the built-in exception a caller would expect
+(`ValueError` for bad values, `FileNotFoundError` for missing paths), so both
+`except tfpipe.TfpipeError` and `except ValueError` work.
+"""
+
+from __future__ import annotations
+
+
+class TfpipeError(Exception):
+    """Base class of every error tfpipe raises."""
+
+
+class SchemaError(TfpipeError, ValueError):
+    """A schema or feature is declared wrongly, or does not match the data."""
+
+
+class EncodeError(TfpipeError, ValueError):
+    """An example could not be encoded (unreadable image, wrong dtype, unknown class name)."""
+
+
+class DecodeError(TfpipeError, ValueError):
+    """A stored record could not be decoded with the schema."""
+
+
+class SourceError(TfpipeError, ValueError):
+    """A data source is empty, misses a column, or cannot be indexed."""
+
+
+class DataNotFoundError(TfpipeError, FileNotFoundError):
+    """A path, shard or metadata file does not exist."""
+
+
+class TfpipeWarning(UserWarning):
+    """Warnings tfpipe emits: skipped records, ignored arguments, partial caches."""

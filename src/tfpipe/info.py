@@ -1,0 +1,207 @@
+"""Shard naming and the metadata file (`DatasetInfo`) written beside TFRecord shards.
+
+A dataset written to the prefix `out/train` is the shards `out/train-00000-of-00008.tfrecord`
+... and the metadata file `out/train.json`, written last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from tfpipe.errors import DataNotFoundError, SchemaError
+from tfpipe.schema import ClassLabel, Schema
+
+FORMAT_VERSION = 1
+_COMPRESSION_SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def check_compression(compression: str | None) -> str | None:
+    """Normalizes a compression argument: None, "gzip" or "zlib" ("" and "none" mean None)."""
+    if compression in (None, "", "none", "NONE"):
+        return None
+    value = str(compression).lower()
+    if value not in ("gzip", "zlib"):
+        raise ValueError(
+            f"compression must be None, 'gzip' or 'zlib'. Received: compression={compression!r}"
+        )
+    return value
+
+
+def shard_name(name: str, index: int, count: int, compression: str | None = None) -> str:
+    """The file name of shard `index` of `count`, e.g. `train-00003-of-00008.tfrecord.gz`."""
+    return f"{name}-{index:05d}-of-{count:05d}.tfrecord{_COMPRESSION_SUFFIX[compression]}"
+
+
+def metadata_path(prefix: str | os.PathLike[str]) -> Path:
+    """The metadata file of a dataset prefix: `out/train` -> `out/train.json`."""
+    return Path(f"{os.fspath(prefix)}.json")
+
+
+def compression_of(path: str | os.PathLike[str]) -> str | None:
+    """The compression of a TFRecord file, from its suffix or else its first bytes."""
+    name = os.fspath(path)
+    if name.endswith((".gz", ".gzip")):
+        return "gzip"
+    if name.endswith((".zz", ".zlib")):
+        return "zlib"
+    with open(name, "rb") as f:
+        return "gzip" if f.read(2) == _GZIP_MAGIC else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard: its file name (relative to the metadata file), examples and bytes."""
+
+    file: str
+    num_examples: int
+    num_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SkippedExample:
+    """An input the writer skipped with `on_error="skip"`, and why."""
+
+    index: int
+    origin: str
+    error: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """What `write_tfrecords` wrote: schema, counts, shards, skipped inputs.
+
+    Example:
+        >>> info = tfpipe.DatasetInfo.load("out/train")
+        >>> info.num_examples, len(info.files)
+        (4000, 8)
+
+    Attributes:
+        name: the prefix's base name, e.g. "train".
+        directory: the folder holding the shards and the metadata file.
+        schema: the schema of every record.
+        num_examples: examples written, over all shards.
+        shards: per-shard file name, example count and byte size.
+        compression: None or "gzip".
+        skipped: inputs skipped with `on_error="skip"`.
+        shuffled: whether a global permutation was written, and `seed` the one used.
+    """
+
+    name: str
+    directory: Path
+    schema: Schema
+    num_examples: int
+    shards: tuple[ShardInfo, ...]
+    compression: str | None = None
+    skipped: tuple[SkippedExample, ...] = ()
+    shuffled: bool = False
+    seed: int | None = None
+    tfpipe_version: str = ""
+
+    @property
+    def files(self) -> list[Path]:
+        """The shard paths, in order."""
+        return [self.directory / shard.file for shard in self.shards]
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(shard.num_bytes for shard in self.shards)
+
+    @property
+    def class_names(self) -> dict[str, list[str]]:
+        """Class names per ClassLabel feature that has names."""
+        return {
+            name: list(feature.names)
+            for name, feature in self.schema.items()
+            if isinstance(feature, ClassLabel) and feature.names is not None
+        }
+
+    @property
+    def metadata_path(self) -> Path:
+        return self.directory / f"{self.name}.json"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": "tfpipe-tfrecords",
+            "format_version": FORMAT_VERSION,
+            "tfpipe_version": self.tfpipe_version,
+            "name": self.name,
+            "num_examples": self.num_examples,
+            "num_bytes": self.num_bytes,
+            "compression": self.compression,
+            "shuffled": self.shuffled,
+            "seed": self.seed,
+            "class_names": self.class_names,
+            "schema": self.schema.to_dict(),
+            "shards": [dataclasses.asdict(s) for s in self.shards],
+            "skipped": [dataclasses.asdict(s) for s in self.skipped],
+        }
+
+    def save(self) -> Path:
+        """Writes the metadata file atomically (temporary name, then rename)."""
+        path = self.metadata_path
+        temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        temporary.write_text(json.dumps(self.to_dict(), indent=2))
+        os.replace(temporary, path)
+        return path
+
+    @classmethod
+    def load(cls, prefix: str | os.PathLike[str]) -> DatasetInfo:
+        """Reads the metadata of the dataset at `prefix` (`out/train` or `out/train.json`)."""
+        path = Path(prefix)
+        if path.suffix != ".json":
+            path = metadata_path(prefix)
+        if not path.is_file():
+            raise DataNotFoundError(
+                f"no tfpipe metadata file {str(path)!r}; write the dataset with "
+                "tfpipe.write_tfrecords, or pass the shard files and schema= explicitly"
+            )
+        try:
+            data = json.loads(path.read_text())
+            info = cls(
+                name=data["name"],
+                directory=path.parent,
+                schema=Schema.from_json(data["schema"]),
+                num_examples=int(data["num_examples"]),
+                shards=tuple(ShardInfo(**s) for s in data["shards"]),
+                compression=data.get("compression"),
+                skipped=tuple(SkippedExample(**s) for s in data.get("skipped", [])),
+                shuffled=bool(data.get("shuffled", False)),
+                seed=data.get("seed"),
+                tfpipe_version=data.get("tfpipe_version", ""),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise SchemaError(f"metadata file {str(path)!r} is not valid: {e!r}") from e
+        missing = [str(f) for f in info.files if not f.is_file()]
+        if missing:
+            raise DataNotFoundError(
+                f"metadata file {str(path)!r} lists shards that do not exist: {missing[:3]}"
+            )
+        return info
+
+
+def resolve_files(path: str | os.PathLike[str] | list[str | os.PathLike[str]]) -> list[Path]:
+    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them."""
+    if isinstance(path, list | tuple):
+        return [f for p in path for f in resolve_files(p)]
+    text = os.fspath(path)
+    if metadata_path(text).is_file() or text.endswith(".json"):
+        return DatasetInfo.load(text).files
+    if os.path.isfile(text):
+        return [Path(text)]
+    if os.path.isdir(text):
+        files = sorted(Path(text).glob("*.tfrecord*"))
+    else:
+        files = sorted(Path(p) for p in glob.glob(text) if os.path.isfile(p))
+        if not files:
+            files = sorted(Path(p) for p in glob.glob(f"{text}-*-of-*.tfrecord*"))
+    if not files:
+        raise DataNotFoundError(
+            f"no TFRecord files at {text!r} (tried it as a file, a folder, a glob and a prefix)"
+        )
+    return files

@@ -1,0 +1,86 @@
+"""A source over in-memory numpy arrays (or anything `np.asarray` takes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tfpipe.errors import SourceError
+from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
+from tfpipe.sources.base import SourceBase
+
+
+def _infer_feature(name: str, array: np.ndarray) -> Feature:
+    if (
+        array.dtype == np.uint8
+        and array.ndim in (3, 4)
+        and (array.ndim == 3 or array.shape[-1] in (1, 3, 4))
+    ):
+        height, width = array.shape[1:3]
+        channels = 1 if array.ndim == 3 else array.shape[-1]
+        return Image(shape=(height, width, channels), encoding="raw")
+    if array.dtype.kind in "US" or array.dtype == object:
+        return Text()
+    if "label" in name.lower() and array.dtype.kind in "iu" and array.ndim == 1:
+        return ClassLabel(num_classes=int(array.max()) + 1)
+    return Tensor(shape=array.shape[1:], dtype=array.dtype.name)
+
+
+class ArraySource(SourceBase):
+    """Examples are the rows of equally long arrays: `src[i] = {name: array[i]}`.
+
+    Example:
+        >>> src = tfpipe.from_arrays({"image": np.zeros((10, 28, 28), np.uint8),
+        ...                           "label": np.arange(10) % 3})
+        >>> src.schema["image"]
+        Image(shape=(28, 28, 1), encoding='raw', quality=95)
+    """
+
+    def __init__(self, arrays: Mapping[str, Any], schema: Schema | None = None) -> None:
+        if not isinstance(arrays, Mapping) or not arrays:
+            raise SourceError(f"arrays must be a non-empty dict of name -> array, got {arrays!r}")
+        self.arrays = {name: np.asarray(value) for name, value in arrays.items()}
+        lengths = {name: len(a) if a.ndim else -1 for name, a in self.arrays.items()}
+        if len(set(lengths.values())) != 1 or -1 in lengths.values():
+            raise SourceError(f"arrays must share their first dimension, got lengths {lengths}")
+        self._length = next(iter(lengths.values()))
+        if self._length == 0:
+            raise SourceError("arrays are empty: a source needs at least one example")
+        self.schema = (
+            schema
+            if schema is not None
+            else Schema({name: _infer_feature(name, a) for name, a in self.arrays.items()})
+        )
+        self.schema.check_names(list(self.arrays), "arrays")
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        index = self.check_index(index)
+        return {name: array[index] for name, array in self.arrays.items()}
+
+    def labels(self) -> np.ndarray | None:
+        for name, feature in self.schema.items():
+            if isinstance(feature, ClassLabel) and not feature.multi_label:
+                return self.arrays[name]
+        return None
+
+
+def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> ArraySource:
+    """A source over numpy arrays that share their first dimension.
+
+    uint8 arrays of shape (N, H, W) or (N, H, W, C) become raw `Image` features, 1-D integer
+    arrays whose name contains "label" become `ClassLabel`, strings become `Text`, anything
+    else a `Tensor`; pass `schema=` to choose.
+
+    Example:
+        >>> src = tfpipe.from_arrays({"image": x_train, "label": y_train})
+
+    Args:
+        arrays: feature name -> array of N examples.
+        schema: the schema; inferred from dtypes and shapes when None. Defaults to None.
+    """
+    return ArraySource(arrays, schema)

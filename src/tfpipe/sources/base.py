@@ -1,0 +1,147 @@
+"""The Source protocol, shared behaviour of tfpipe's sources, and splits."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from tfpipe.errors import SourceError, TfpipeWarning
+from tfpipe.schema import Schema
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Anything with `__len__` and `__getitem__(i) -> example dict` is a source.
+
+    The values of an example are what the schema's features accept: image paths or bytes,
+    class names or indices, arrays, strings. No inheritance is needed.
+    """
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+
+class SourceBase:
+    """Behaviour tfpipe's own sources share: `schema`, `origin`, `labels`, `split`."""
+
+    schema: Schema
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def origin(self, index: int) -> str:
+        """A human description of where example `index` comes from (a file path, a row)."""
+        return f"example {index}"
+
+    def labels(self) -> np.ndarray | None:
+        """The class index of every example, for stratified splits; None when unknown."""
+        return None
+
+    def check_index(self, index: int) -> int:
+        """Normalizes a possibly negative index; raises IndexError when out of range."""
+        size = len(self)
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise TypeError(f"source indices must be ints, got {type(index).__name__}")
+        if not -size <= index < size:
+            raise IndexError(f"index {index} is out of range for a source of {size} examples")
+        return int(index) % size
+
+    def split(
+        self, fractions: Mapping[str, float], *, seed: int = 0, stratify: bool = True
+    ) -> dict[str, Subset]:
+        """Splits into disjoint sources that together cover every example.
+
+        Example:
+            >>> parts = tfpipe.from_directory("images").split({"train": 0.7, "test": 0.3})
+            >>> len(parts["train"]) + len(parts["test"]) == len(tfpipe.from_directory("images"))
+            True
+
+        Args:
+            fractions: split name -> fraction; the fractions must sum to 1.
+            seed: seed of the random assignment. Defaults to 0.
+            stratify: keep each class's proportion in every split (needs class labels).
+                Defaults to True.
+        """
+        return split(self, fractions, seed=seed, stratify=stratify)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} examples, features={list(self.schema)})"
+
+
+class Subset(SourceBase):
+    """The examples of `source` at `indices`, in that order."""
+
+    def __init__(self, source: SourceBase, indices: Sequence[int] | np.ndarray) -> None:
+        self.source = source
+        self.indices = np.asarray(indices, np.int64)
+        self.schema = source.schema
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.source[int(self.indices[self.check_index(index)])]
+
+    def origin(self, index: int) -> str:
+        return self.source.origin(int(self.indices[self.check_index(index)]))
+
+    def labels(self) -> np.ndarray | None:
+        labels = self.source.labels()
+        return None if labels is None else labels[self.indices]
+
+
+def _allocate(count: int, fractions: Sequence[float]) -> list[int]:
+    """Splits `count` items by `fractions` with the largest-remainder method (sums to count)."""
+    exact = [count * f for f in fractions]
+    sizes = [math.floor(e) for e in exact]
+    by_remainder = sorted(range(len(exact)), key=lambda i: exact[i] - sizes[i], reverse=True)
+    for i in by_remainder[: count - sum(sizes)]:
+        sizes[i] += 1
+    return sizes
+
+
+def split(
+    source: SourceBase, fractions: Mapping[str, float], *, seed: int = 0, stratify: bool = True
+) -> dict[str, Subset]:
+    """Splits a source into disjoint subsets; see `SourceBase.split`."""
+    if not isinstance(fractions, Mapping) or not fractions:
+        raise ValueError(
+            f"fractions must be a dict such as {{'train': 0.7, 'test': 0.3}}, got {fractions!r}"
+        )
+    values = list(fractions.values())
+    if any(not isinstance(f, int | float) or f <= 0 for f in values) or abs(sum(values) - 1) > 1e-6:
+        raise ValueError(f"fractions must be positive and sum to 1, got {dict(fractions)}")
+    if len(source) == 0:
+        raise SourceError("cannot split an empty source")
+    rng = np.random.default_rng(seed)
+    labels = source.labels() if stratify else None
+    if stratify and labels is None:
+        warnings.warn(
+            f"split(stratify=True) ignored: {type(source).__name__} has no class labels; "
+            "pass stratify=False to silence this",
+            TfpipeWarning,
+            stacklevel=3,
+        )
+    groups = (
+        [np.arange(len(source))]
+        if labels is None
+        else [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    )
+    parts: list[list[np.ndarray]] = [[] for _ in values]
+    for group in groups:
+        shuffled = rng.permutation(group)
+        bounds = np.cumsum([0, *_allocate(len(group), values)])
+        for k in range(len(values)):
+            parts[k].append(shuffled[bounds[k] : bounds[k + 1]])
+    return {
+        name: Subset(source, np.sort(np.concatenate(chunks)))
+        for name, chunks in zip(fractions, parts, strict=True)
+    }

@@ -1,0 +1,175 @@
+"""A source over a pandas DataFrame of image paths and label columns."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tfpipe.errors import DataNotFoundError, SourceError
+from tfpipe.schema import ClassLabel, Feature, Image, Schema, parse_list_cell
+from tfpipe.sources.base import SourceBase
+
+
+def _cell_values(column: pd.Series) -> list[Any]:
+    """The cells of a label column, with list-like strings such as "[1, 0, 3]" parsed."""
+    values = column.tolist()
+    for row, value in zip(column.index, values, strict=True):
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            raise SourceError(f"{column.name}: missing label in row {row}")
+    if any(isinstance(v, str) and v.lstrip().startswith("[") for v in values):
+        parsed = []
+        for row, value in zip(column.index, values, strict=True):
+            try:
+                parsed.append(parse_list_cell(value) if isinstance(value, str) else value)
+            except ValueError as e:
+                raise SourceError(f"{column.name}: {e} in row {row}") from e
+        return parsed
+    return [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
+
+
+def _infer_label(values: list[Any]) -> ClassLabel:
+    multi = any(isinstance(v, list | tuple | np.ndarray) for v in values)
+    items = [x for v in values for x in v] if multi else values
+    if items and all(isinstance(x, str) for x in items):
+        return ClassLabel(names=sorted(set(items)), multi_label=multi)
+    if all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in items):
+        return ClassLabel(
+            num_classes=max([int(x) for x in items], default=0) + 1, multi_label=multi
+        )
+    kinds = sorted({type(x).__name__ for x in items})
+    raise TypeError(f"expected class names or int indices, got values of types {kinds}")
+
+
+class DataFrameSource(SourceBase):
+    """One example per row: `{"image": <path>, <label column>: <label>, ...}`.
+
+    Label cells are validated and turned into class indices once, at construction; only
+    compact arrays are kept (no DataFrame), so the source pickles cheaply to worker processes.
+    """
+
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        path_col: str = "path",
+        label_cols: Sequence[str] = ("label",),
+        base_dir: str | os.PathLike[str] | None = None,
+        schema: Schema | None = None,
+        image_shape: tuple[int | None, int | None, int] = (None, None, 3),
+    ) -> None:
+        if not isinstance(df, pd.DataFrame):
+            raise SourceError(f"df must be a pandas DataFrame, got {type(df).__name__}")
+        if isinstance(label_cols, str):
+            label_cols = [label_cols]
+        for argument, column in [("path_col", path_col)] + [("label_cols", c) for c in label_cols]:
+            if column not in df.columns:
+                raise SourceError(
+                    f"{argument}: column {column!r} is not in the DataFrame; "
+                    f"it has {list(df.columns)}"
+                )
+        if "image" in label_cols:
+            raise SourceError("label_cols: 'image' is the name of the image feature")
+        if len(df) == 0:
+            raise SourceError("df is empty: a source needs at least one row")
+        base = Path(base_dir) if base_dir is not None else None
+        self.paths = np.asarray(
+            [
+                str(base / p) if base is not None and not os.path.isabs(p) else str(p)
+                for p in df[path_col].astype(str)
+            ]
+        )
+        missing = [
+            (row, p) for row, p in zip(df.index, self.paths, strict=True) if not os.path.isfile(p)
+        ]
+        if missing:
+            row, path = missing[0]
+            raise DataNotFoundError(
+                f"{path_col}: {len(missing)} image file(s) do not exist, "
+                f"first {path!r} in row {row}"
+                + ("" if base is not None else "; pass base_dir= if the paths are relative")
+            )
+        features: dict[str, Feature] = {"image": Image(shape=image_shape)}
+        self.label_values: dict[str, list[Any]] = {}
+        for column in label_cols:
+            values = _cell_values(df[column])
+            try:
+                feature = schema[column] if schema is not None else _infer_label(values)
+            except TypeError as e:
+                raise SourceError(f"{column}: {e}") from e
+            if not isinstance(feature, ClassLabel):
+                raise SourceError(
+                    f"{column}: label columns need a ClassLabel feature, "
+                    f"got {type(feature).__name__}"
+                )
+            self.label_values[column] = [
+                _indices(feature, value, column, row)
+                for row, value in zip(df.index, values, strict=True)
+            ]
+            features[column] = feature
+        self.rows = np.asarray(df.index)
+        self.schema = schema if schema is not None else Schema(features)
+        self.schema.check_names(list(features), "label_cols")
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        index = self.check_index(index)
+        example: dict[str, Any] = {"image": str(self.paths[index])}
+        for column, values in self.label_values.items():
+            example[column] = values[index]
+        return example
+
+    def origin(self, index: int) -> str:
+        index = self.check_index(index)
+        return f"row {self.rows[index]} ({self.paths[index]})"
+
+    def labels(self) -> np.ndarray | None:
+        for values in self.label_values.values():
+            if values and isinstance(values[0], int):
+                return np.asarray(values, np.int64)
+        return None
+
+
+def _indices(feature: ClassLabel, value: Any, column: str, row: Any) -> int | list[int]:
+    try:
+        indices = feature.indices(value)
+    except (TypeError, ValueError) as e:
+        raise SourceError(f"{column}: {e} in row {row}") from e
+    return indices if feature.multi_label else indices[0]
+
+
+def from_dataframe(
+    df: pd.DataFrame,
+    *,
+    path_col: str = "path",
+    label_cols: Sequence[str] = ("label",),
+    base_dir: str | os.PathLike[str] | None = None,
+    schema: Schema | None = None,
+    image_shape: tuple[int | None, int | None, int] = (None, None, 3),
+) -> DataFrameSource:
+    """A source over a DataFrame with an image path column and label columns.
+
+    Label cells may be class indices, class names, or lists (a real list or a string such as
+    "[1, 0, 3]", parsed safely): a list column becomes a multi-label `ClassLabel`. Each label
+    column is its own feature, so several columns give several model outputs.
+
+    Example:
+        >>> df = pd.DataFrame({"path": ["a.jpg", "b.jpg"], "weather": ["clear", "haze"],
+        ...                    "ground": ["[0, 2]", "[1]"]})
+        >>> src = tfpipe.from_dataframe(df, label_cols=["weather", "ground"], base_dir="img")
+
+    Args:
+        df: the DataFrame, one row per image.
+        path_col: the column of image paths. Defaults to "path".
+        label_cols: the label columns, each a feature of the schema. Defaults to ("label",).
+        base_dir: the folder relative paths start from. Defaults to None.
+        schema: the schema to use instead of inferring one (class name order, image shape).
+            Defaults to None.
+        image_shape: the `Image` shape of an inferred schema. Defaults to (None, None, 3).
+    """
+    return DataFrameSource(df, path_col, label_cols, base_dir, schema, image_shape)
