@@ -1,0 +1,1 @@
+"""Loaders that feed Keras: the PyDataset loader and the tf.data pipeline builder."""

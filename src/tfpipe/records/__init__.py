@@ -1,0 +1,1 @@
+"""TFRecord shards: the writer, the tf.data reader, and schema inference."""
