@@ -8,7 +8,6 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e .
