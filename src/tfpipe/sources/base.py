@@ -135,6 +135,17 @@ def split(
         if labels is None
         else [np.flatnonzero(labels == c) for c in np.unique(labels)]
     )
+    if labels is not None:
+        small = [(int(labels[g[0]]), len(g)) for g in groups if len(g) < len(values)]
+        if small:
+            label, count = small[0]
+            warnings.warn(
+                f"split: class {label} has {count} example(s), fewer than the {len(values)} "
+                f"splits, so some splits miss it ({len(small)} such class(es)); "
+                "merge rare classes or use fewer splits",
+                TfpipeWarning,
+                stacklevel=3,
+            )
     parts: list[list[np.ndarray]] = [[] for _ in values]
     for group in groups:
         shuffled = rng.permutation(group)

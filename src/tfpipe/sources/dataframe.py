@@ -89,7 +89,7 @@ class DataFrameSource(SourceBase):
             row, path = missing[0]
             raise DataNotFoundError(
                 f"{path_col}: {len(missing)} image file(s) do not exist, "
-                f"first {path!r} in row {row}"
+                f"first {str(path)!r} in row {row}"
                 + ("" if base is not None else "; pass base_dir= if the paths are relative")
             )
         features: dict[str, Feature] = {"image": Image(shape=image_shape)}
