@@ -13,6 +13,7 @@ from tfpipe.errors import (
     TfpipeWarning,
 )
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
 from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory
 
@@ -40,4 +41,7 @@ __all__ = [
     "from_arrays",
     "from_dataframe",
     "from_directory",
+    "infer_schema",
+    "read_tfrecords",
+    "write_tfrecords",
 ]

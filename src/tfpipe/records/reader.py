@@ -1,0 +1,101 @@
+"""Reading TFRecord shards (tfpipe's or anyone's) as a `tf.data.Dataset` of example dicts."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import tensorflow as tf
+
+from tfpipe.errors import DataNotFoundError, SchemaError
+from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
+from tfpipe.records.infer import PathArg, infer_schema, records, tf_compression
+from tfpipe.schema import Schema
+
+
+def _is_prefix(text: str) -> bool:
+    """A path that names no file, folder or glob: only a dataset prefix with metadata fits."""
+    return not (os.path.exists(text) or glob.has_magic(text) or text.endswith(".json"))
+
+
+def _files_and_info(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
+    if not isinstance(path, str | os.PathLike):
+        return [f for f in resolve_files(list(path)) if not f.name.startswith(".")], None
+    text = os.fspath(path)
+    if metadata_path(text).is_file() or text.endswith(".json"):
+        info = DatasetInfo.load(text)
+        return info.files, info
+    if _is_prefix(text):
+        shards = sorted(glob.glob(f"{glob.escape(text)}-*-of-*.tfrecord*"))
+        hint = (
+            f"; {len(shards)} shard file(s) exist without it: an interrupted or unfinished "
+            f"write? Write again, or read them anyway with read_tfrecords('{text}-*', schema=...)"
+            if shards
+            else ""
+        )
+        raise DataNotFoundError(
+            f"path {text!r} is not a file, folder or glob, and the dataset metadata file "
+            f"{str(metadata_path(text))!r} does not exist{hint}"
+        )
+    return [f for f in resolve_files(text) if not f.name.startswith(".")], None
+
+
+def _compression(files: list[Path]) -> str | None:
+    kinds = {f: compression_of(f) for f in files}
+    if len(set(kinds.values())) > 1:
+        by_kind = {
+            str(kind): next(f.name for f, k in kinds.items() if k == kind)
+            for kind in kinds.values()
+        }
+        raise ValueError(
+            f"the files mix compressions (one file of each: {by_kind}); read them apart"
+        )
+    return next(iter(kinds.values()))
+
+
+def _check_schema(schema: Schema, files: list[Path]) -> None:
+    """Checks the first record against the schema, so a mismatch fails early and clearly."""
+    for file, index, record in records(files, limit=1):
+        schema.stored(record, where=f"record {index} of {file.name}")
+
+
+def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Dataset:
+    """A `tf.data.Dataset` of decoded example dicts (unbatched), in the order written.
+
+    Images come out as uint8 `(H, W, C)`, class labels as int64, texts as `tf.string`. The
+    schema comes from `schema=`, else the metadata file of a tfpipe dataset, else
+    `infer_schema` (files written by plain TensorFlow scripts or TFDS). Gzip files are detected.
+    The first record is checked against the schema right away; a mismatch raises a
+    `DecodeError` naming the feature and the file.
+
+    Example:
+        >>> ds = tfpipe.read_tfrecords("out/train")
+        >>> example = next(iter(ds))
+        >>> example["image"].dtype, example["label"].dtype
+        (tf.uint8, tf.int64)
+
+    Args:
+        path: a dataset prefix written by `write_tfrecords` ("out/train"), its metadata file,
+            a TFRecord file, a folder of them, a glob, or a list of these.
+        schema: the schema of the records. Defaults to the metadata's, or an inferred one.
+
+    Returns:
+        The dataset; batch, shuffle and prefetch it as usual (or use tfpipe's loaders).
+
+    Raises:
+        DataNotFoundError: no metadata for a prefix (e.g. after an interrupted write), or no
+            TFRecord files at `path`.
+        DecodeError: the first record does not match the schema, or a file is not a TFRecord.
+    """
+    files, info = _files_and_info(path)
+    if schema is None:
+        schema = info.schema if info is not None else infer_schema(files)
+    elif not isinstance(schema, Schema):
+        raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+    compression = info.compression if info is not None else _compression(files)
+    _check_schema(schema, files)
+    dataset = tf.data.TFRecordDataset(
+        [str(f) for f in files], compression_type=tf_compression(compression)
+    )
+    return dataset.map(schema.parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

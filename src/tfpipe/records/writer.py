@@ -1,0 +1,385 @@
+"""Writing a source to TFRecord shards: shuffled, encoded in parallel, atomic per shard.
+
+source[i] ──schema.encode()──▶ bytes ──▶ .train-00003-of-00008.tfrecord.tmp-<pid>
+(threads, bounded window,                 ──os.replace()──▶ train-00003-of-00008.tfrecord
+ one global permutation)                  ... all shards, then train.json (written last)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import importlib.metadata
+import itertools
+import math
+import os
+import re
+import warnings
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.info import (
+    DatasetInfo,
+    ShardInfo,
+    SkippedExample,
+    check_compression,
+    metadata_path,
+    shard_name,
+)
+from tfpipe.records.infer import tf_compression
+from tfpipe.schema import Schema
+
+TARGET_SHARD_BYTES = 128 * 2**20
+MIN_SHARDS = 8
+_CHUNK = 32
+_CHUNKS_PER_WORKER = 4
+_SHOWN_SKIPPED = 3
+_ON_ERROR = ("raise", "skip")
+_SOURCE_ERRORS = (OSError, ValueError, TypeError, LookupError)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and int(value) >= 1
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOptions:
+    """The options of `write_tfrecords`, validated once; see there for their meaning."""
+
+    num_shards: int | None = None
+    compression: str | None = None
+    shuffle: bool = True
+    seed: int = 0
+    workers: int | None = None
+    on_error: str = "raise"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.num_shards is not None and not _positive_int(self.num_shards):
+            raise ValueError(
+                "num_shards must be a positive int or None. "
+                f"Received: num_shards={self.num_shards!r}"
+            )
+        object.__setattr__(self, "compression", check_compression(self.compression))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer):
+            raise ValueError(f"seed must be an int. Received: seed={self.seed!r}")
+        if self.workers is None:
+            object.__setattr__(self, "workers", os.cpu_count() or 1)
+        elif not _positive_int(self.workers):
+            raise ValueError(
+                f"workers must be a positive int or None. Received: workers={self.workers!r}"
+            )
+        if self.on_error not in _ON_ERROR:
+            raise ValueError(
+                f"on_error must be one of {list(_ON_ERROR)}. Received: on_error={self.on_error!r}"
+            )
+
+
+def _ordered_map(
+    fn: Callable[[T], R], items: Iterable[T], workers: int
+) -> Generator[R, None, None]:
+    """`map(fn, items)` on `workers` threads, in order, with a bounded number in flight."""
+    if workers == 1:
+        yield from map(fn, items)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="tfpipe-write")
+    pending: collections.deque[Future[R]] = collections.deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= workers * _CHUNKS_PER_WORKER:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Encoder:
+    """Encodes examples of a source, naming them in errors; skips failures when asked."""
+
+    def __init__(self, source: Any, schema: Schema, skip: bool) -> None:
+        self.source = source
+        self.schema = schema
+        self.skip = skip
+        self.origin = getattr(source, "origin", None)
+
+    def describe(self, index: int) -> tuple[str, str]:
+        """`(where, origin)` of an example, e.g. `("example 17 (cats/017.jpg)", "cats/017.jpg")`."""
+        plain = f"example {index}"
+        origin = str(self.origin(index)) if callable(self.origin) else plain
+        return (plain if origin == plain else f"{plain} ({origin})"), origin
+
+    def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
+        return [self.encode(int(i)) for i in indices]
+
+    def encode(self, index: int) -> bytes | SkippedExample:
+        where, origin = self.describe(index)
+        try:
+            try:
+                example = self.source[index]
+            except _SOURCE_ERRORS as e:
+                raise EncodeError(f"cannot read {where} from the source: {e}") from e
+            return self.schema.encode(example, where=where)
+        except EncodeError as e:
+            if not self.skip:
+                raise
+            return SkippedExample(index=index, origin=origin, error=str(e))
+
+
+def _plan_shards(sample: list[bytes], num_examples: int) -> int:
+    """Enough shards for ~TARGET_SHARD_BYTES each, and at least min(MIN_SHARDS, N)."""
+    per_example = sum(map(len, sample)) / max(len(sample), 1)
+    by_size = math.ceil(per_example * num_examples / TARGET_SHARD_BYTES)
+    return max(by_size, min(MIN_SHARDS, num_examples))
+
+
+class _ShardWriter:
+    """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically."""
+
+    def __init__(self, prefix: Path, bounds: list[int], compression: str | None) -> None:
+        self.directory = prefix.parent
+        self.name = prefix.name
+        self.bounds = bounds
+        self.compression = compression
+        self.count = len(bounds) - 1
+        self.shards: list[ShardInfo] = []
+        self.writer: tf.io.TFRecordWriter | None = None
+        self.written = 0
+
+    def final_path(self, shard: int) -> Path:
+        return self.directory / shard_name(self.name, shard, self.count, self.compression)
+
+    def temporary_path(self, shard: int) -> Path:
+        return self.directory / f".{self.final_path(shard).name}.tmp-{os.getpid()}"
+
+    def add(self, position: int, record: bytes | None) -> None:
+        """Adds the record at `position` of the order (None: a skipped example)."""
+        while position >= self.bounds[len(self.shards) + 1]:
+            self._finish()
+        if record is not None:
+            self._writer().write(record)
+            self.written += 1
+
+    def close(self) -> list[ShardInfo]:
+        """Finishes every remaining shard (empty ones too) and returns all of them."""
+        while len(self.shards) < self.count:
+            self._finish()
+        return self.shards
+
+    def abort(self) -> None:
+        """Removes what this write left: the open temporary shard and finished shards."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.temporary_path(len(self.shards)).unlink(missing_ok=True)
+        for shard in self.shards:
+            (self.directory / shard.file).unlink(missing_ok=True)
+
+    def _writer(self) -> tf.io.TFRecordWriter:
+        if self.writer is None:
+            self.writer = tf.io.TFRecordWriter(
+                str(self.temporary_path(len(self.shards))),
+                options=tf_compression(self.compression),
+            )
+            self.written = 0
+        return self.writer
+
+    def _finish(self) -> None:
+        shard = len(self.shards)
+        self._writer().close()
+        self.writer = None
+        final = self.final_path(shard)
+        if shard == 0:
+            # The old metadata would describe a mix of old and new shards from here on.
+            metadata_path(self.directory / self.name).unlink(missing_ok=True)
+        os.replace(self.temporary_path(shard), final)
+        self.shards.append(ShardInfo(final.name, self.written, final.stat().st_size))
+
+    def remove_stale(self) -> None:
+        """Removes shards of earlier writes to this prefix and temporary files of dead writes."""
+        current = {shard.file for shard in self.shards}
+        pattern = re.compile(
+            rf"\.?{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?(\.tmp-\d+)?"
+        )
+        for entry in os.scandir(self.directory):
+            if pattern.fullmatch(entry.name) and entry.name not in current:
+                os.unlink(entry.path)
+
+
+def _check_source(source: Any, schema: Schema | None) -> Schema:
+    if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+        raise SourceError(
+            "source must support len(source) and source[i] -> example dict "
+            f"(e.g. tfpipe.from_directory). Received: {type(source).__name__}"
+        )
+    if len(source) == 0:
+        raise SourceError(f"source is empty: {type(source).__name__} has no examples to write")
+    schema = schema if schema is not None else getattr(source, "schema", None)
+    if schema is None:
+        raise SchemaError(
+            f"{type(source).__name__} has no .schema: pass schema=tfpipe.Schema({{...}})"
+        )
+    if not isinstance(schema, Schema):
+        raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+    return schema
+
+
+def _check_prefix(prefix: str | os.PathLike[str]) -> Path:
+    text = os.fspath(prefix)
+    path = Path(text)
+    if not text or text.endswith(("/", os.sep)) or path.is_dir() or path.name in (".", ".."):
+        raise ValueError(
+            "prefix must name the dataset inside a folder, e.g. 'out/train' (shards "
+            f"'out/train-00000-of-00008.tfrecord', metadata 'out/train.json'). Received: {text!r}"
+        )
+    if path.suffix == ".json" or ".tfrecord" in path.name:
+        raise ValueError(
+            f"prefix is the dataset name without a suffix, e.g. 'out/train'. Received: {text!r}"
+        )
+    return path
+
+
+def _warn_skipped(skipped: list[SkippedExample], total: int) -> None:
+    shown = "; ".join(f"{s.origin}: {s.error}" for s in skipped[:_SHOWN_SKIPPED])
+    more = f" (and {len(skipped) - _SHOWN_SKIPPED} more)" if len(skipped) > _SHOWN_SKIPPED else ""
+    warnings.warn(
+        f"write_tfrecords skipped {len(skipped)} of {total} examples that could not be encoded: "
+        f"{shown}{more}. They are listed in DatasetInfo.skipped.",
+        TfpipeWarning,
+        stacklevel=3,
+    )
+
+
+def write_tfrecords(
+    source: Any,
+    prefix: str | os.PathLike[str],
+    schema: Schema | None = None,
+    num_shards: int | None = None,
+    compression: str | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    workers: int | None = None,
+    on_error: str = "raise",
+    progress: bool = True,
+) -> DatasetInfo:
+    """Writes every example of a source to TFRecord shards and a metadata file.
+
+    Shards are named `<prefix>-00000-of-00008.tfrecord` (`.tfrecord.gz` with gzip); the
+    metadata `<prefix>.json` (schema, counts, shard sizes, class names) is written last. Each
+    shard is written under a temporary name and renamed when complete, so an interrupted write
+    never leaves a shard or metadata that looks complete. Shards of an earlier write to the
+    same prefix are removed after success.
+
+    With `shuffle=True` the examples are written in one global random permutation (shards are
+    contiguous slices of it), so even a class-sorted folder comes out mixed; memory stays
+    bounded by a small window of in-flight examples, whatever the dataset size. The output is
+    the same for the same seed, whatever the number of workers.
+
+    Example:
+        >>> src = tfpipe.from_directory("images", image_shape=(128, 128, 3))
+        >>> info = tfpipe.write_tfrecords(src, "out/train", progress=False)
+        >>> info.num_examples == len(src)
+        True
+
+    Args:
+        source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,
+            when present, names the input in errors.
+        prefix: the dataset path without suffix, e.g. "out/train"; folders are created.
+        schema: the schema of the records. Defaults to `source.schema`.
+        num_shards: the number of shards. Defaults to ~128 MiB per shard (estimated by encoding
+            the first examples), and never fewer than min(8, number of examples).
+        compression: None or "gzip" (or "zlib"). Defaults to None.
+        shuffle: write the examples in a random global order. Defaults to True.
+        seed: the seed of that order. Defaults to 0.
+        workers: threads that read and encode examples (Pillow releases the GIL while it
+            decodes, resizes and encodes). Defaults to os.cpu_count().
+        on_error: "raise" stops at the first example that cannot be read or encoded; "skip"
+            leaves it out, records it in `DatasetInfo.skipped` and warns once at the end.
+            Defaults to "raise".
+        progress: show a progress bar (examples/s). Defaults to True.
+
+    Returns:
+        The `DatasetInfo` that was saved beside the shards.
+
+    Raises:
+        EncodeError: an example cannot be read or encoded (naming it and the reason), or every
+            example was skipped.
+        SourceError: the source is empty or not indexable.
+        SchemaError: there is no schema.
+    """
+    options = WriteOptions(num_shards, compression, shuffle, seed, workers, on_error, progress)
+    schema = _check_source(source, schema)
+    path = _check_prefix(prefix)
+    total = len(source)
+    if options.num_shards is not None and options.num_shards > total:
+        raise ValueError(
+            f"num_shards={options.num_shards} is more than the {total} examples of the source"
+        )
+    order = (
+        np.random.default_rng(options.seed).permutation(total)
+        if options.shuffle
+        else np.arange(total)
+    )
+    encoder = _Encoder(source, schema, skip=options.on_error == "skip")
+    chunks = (order[start : start + _CHUNK] for start in range(0, total, _CHUNK))
+    results = _ordered_map(encoder, chunks, options.workers)  # type: ignore[arg-type]
+    head = [next(results)]
+    num_shards = options.num_shards or _plan_shards(
+        [r for r in head[0] if isinstance(r, bytes)], total
+    )
+    bounds = [round(k * total / num_shards) for k in range(num_shards + 1)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shards = _ShardWriter(path, bounds, options.compression)
+    skipped: list[SkippedExample] = []
+    bar = tqdm(total=total, unit="ex", desc=f"writing {path.name}", disable=not options.progress)
+    try:
+        position = 0
+        for chunk in itertools.chain(head, results):
+            for result in chunk:
+                if isinstance(result, SkippedExample):
+                    skipped.append(result)
+                    shards.add(position, None)
+                else:
+                    shards.add(position, result)
+                position += 1
+            bar.update(len(chunk))
+        if len(skipped) == total:
+            raise EncodeError(
+                f"every one of the {total} examples was skipped; the first: "
+                f"{skipped[0].origin}: {skipped[0].error}"
+            )
+        written = shards.close()
+    except BaseException:
+        shards.abort()
+        raise
+    finally:
+        bar.close()
+        results.close()
+    info = DatasetInfo(
+        name=path.name,
+        directory=path.parent,
+        schema=schema,
+        num_examples=total - len(skipped),
+        shards=tuple(written),
+        compression=options.compression,
+        skipped=tuple(skipped),
+        shuffled=options.shuffle,
+        seed=options.seed if options.shuffle else None,
+        tfpipe_version=importlib.metadata.version("tfpipe"),
+    )
+    info.save()
+    shards.remove_stale()
+    if skipped:
+        _warn_skipped(skipped, total)
+    return info
