@@ -13,9 +13,10 @@ from tfpipe.errors import (
     TfpipeWarning,
 )
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
-from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory
+from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "Image",
     "Schema",
     "SchemaError",
+    "SequenceLoader",
     "ShardInfo",
     "SkippedExample",
     "Source",
@@ -41,6 +43,7 @@ __all__ = [
     "from_arrays",
     "from_dataframe",
     "from_directory",
+    "from_tfrecords",
     "infer_schema",
     "read_tfrecords",
     "write_tfrecords",

@@ -4,6 +4,7 @@ from tfpipe.sources.arrays import ArraySource, from_arrays
 from tfpipe.sources.base import Source, SourceBase, Subset, split
 from tfpipe.sources.dataframe import DataFrameSource, from_dataframe
 from tfpipe.sources.directory import DirectorySource, from_directory
+from tfpipe.sources.tfrecords import TFRecordSource, from_tfrecords
 
 __all__ = [
     "ArraySource",
@@ -12,8 +13,10 @@ __all__ = [
     "Source",
     "SourceBase",
     "Subset",
+    "TFRecordSource",
     "from_arrays",
     "from_dataframe",
     "from_directory",
+    "from_tfrecords",
     "split",
 ]

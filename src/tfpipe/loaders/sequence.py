@@ -1,0 +1,349 @@
+"""`tfpipe.SequenceLoader`: a Keras `PyDataset` that loads whole batches from any tfpipe source.
+
+One batch, as `model.fit` asks for it::
+
+    batch index ──order of this epoch──▶ example indices ──source[i]──▶ stored values
+        ──Feature.load (JPEG draft decode)──▶ transform(example, rng) ──▶ one batch buffer
+
+The order of an epoch is a permutation derived from `(seed, epoch)`, so every example appears
+exactly once per epoch, in a new order after each `on_epoch_end`, and every worker thread or
+process computes the same order without sharing state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+
+from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.schema import Feature, Image, Schema, Tensor, Text
+
+Selection = str | Sequence[str] | Mapping[str, str] | None
+Transform = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value > 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderOptions:
+    """The batching options of a `SequenceLoader`, validated once."""
+
+    batch_size: int = 32
+    image_size: tuple[int, int] | None = None
+    shuffle: bool = True
+    seed: int | None = None
+    drop_remainder: bool = False
+    dtype: str = "float32"
+    rescale: float | None = 1 / 255
+    workers: int = 1
+    use_multiprocessing: bool = False
+    max_queue_size: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "workers", "max_queue_size"):
+            if not _positive_int(getattr(self, name)):
+                raise ValueError(
+                    f"{name} must be a positive int. Received: {name}={getattr(self, name)!r}"
+                )
+        size = self.image_size
+        if size is not None:
+            if (
+                not isinstance(size, tuple | list)
+                or len(size) != 2
+                or not all(map(_positive_int, size))
+            ):
+                raise ValueError(
+                    "image_size must be (height, width), two positive ints. "
+                    f"Received: image_size={size!r}"
+                )
+            object.__setattr__(self, "image_size", (int(size[0]), int(size[1])))
+        if self.seed is not None and not (
+            isinstance(self.seed, int | np.integer)
+            and not isinstance(self.seed, bool)
+            and self.seed >= 0
+        ):
+            raise ValueError(
+                f"seed must be a non-negative int or None. Received: seed={self.seed!r}"
+            )
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError as e:
+            raise ValueError(
+                f"dtype must be a numpy dtype name. Received: dtype={self.dtype!r}"
+            ) from e
+        if dtype.kind not in "fiu":
+            raise ValueError(
+                "dtype must be a float or integer dtype for image batches. "
+                f"Received: dtype={self.dtype!r}"
+            )
+        object.__setattr__(self, "dtype", dtype.name)
+        if self.rescale is not None:
+            if isinstance(self.rescale, bool) or not isinstance(self.rescale, int | float):
+                raise ValueError(
+                    f"rescale must be a number or None. Received: rescale={self.rescale!r}"
+                )
+            if dtype.kind != "f":
+                raise ValueError(
+                    f"rescale needs a float dtype; pass rescale=None to get {dtype.name} pixels. "
+                    f"Received: dtype={self.dtype!r}, rescale={self.rescale!r}"
+                )
+
+
+def _names(selection: Selection) -> list[str]:
+    if selection is None:
+        return []
+    if isinstance(selection, str):
+        return [selection]
+    if isinstance(selection, Mapping):
+        return list(selection.values())
+    return list(selection)
+
+
+def _check_selection(selection: Selection, argument: str, schema: Schema) -> Selection:
+    """Normalizes x / y to a name, a tuple of names or a dict of names, all in the schema."""
+    if isinstance(selection, Mapping):
+        selection = dict(selection)
+    elif isinstance(selection, list | tuple):
+        selection = tuple(selection)
+    elif selection is not None and not isinstance(selection, str):
+        raise ValueError(
+            f"{argument} must be a feature name, a list or dict of names, or None. "
+            f"Received: {argument}={selection!r}"
+        )
+    names = _names(selection)
+    if selection is not None and not names:
+        raise ValueError(f"{argument} names no feature. Received: {argument}={selection!r}")
+    if not all(isinstance(n, str) for n in names):
+        raise ValueError(f"{argument}: feature names must be strings. Received: {selection!r}")
+    schema.check_names(names, argument)
+    return selection
+
+
+def _arrange(selection: Selection, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(selection, str):
+        return arrays[selection]
+    if isinstance(selection, dict):
+        return {key: arrays[name] for key, name in selection.items()}
+    return tuple(arrays[name] for name in selection or ())
+
+
+class SequenceLoader(keras.utils.PyDataset):
+    """Batches of any tfpipe source for `model.fit`, `evaluate` and `predict`.
+
+    Every example appears exactly once per epoch: in a new order after each epoch with
+    `shuffle=True` (the same orders for the same `seed`), in source order with `shuffle=False`.
+    JPEGs are decoded at a reduced DCT scale when the target size allows it (Pillow's draft
+    mode), and each batch is filled in place into one preallocated array per feature.
+
+    Example:
+        >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("flowers"), batch_size=64,
+        ...                                image_size=(128, 128), seed=0)
+        >>> images, labels = loader[0]
+        >>> images.shape, images.dtype, labels.dtype
+        ((64, 128, 128, 3), dtype('float32'), dtype('int64'))
+        >>> model.fit(loader, epochs=5)
+
+    Args:
+        source: any tfpipe source (`from_directory`, `from_dataframe`, `from_arrays`,
+            `from_tfrecords`), or an object with `__len__`, `__getitem__` and a `schema`.
+        batch_size: examples per batch. Defaults to 32.
+        x: the model input: a feature name, a list of names (multi-input), or a dict of model
+            input name -> feature name. Defaults to "image".
+        y: the target, named like `x`; None for prediction. Defaults to "label".
+        image_size: resize images to `(height, width)`. Defaults to the schema's image shape.
+        shuffle: reshuffle every epoch. Defaults to True.
+        seed: seed of the orders and of the generators given to `transform`. Defaults to None
+            (a random seed drawn once, shared by all workers).
+        drop_remainder: drop the last batch when it is partial. Defaults to False.
+        transform: `transform(example, rng) -> example`, a numpy augmentation of one example
+            (decoded uint8 images at `image_size`) with a `numpy.random.Generator` seeded from
+            `(seed, epoch, example index)`. Defaults to None.
+        dtype: the dtype of image batches. Defaults to "float32".
+        rescale: multiply pixels by this; None keeps 0..255. Defaults to 1/255.
+        workers: threads (or processes) Keras loads batches with. Defaults to 1.
+        use_multiprocessing: use worker processes instead of threads. Defaults to False.
+        max_queue_size: batches Keras prepares ahead. Defaults to 10.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        batch_size: int = 32,
+        x: Selection = "image",
+        y: Selection = "label",
+        image_size: tuple[int, int] | None = None,
+        shuffle: bool = True,
+        seed: int | None = None,
+        drop_remainder: bool = False,
+        transform: Transform | None = None,
+        dtype: str = "float32",
+        rescale: float | None = 1 / 255,
+        workers: int = 1,
+        use_multiprocessing: bool = False,
+        max_queue_size: int = 10,
+    ) -> None:
+        options = LoaderOptions(
+            batch_size, image_size, shuffle, seed, drop_remainder, dtype, rescale,
+            workers, use_multiprocessing, max_queue_size,
+        )  # fmt: skip
+        super().__init__(
+            workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
+        )
+        schema = getattr(source, "schema", None)
+        if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
+            raise SourceError(
+                "source must be a tfpipe source (from_directory, from_dataframe, from_arrays, "
+                f"from_tfrecords) or have __len__, __getitem__ and a schema; got {source!r}"
+            )
+        if x is None:
+            raise ValueError("x must name the model input feature(s). Received: x=None")
+        if transform is not None and not callable(transform):
+            raise ValueError(f"transform must be callable or None. Received: {transform!r}")
+        self.source = source
+        self.schema = schema
+        self.options = options
+        self.x = _check_selection(x, "x", schema)
+        self.y = _check_selection(y, "y", schema)
+        self.transform = transform
+        self._layout = {
+            name: self._feature_layout(name, schema[name])
+            for name in dict.fromkeys(_names(self.x) + _names(self.y))
+        }
+        if options.image_size is not None and not any(
+            isinstance(schema[n], Image) for n in self._layout
+        ):
+            warnings.warn(
+                f"image_size={options.image_size} is ignored: x and y select no Image feature",
+                TfpipeWarning,
+                stacklevel=2,
+            )
+        self._size = len(source)
+        if self._size == 0:
+            raise SourceError("source is empty: a loader needs at least one example")
+        if len(self) == 0:
+            raise SourceError(
+                f"source has {self._size} examples, fewer than batch_size={batch_size}, and "
+                "drop_remainder=True leaves no batch"
+            )
+        self._seed = int(np.random.default_rng().integers(2**63) if seed is None else seed)
+        self._scale = None if rescale is None else np.asarray(rescale, options.dtype)
+        self.epoch = 0
+        self._order_cache: tuple[int, np.ndarray] | None = None
+
+    def _feature_layout(self, name: str, feature: Feature) -> tuple[tuple[int, ...], str]:
+        """The shape of one example of a feature in a batch, and the batch dtype."""
+        if isinstance(feature, Image):
+            size = self.options.image_size or feature.shape[:2]
+            if size[0] is None or size[1] is None:
+                raise SchemaError(
+                    f"{name}: images have no fixed size to batch at; pass image_size=(height, "
+                    f"width) or declare Image(shape=(h, w, c)). Received: shape={feature.shape}"
+                )
+            return (size[0], size[1], feature.channels), self.options.dtype
+        if isinstance(feature, Text) or (isinstance(feature, Tensor) and feature.variable):
+            raise SchemaError(
+                f"{name}: {feature!r} has no fixed shape and dtype to batch as a numpy array; "
+                "select it with the tf.data pipeline instead"
+            )
+        shape = tuple(int(d) for d in feature.decoded_shape if d is not None)
+        return shape, feature.dtype
+
+    def __len__(self) -> int:
+        batches = self._size / self.options.batch_size
+        return math.floor(batches) if self.options.drop_remainder else math.ceil(batches)
+
+    def on_epoch_end(self) -> None:
+        """Moves to the next epoch's order (Keras calls this after every epoch)."""
+        self.epoch += 1
+
+    def order(self) -> np.ndarray:
+        """The example indices of the current epoch, in the order they are batched."""
+        cached = self._order_cache
+        if cached is None or cached[0] != self.epoch:
+            if self.options.shuffle:
+                rng = np.random.default_rng((self._seed, self.epoch))
+                indices = rng.permutation(self._size)
+            else:
+                indices = np.arange(self._size)
+            cached = (self.epoch, indices)
+            self._order_cache = cached
+        return cached[1]
+
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
+        """Batch `index` of the current epoch: `(x, y)`, or `(x,)` when `y` is None."""
+        count = len(self)
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise TypeError(f"batch indices must be ints, got {type(index).__name__}")
+        if not -count <= index < count:
+            raise IndexError(f"batch {index} is out of range for a loader of {count} batches")
+        start = (int(index) % count) * self.options.batch_size
+        indices = self.order()[start : start + self.options.batch_size]
+        arrays = {
+            name: np.empty((len(indices), *shape), dtype)
+            for name, (shape, dtype) in self._layout.items()
+        }
+        for position, example in enumerate(indices):
+            self._fill(arrays, position, int(example))
+        x = _arrange(self.x, arrays)
+        return (x,) if self.y is None else (x, _arrange(self.y, arrays))
+
+    def _origin(self, index: int) -> str:
+        origin = getattr(self.source, "origin", None)
+        return origin(index) if callable(origin) else f"example {index}"
+
+    def _fill(self, arrays: dict[str, np.ndarray], position: int, index: int) -> None:
+        """Loads example `index` into row `position` of the batch arrays."""
+        example = self.source[index]
+        values: dict[str, Any] = {}
+        for name, (shape, _) in self._layout.items():
+            feature = self.schema[name]
+            try:
+                stored = example[name]
+                values[name] = (
+                    feature.load(stored, size=(shape[0], shape[1]))
+                    if isinstance(feature, Image)
+                    else feature.load(stored)
+                )
+            except (KeyError, TypeError, ValueError, OSError) as e:
+                raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
+        if self.transform is not None:
+            rng = np.random.default_rng((self._seed, self.epoch, index))
+            try:
+                transformed = self.transform(values, rng)
+            except Exception as e:
+                raise DecodeError(
+                    f"transform failed on {self._origin(index)}: {type(e).__name__}: {e}"
+                ) from e
+            if not isinstance(transformed, Mapping):
+                raise DecodeError(
+                    f"transform must return the example dict, got {type(transformed).__name__} "
+                    f"for {self._origin(index)}"
+                )
+            values = dict(transformed)
+        for name, (shape, _) in self._layout.items():
+            value: Any = values.get(name)
+            if np.shape(value) != shape:
+                raise DecodeError(
+                    f"{name}: expected shape {shape}, got {np.shape(value)} in "
+                    f"{self._origin(index)}" + (" after transform" if self.transform else "")
+                )
+            out = arrays[name]
+            if self._scale is not None and isinstance(self.schema[name], Image):
+                np.multiply(
+                    value, self._scale, out=out[position], dtype=out.dtype, casting="unsafe"
+                )
+            else:
+                out[position] = value
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_order_cache"] = None
+        return state

@@ -1,0 +1,339 @@
+"""A random-access source over uncompressed TFRecord shards, backed by an index of offsets.
+
+A TFRecord file is a sequence of frames::
+
+    uint64 length | uint32 masked crc32c(length) | data[length] | uint32 masked crc32c(data)
+
+Scanning the frames once gives the byte offset of every record; the offsets are saved in an
+index file per shard (`out/.tfpipe-index/<shard>.idx`, or in a cache folder when the shard's
+folder is not writable), keyed by the shard's size and modification time so that a changed
+shard is indexed again. Records are then read with one `os.pread` each, which makes a true
+global shuffle of TFRecords possible every epoch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import struct
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
+from tfpipe.schema import Schema
+from tfpipe.sources.base import SourceBase
+
+INDEX_FOLDER = ".tfpipe-index"
+_INDEX_MAGIC = b"TFPIDX01"
+_INDEX_HEADER = struct.Struct("<8sQqQ")  # magic, shard size, shard mtime_ns, record count
+_FRAME_HEADER = struct.Struct("<QI")  # data length, masked crc32c of the length
+_FRAME_OVERHEAD = 16
+_SHARD_NAME = re.compile(r"^(?P<prefix>.+)-\d{5}-of-\d{5}\.tfrecord")
+_PROGRESS_EVERY = 4096
+
+
+def _crc32c_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return tuple(table)
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The masked CRC-32C that TFRecord frames store (used here for the 8-byte length)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def default_cache_dir() -> Path:
+    """Where indexes go when a shard's folder is not writable: `$XDG_CACHE_HOME/tfpipe/index`."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfpipe" / "index"
+
+
+def index_paths(shard: Path, cache_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The places the index of `shard` is looked for and saved, in order of preference."""
+    digest = hashlib.sha1(os.fsencode(shard.resolve())).hexdigest()[:12]
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return [shard.parent / INDEX_FOLDER / f"{shard.name}.idx", cache / f"{shard.name}-{digest}.idx"]
+
+
+def scan_offsets(shard: Path, size: int, progress: Any = None) -> np.ndarray:
+    """The byte offset of every record frame in an uncompressed TFRecord file.
+
+    Only the 12-byte frame headers are read (with their length checksum); data is skipped.
+
+    Raises:
+        SourceError: the file is truncated or corrupt, naming the shard and the byte offset.
+    """
+    offsets: list[int] = []
+    position = reported = 0
+    with open(shard, "rb", buffering=1 << 20) as f:
+        while position < size:
+            header = f.read(_FRAME_HEADER.size)
+            if len(header) < _FRAME_HEADER.size:
+                raise _corrupt(shard, position, len(offsets), "the file ends inside a header")
+            length, checksum = _FRAME_HEADER.unpack(header)
+            if masked_crc32c(header[:8]) != checksum:
+                raise _corrupt(shard, position, len(offsets), "the length checksum is wrong")
+            end = position + _FRAME_OVERHEAD + length
+            if end > size:
+                raise _corrupt(
+                    shard, position, len(offsets), f"a {length}-byte record runs past the end"
+                )
+            offsets.append(position)
+            f.seek(length + 4, os.SEEK_CUR)
+            position = end
+            if progress is not None and len(offsets) % _PROGRESS_EVERY == 0:
+                progress.update(position - reported)
+                reported = position
+    if progress is not None:
+        progress.update(size - reported)
+    return np.asarray(offsets, np.int64)
+
+
+def _corrupt(shard: Path, position: int, record: int, why: str) -> SourceError:
+    return SourceError(
+        f"TFRecord file {str(shard)!r} is truncated or corrupt at byte offset {position} "
+        f"(record {record}): {why}; rewrite the shard"
+    )
+
+
+def read_index(path: Path, size: int, mtime_ns: int) -> np.ndarray | None:
+    """The offsets stored in an index file, or None if it is missing, stale or damaged."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(_INDEX_HEADER.size)
+            if len(header) < _INDEX_HEADER.size:
+                return None
+            magic, indexed_size, indexed_mtime, count = _INDEX_HEADER.unpack(header)
+            if (magic, indexed_size, indexed_mtime) != (_INDEX_MAGIC, size, mtime_ns):
+                return None
+            offsets = np.frombuffer(f.read(), np.int64)
+    except OSError:
+        return None
+    return offsets if len(offsets) == count else None
+
+
+def write_index(paths: list[Path], offsets: np.ndarray, size: int, mtime_ns: int) -> Path | None:
+    """Saves offsets to the first writable place among `paths`; None when none is writable."""
+    data = _INDEX_HEADER.pack(_INDEX_MAGIC, size, mtime_ns, len(offsets)) + offsets.tobytes()
+    for path in paths:
+        temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_bytes(data)
+            os.replace(temporary, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+            continue
+        return path
+    return None
+
+
+class TFRecordSource(SourceBase):
+    """Records of uncompressed TFRecord shards by global index; `src[i]` gives stored values.
+
+    The source pickles cheaply (file names, sizes, per-shard counts): the offsets are reloaded
+    from the index files and the shards opened lazily in each process that reads.
+    """
+
+    def __init__(
+        self,
+        files: list[Path],
+        schema: Schema,
+        cache_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._fds: dict[int, int] = {}
+        self.files = files
+        self.schema = schema
+        self.cache_dir = cache_dir
+        stats = [f.stat() for f in files]
+        self._sizes = [s.st_size for s in stats]
+        self._mtimes = [s.st_mtime_ns for s in stats]
+        self._index_files: list[Path | None] = [None] * len(files)
+        offsets = self._build_indexes()
+        self._offsets: list[np.ndarray] | None = offsets
+        self._starts = np.concatenate([[0], np.cumsum([len(o) for o in offsets])]).astype(np.int64)
+        if self._starts[-1] == 0:
+            raise SourceError(f"the TFRecord files {[str(f) for f in files]} hold no records")
+
+    def _build_indexes(self) -> list[np.ndarray]:
+        """Loads each shard's saved index, or scans the shard and saves one."""
+        offsets: dict[int, np.ndarray] = {}
+        for k, shard in enumerate(self.files):
+            for path in index_paths(shard, self.cache_dir):
+                found = read_index(path, self._sizes[k], self._mtimes[k])
+                if found is not None:
+                    offsets[k], self._index_files[k] = found, path
+                    break
+        missing = [k for k in range(len(self.files)) if k not in offsets]
+        total = sum(self._sizes[k] for k in missing)
+        with tqdm(
+            total=total, unit="B", unit_scale=True, desc="indexing TFRecords", delay=2.0
+        ) as progress:
+            for k in missing:
+                shard = self.files[k]
+                scanned = scan_offsets(shard, self._sizes[k], progress)
+                saved = write_index(
+                    index_paths(shard, self.cache_dir), scanned, self._sizes[k], self._mtimes[k]
+                )
+                if saved is None:
+                    warnings.warn(
+                        f"could not save the index of {str(shard)!r} beside it nor in "
+                        f"{str(index_paths(shard, self.cache_dir)[1].parent)!r}; it will be "
+                        "scanned again next time (pass a writable cache_dir=)",
+                        TfpipeWarning,
+                        stacklevel=4,
+                    )
+                offsets[k], self._index_files[k] = scanned, saved
+        return [offsets[k] for k in range(len(self.files))]
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def _locate(self, index: int) -> tuple[int, int]:
+        index = self.check_index(index)
+        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
+        return shard, index - int(self._starts[shard])
+
+    def _shard_offsets(self) -> list[np.ndarray]:
+        offsets = self._offsets
+        if offsets is None:
+            offsets = []
+            for k, path in enumerate(self._index_files):
+                found = None if path is None else read_index(path, self._sizes[k], self._mtimes[k])
+                if found is None:
+                    raise SourceError(
+                        f"TFRecord file {str(self.files[k])!r} changed since the source was "
+                        "created; create the source again"
+                    )
+                offsets.append(found)
+            self._offsets = offsets
+        return offsets
+
+    def _fd(self, shard: int) -> int:
+        fd = self._fds.get(shard)
+        if fd is None:
+            opened = os.open(self.files[shard], os.O_RDONLY)
+            fd = self._fds.setdefault(shard, opened)
+            if fd != opened:
+                os.close(opened)
+        return fd
+
+    def read(self, index: int) -> bytes:
+        """The serialized bytes of record `index`."""
+        shard, local = self._locate(index)
+        offsets = self._shard_offsets()[shard]
+        start = int(offsets[local])
+        end = int(offsets[local + 1]) if local + 1 < len(offsets) else self._sizes[shard]
+        length = end - start - _FRAME_OVERHEAD
+        frame = os.pread(self._fd(shard), _FRAME_HEADER.size + length, start)
+        if len(frame) != _FRAME_HEADER.size + length or _FRAME_HEADER.unpack_from(frame)[0] != (
+            length
+        ):
+            raise SourceError(
+                f"TFRecord file {str(self.files[shard])!r} changed since it was indexed "
+                f"(record {local} at byte offset {start}); create the source again"
+            )
+        return frame[_FRAME_HEADER.size :]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.schema.stored(self.read(index), where=self.origin(index))
+
+    def origin(self, index: int) -> str:
+        shard, local = self._locate(index)
+        return f"record {local} of {self.files[shard]}"
+
+    def close(self) -> None:
+        """Closes the shard files this process opened (they reopen on the next read)."""
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_fds"] = {}
+        if None not in self._index_files:
+            state["_offsets"] = None
+        return state
+
+
+def _find_schema(path: Any, files: list[Path]) -> Schema:
+    candidates = [] if isinstance(path, list | tuple) else [os.fspath(path)]
+    match = _SHARD_NAME.match(files[0].name)
+    if match:
+        candidates.append(str(files[0].parent / match["prefix"]))
+    for candidate in candidates:
+        if candidate.endswith(".json") or metadata_path(candidate).is_file():
+            return DatasetInfo.load(candidate).schema
+    raise SchemaError(
+        f"no tfpipe metadata file found for {[str(f) for f in files[:3]]}; pass schema=, or "
+        "write the dataset with tfpipe.write_tfrecords (which saves <prefix>.json)"
+    )
+
+
+def from_tfrecords(
+    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
+    schema: Schema | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> TFRecordSource:
+    """A random-access source over uncompressed TFRecord shards, for a true global shuffle.
+
+    The first use scans every shard once (a progress bar shows when it takes long) and saves
+    an index of record offsets in `.tfpipe-index/` beside the shards, or in `cache_dir` when
+    that folder is not writable; a shard whose size or modification time changed is indexed
+    again. `src[i]` is a dict of stored values (JPEG bytes, class indices, arrays), which the
+    schema's features load. Frame checksums of the lengths are verified when indexing; record
+    data is checked when it is decoded.
+
+    Example:
+        >>> src = tfpipe.from_tfrecords("out/train")
+        >>> src.origin(17)
+        'record 17 of out/train-00000-of-00008.tfrecord'
+
+    Args:
+        path: a dataset prefix (`out/train`, with its `out/train.json`), a file, a folder, a
+            glob, or a list of them.
+        schema: the schema of the records. Defaults to the one in the dataset's metadata file.
+        cache_dir: where indexes go when the shards' folder is not writable.
+            Defaults to `$XDG_CACHE_HOME/tfpipe/index` (`~/.cache/tfpipe/index`).
+
+    Raises:
+        SourceError: a shard is compressed (gzip/zlib files cannot be read at random offsets),
+            truncated or corrupt.
+    """
+    files = resolve_files(path)
+    for file in files:
+        compression = compression_of(file)
+        if compression is not None:
+            raise SourceError(
+                f"TFRecord file {str(file)!r} is {compression}-compressed, and compressed files "
+                "cannot be read at random offsets; write the dataset with compression=None, or "
+                "read it sequentially with a tf.data pipeline"
+            )
+    if schema is None:
+        schema = _find_schema(path, files)
+    if not isinstance(schema, Schema):
+        raise SchemaError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
+    return TFRecordSource(files, schema, cache_dir)
