@@ -1,0 +1,348 @@
+"""`tfpipe.fit`: one training entry point that keeps the model fed and measures how well.
+
+data ──adapt()──▶ Input ──probe the model on one batch in memory (state restored)
+                        ├─ choose steps_per_execution when steps are short
+                        ├─ benchmark the input alone (report=True)
+                        └─ model.fit(...) + a callback timing the steps ──▶ History.report
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfpipe.bench import Input, adapt, batch_size_of, measure
+from tfpipe.errors import SchemaError, TfpipeWarning
+from tfpipe.report import FitReport
+
+PROBE_SECONDS = 1.0
+INPUT_PROBE_SECONDS = 2.0
+SHORT_STEP_S = 0.02
+TARGET_EXECUTION_S = 0.05
+MAX_STEPS_PER_EXECUTION = 64
+MIN_GAIN = 0.1
+_PROBE_STEPS_LIMIT = 100_000
+
+
+class _StepTimer(keras.callbacks.Callback):
+    """Times training steps; the first execution of each epoch (tracing, start-up) is left out.
+
+    With `stop_after` seconds of timed steps it stops training (used by the model probe).
+    """
+
+    def __init__(self, stop_after: float | None = None) -> None:
+        super().__init__()
+        self.stop_after = stop_after
+        self.steps = self.first_steps = 0
+        self.seconds = self.first_seconds = 0.0
+        self._last: float | None = None
+        self._begin = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._last = None
+        self._epoch_start = time.perf_counter()
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._begin = batch
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        now = time.perf_counter()
+        if self._last is None:
+            self.first_steps += batch - self._begin + 1
+            self.first_seconds += now - self._epoch_start
+        else:
+            self.steps += batch - self._begin + 1
+            self.seconds += now - self._last
+        self._last = now
+        if self.stop_after is not None and self.seconds >= self.stop_after:
+            self.model.stop_training = True
+
+    @property
+    def step_seconds(self) -> float:
+        """Mean seconds per step; first executions count only when nothing else was timed."""
+        if self.steps:
+            return self.seconds / self.steps
+        return self.first_seconds / max(self.first_steps, 1)
+
+
+def fit(
+    model: keras.Model,
+    data: Any,
+    *,
+    validation: Any = None,
+    epochs: int = 1,
+    steps_per_epoch: int | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] | None = None,
+    batch_size: int | None = None,
+    report: bool = True,
+    **fit_kwargs: Any,
+) -> keras.callbacks.History:
+    """Trains `model` on any tfpipe input, avoiding the usual input mistakes, and measures it.
+
+    Before training, a short probe (about a second, on one batch held in memory; weights,
+    optimizer and metric state are restored afterwards) times the model alone. When a step is
+    shorter than 20 ms and the model was compiled with the default `steps_per_execution=1`,
+    tfpipe tries a larger value for the duration of this call and keeps it when it is at least
+    10% faster. With `report=True` the input is also timed alone (at most 2 s), so a call spends
+    a few seconds more than `model.fit`; the report is printed and attached as
+    `history.report`.
+
+    Example:
+        >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
+        >>> history.report.verdict
+        'compute-bound'
+
+    Args:
+        model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset` of `(x, y)` batches, a
+            `keras.utils.PyDataset` (e.g. `tfpipe.SequenceLoader`), or the path of tfpipe
+            TFRecords with one image and one class label (read by a default Pipeline that
+            shuffles, batches and prefetches).
+        validation: the same kinds as `data`, evaluated after each epoch. Defaults to None.
+        epochs: number of epochs. Defaults to 1.
+        steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
+            metadata and the batch size. Defaults to None (one pass over `data`).
+        callbacks: Keras callbacks. Defaults to None.
+        batch_size: batch size of the Pipeline built for a path (ignored, with a warning, for
+            other inputs, which are already batched). Defaults to 32 for a path.
+        report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
+        **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
+            applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
+
+    Returns:
+        Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).
+    """
+    _check_model(model)
+    _check_count(epochs, "epochs")
+    shuffle = fit_kwargs.pop("shuffle", None)
+    image_size = _image_size(model)
+    train = adapt(
+        data,
+        batch_size=batch_size,
+        shuffle=shuffle is not False,
+        image_size=image_size,
+        argument="data",
+    )
+    _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
+    steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
+    if validation is not None:
+        validation_batch_size = fit_kwargs.pop("validation_batch_size", None)
+        checked = adapt(
+            validation,
+            batch_size=validation_batch_size or batch_size,
+            shuffle=False,
+            image_size=image_size,
+            argument="validation",
+        )
+        _warn_ignored(checked, "validation", batch_size=validation_batch_size)
+        fit_kwargs["validation_data"] = checked.data
+        fit_kwargs["validation_steps"] = _steps(
+            checked, fit_kwargs.pop("validation_steps", None), "validation", "validation_steps"
+        )
+    fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False
+
+    batch = _first_batch(train)
+    probe = _probe_model(model, batch, steps or train.steps)
+    input_alone = None
+    if report:
+        input_alone = measure(
+            train.batches(repeat=True), num_batches=50, warmup=2, max_seconds=INPUT_PROBE_SECONDS
+        )
+    timer = _StepTimer()
+    try:
+        history = model.fit(
+            train.data,
+            epochs=epochs,
+            steps_per_epoch=steps,
+            callbacks=[*(callbacks or []), timer],
+            **fit_kwargs,
+        )
+    finally:
+        if probe.chosen:
+            _set_steps_per_execution(model, 1)
+    history.report = None
+    if input_alone is not None:
+        examples = batch_size_of(batch)
+        history.report = FitReport.build(
+            input_alone=input_alone,
+            model_examples_per_s=examples / probe.step_seconds,
+            achieved_examples_per_s=examples / timer.step_seconds,
+            input_kind=train.kind,
+            batch_size=examples,
+            steps_per_execution=probe.steps_per_execution,
+            steps_per_execution_chosen=probe.chosen,
+        )
+        print(history.report)
+    return history
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    """The model alone: seconds per step at `steps_per_execution`, and who chose that value."""
+
+    step_seconds: float
+    steps_per_execution: int
+    chosen: bool
+
+
+def _check_model(model: Any) -> None:
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"model must be a keras.Model. Received: model={type(model).__name__}")
+    if not model.compiled:
+        raise ValueError(
+            "model must be compiled before tfpipe.fit: call model.compile(optimizer, loss) first"
+        )
+
+
+def _check_count(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+
+
+def _image_size(model: keras.Model) -> tuple[int, int] | None:
+    """The (height, width) of a model's single image input, when it declares one."""
+    inputs = model.inputs if model.built and hasattr(model, "inputs") else None
+    if not inputs or len(inputs) != 1 or len(inputs[0].shape) != 4:
+        return None
+    height, width = inputs[0].shape[1:3]
+    return (height, width) if height and width else None
+
+
+def _warn_ignored(source: Input, argument: str, **given: Any) -> None:
+    """Warns about each given argument that the kind of input cannot use."""
+    where = {"batch_size": "batch", "shuffle": "shuffle"}
+    for name, value in given.items():
+        if value is not None and name not in source.honours:
+            warnings.warn(
+                f"{name}={value!r} is ignored: {argument} is a {source.kind} input; "
+                f"{where.get(name, name)} where it is built (e.g. tfpipe.Pipeline(...)."
+                f"{where.get(name, name)}(...))",
+                TfpipeWarning,
+                stacklevel=3,
+            )
+
+
+def _steps(source: Input, given: int | None, argument: str, name: str) -> int | None:
+    """The steps per epoch to pass to Keras, so that an epoch never runs out of data."""
+    if given is not None:
+        _check_count(given, name)
+        if source.steps is not None and not source.infinite:
+            if given > source.steps:
+                raise ValueError(
+                    f"{name}={given} but {argument} has {source.steps} batches per epoch: Keras "
+                    f"would stop with 'Your input ran out of data'. Pass {name}<={source.steps} "
+                    "or None, or repeat() the input"
+                )
+            if given < source.steps:
+                warnings.warn(
+                    f"{name}={given} covers {given} of the {source.steps} batches of {argument}: "
+                    "epochs run across the end of the data and Keras cuts short the one that "
+                    f"reaches it; pass {name}=None to use every batch each epoch",
+                    TfpipeWarning,
+                    stacklevel=3,
+                )
+        return int(given)
+    if source.infinite:
+        if source.steps is None:
+            raise ValueError(
+                f"{argument} repeats forever and its size is unknown: pass {name}=..., or a "
+                "tfpipe.Pipeline or TFRecords path whose metadata gives the size"
+            )
+        return source.steps
+    return None
+
+
+def _first_batch(source: Input) -> Any:
+    batch = next(source.batches(), None)
+    if batch is None:
+        raise ValueError(f"the {source.kind} input yielded no batches: it is empty")
+    return tuple(batch) if isinstance(batch, list) else batch
+
+
+def _set_steps_per_execution(model: keras.Model, value: int) -> None:
+    model.steps_per_execution = value
+    model.train_function = model.test_function = model.predict_function = None
+
+
+def _state(model: keras.Model) -> list[Any]:
+    optimizer = model.optimizer.variables if model.optimizer is not None else []
+    return [*model.variables, *optimizer, *model.metrics_variables]
+
+
+def _time_steps(model: keras.Model, memory: tf.data.Dataset) -> float:
+    timer = _StepTimer(stop_after=PROBE_SECONDS)
+    model.fit(
+        memory,
+        steps_per_epoch=_PROBE_STEPS_LIMIT,
+        verbose=0,
+        callbacks=[timer],
+        shuffle=False,
+    )
+    return timer.step_seconds
+
+
+def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
+    """Times train steps on `batch` held in memory, restoring every variable afterwards.
+
+    Also the first check that the batches fit the model, and where `steps_per_execution` is
+    chosen (left alone when the model was compiled with a value other than 1): at most half
+    the `steps` of an epoch, so that every epoch has a step timed after its first one.
+    """
+    examples = batch_size_of(batch)
+    # unbatch + batch keeps the batch dimension unknown, as in `data`: fit reuses the trace.
+    memory = tf.data.Dataset.from_tensors(batch).repeat().unbatch().batch(examples)
+    try:
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+        if not model.built:
+            model(x)
+        if model.optimizer is not None and not model.optimizer.built:
+            with model.distribute_strategy.scope():
+                model.optimizer.build(model.trainable_variables)
+        variables = _state(model)
+        saved = [v.numpy() for v in variables]
+        step_seconds = _time_steps(model, memory)
+    except (ValueError, TypeError, tf.errors.OpError) as e:
+        raise SchemaError(
+            f"data yields batches of {_describe(batch)}, which do not fit the model "
+            f"(inputs {_describe(model.inputs) if model.built else 'unknown'}): {e}. "
+            "Yield (x, y) batches whose x matches the model's inputs, e.g. with "
+            "tfpipe.Pipeline(...).as_supervised('image', 'label')"
+        ) from e
+    try:
+        used = model.steps_per_execution
+        candidate = min(
+            MAX_STEPS_PER_EXECUTION,
+            math.ceil(TARGET_EXECUTION_S / step_seconds),
+            (steps or 2 * MAX_STEPS_PER_EXECUTION) // 2,
+        )
+        if used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2:
+            return _Probe(step_seconds, used, False)
+        functions = (model.train_function, model.test_function, model.predict_function)
+        _set_steps_per_execution(model, candidate)
+        faster = _time_steps(model, memory)
+        if faster <= (1 - MIN_GAIN) * step_seconds:
+            return _Probe(faster, candidate, True)
+        model.steps_per_execution = 1
+        model.train_function, model.test_function, model.predict_function = functions
+        return _Probe(step_seconds, 1, False)
+    finally:
+        for variable, value in zip(variables, saved, strict=True):
+            variable.assign(value)
+
+
+def _describe(structure: Any) -> str:
+    """Shapes and dtypes of a nested structure of arrays, tensors or Keras tensors."""
+    return str(
+        tf.nest.map_structure(
+            lambda t: f"{getattr(t, 'dtype', type(t).__name__)}{list(getattr(t, 'shape', []))}",
+            structure,
+        )
+    )

@@ -1,0 +1,131 @@
+"""`FitReport`: what `tfpipe.fit` measured about the input, the model and the training run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfpipe.bench import Throughput
+
+INPUT_BOUND_WAIT = 0.2
+_HEADROOM = 1.5
+_SPEEDUPS = {
+    "PyDataset": "raise the loader's workers, or write TFRecords (tfpipe write) and train from "
+    "a tfpipe.Pipeline, which decodes in parallel inside the graph",
+    "tf.data": "map with num_parallel_calls=tf.data.AUTOTUNE, batch before a vectorised parse, "
+    "interleave the file reads, cache decoded examples",
+}
+_DECODE_LESS = (
+    "store images at training size (tfpipe write --image-size HxW), decode JPEGs at reduced "
+    "scale, or cache decoded images"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FitReport:
+    """How fast the input and the model are on their own, and what `fit` achieved.
+
+    Example:
+        >>> history = tfpipe.fit(model, "out/train", epochs=2)
+        >>> history.report.verdict
+        'compute-bound'
+
+    Attributes:
+        input_examples_per_s: the input iterated alone, without the model.
+        model_examples_per_s: train steps on one batch held in memory (no input cost).
+        achieved_examples_per_s: steady-state rate during `fit` (first step of each epoch
+            excluded: it holds tracing and pipeline start-up).
+        input_wait_fraction: share of training time lost to the input,
+            `1 - achieved / model` clipped to [0, 1].
+        verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, else "compute-bound".
+        advice: concrete next steps, built from the numbers above.
+        input_kind: "Pipeline", "tf.data", "PyDataset" or "TFRecords".
+        batch_size: examples per batch.
+        steps_per_execution: the value used for training.
+        steps_per_execution_chosen: True when tfpipe chose it, False when it was the model's.
+        input_first_batch_s: seconds until the input delivered its first batch.
+    """
+
+    input_examples_per_s: float
+    model_examples_per_s: float
+    achieved_examples_per_s: float
+    input_wait_fraction: float
+    verdict: str
+    advice: tuple[str, ...]
+    input_kind: str
+    batch_size: int
+    steps_per_execution: int
+    steps_per_execution_chosen: bool
+    input_first_batch_s: float
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        input_alone: Throughput,
+        model_examples_per_s: float,
+        achieved_examples_per_s: float,
+        input_kind: str,
+        batch_size: int,
+        steps_per_execution: int,
+        steps_per_execution_chosen: bool,
+    ) -> FitReport:
+        """Derives the wait fraction, the verdict and the advice from the measurements."""
+        wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
+        verdict = "input-bound" if wait > INPUT_BOUND_WAIT else "compute-bound"
+        rates = (
+            f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
+            f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
+            f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of training time waiting "
+            "for input)"
+        )
+        advice = [rates]
+        if verdict == "input-bound":
+            if input_alone.examples_per_s < model_examples_per_s:
+                advice.append(
+                    "the input alone is slower than the model: "
+                    + _SPEEDUPS.get(input_kind, _DECODE_LESS)
+                )
+            else:
+                advice.append(
+                    "the input is fast enough alone but competes with the model for the CPU: "
+                    + _DECODE_LESS
+                )
+        else:
+            advice.append(
+                "the input keeps up: speed up the model itself (larger batches, mixed "
+                "precision, jit_compile=True) or train on an accelerator"
+            )
+            headroom = input_alone.examples_per_s / model_examples_per_s
+            if headroom < _HEADROOM:
+                advice.append(
+                    f"the input is only {headroom:.1f}x faster than the model: it becomes the "
+                    f"limit on faster hardware; {_DECODE_LESS}"
+                )
+        return cls(
+            input_examples_per_s=input_alone.examples_per_s,
+            model_examples_per_s=model_examples_per_s,
+            achieved_examples_per_s=achieved_examples_per_s,
+            input_wait_fraction=wait,
+            verdict=verdict,
+            advice=tuple(advice),
+            input_kind=input_kind,
+            batch_size=batch_size,
+            steps_per_execution=steps_per_execution,
+            steps_per_execution_chosen=steps_per_execution_chosen,
+            input_first_batch_s=input_alone.first_batch_s,
+        )
+
+    def __str__(self) -> str:
+        chosen = "chosen by tfpipe" if self.steps_per_execution_chosen else "the model's"
+        lines = [
+            f"tfpipe.fit report ({self.input_kind} input, batches of {self.batch_size}, "
+            f"steps_per_execution={self.steps_per_execution}, {chosen})",
+            f"  input alone      {self.input_examples_per_s:>12,.1f} examples/s "
+            f"(first batch after {self.input_first_batch_s:.2f} s)",
+            f"  model alone      {self.model_examples_per_s:>12,.1f} examples/s",
+            f"  achieved in fit  {self.achieved_examples_per_s:>12,.1f} examples/s",
+            f"  input wait       {self.input_wait_fraction:>12.0%}",
+            f"  verdict: {self.verdict}",
+            *(f"  - {line}" for line in self.advice),
+        ]
+        return "\n".join(lines)
