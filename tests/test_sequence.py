@@ -1,0 +1,335 @@
+"""tfpipe.SequenceLoader: exactly-once epochs, reshuffles, determinism, Keras fit/evaluate/predict
+with threads and processes, multi-output labels, errors from workers, argument checks."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import pandas as pd
+import pytest
+
+import tfpipe
+
+COUNT = 22
+ID_SCHEMA = tfpipe.Schema(
+    {"x": tfpipe.Tensor(shape=(1,)), "id": tfpipe.Tensor(shape=(), dtype="int64")}
+)
+
+
+def id_source() -> tfpipe.sources.ArraySource:
+    """22 examples whose target is their own id."""
+    return tfpipe.from_arrays(
+        {"x": np.arange(COUNT, dtype=np.float32)[:, None], "id": np.arange(COUNT)},
+        schema=ID_SCHEMA,
+    )
+
+
+def epoch_ids(loader: tfpipe.SequenceLoader) -> np.ndarray:
+    return np.concatenate([loader[i][1] for i in range(len(loader))])
+
+
+class IdRecorder(keras.Model):
+    """A model that records the targets (example ids) of every batch `fit` gives it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.epochs: list[list[np.ndarray]] = []
+
+    def call(self, x: Any) -> Any:
+        return self.dense(x)
+
+    def train_step(self, data: Any) -> dict[str, Any]:
+        _, y = data
+        self.epochs[-1].append(keras.ops.convert_to_numpy(y))
+        return {"examples": len(self.epochs[-1][-1])}
+
+
+class NewEpoch(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.model.epochs.append([])
+
+
+def zombie_children() -> list[int]:
+    """Child processes of this process that exited but were never reaped."""
+    zombies = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == os.getpid():
+                zombies.append(int(entry.name))
+    return zombies
+
+
+def test_batches_cover_the_source_with_a_partial_last_batch() -> None:
+    loader = tfpipe.SequenceLoader(id_source(), batch_size=4, x="x", y="id", shuffle=False)
+    assert len(loader) == 6
+    x, y = loader[5]
+    assert x.shape == (2, 1) and x.dtype == np.float32 and y.dtype == np.int64
+    np.testing.assert_array_equal(y, [20, 21])
+    np.testing.assert_array_equal(loader[-1][1], y)
+    dropped = tfpipe.SequenceLoader(
+        id_source(), batch_size=4, x="x", y="id", shuffle=False, drop_remainder=True
+    )
+    assert len(dropped) == 5 and all(dropped[i][0].shape == (4, 1) for i in range(5))
+    with pytest.raises(IndexError, match="batch 6 is out of range"):
+        loader[6]
+
+
+def test_every_example_once_per_epoch_in_a_new_order() -> None:
+    loader = tfpipe.SequenceLoader(id_source(), batch_size=4, x="x", y="id", seed=7)
+    orders = []
+    for _ in range(3):
+        ids = epoch_ids(loader)
+        assert sorted(ids) == list(range(COUNT))
+        orders.append(ids.tolist())
+        loader.on_epoch_end()
+    assert len({tuple(o) for o in orders}) == 3
+
+
+def test_same_seed_same_orders_and_unshuffled_is_source_order() -> None:
+    def orders(seed: int) -> list[list[int]]:
+        loader = tfpipe.SequenceLoader(id_source(), batch_size=5, x="x", y="id", seed=seed)
+        result = []
+        for _ in range(2):
+            result.append(epoch_ids(loader).tolist())
+            loader.on_epoch_end()
+        return result
+
+    assert orders(1) == orders(1)
+    assert orders(1) != orders(2)
+    plain = tfpipe.SequenceLoader(id_source(), batch_size=5, x="x", y="id", shuffle=False)
+    plain.on_epoch_end()
+    assert epoch_ids(plain).tolist() == list(range(COUNT))
+
+
+@pytest.mark.parametrize(
+    "workers, processes",
+    [(1, False), (2, False), pytest.param(2, True, marks=pytest.mark.slow)],
+    ids=["main-thread", "2-threads", "2-processes"],
+)
+def test_fit_sees_every_example_once_per_epoch(workers: int, processes: bool) -> None:
+    loader = tfpipe.SequenceLoader(
+        id_source(), batch_size=4, x="x", y="id", seed=0, workers=workers,
+        use_multiprocessing=processes,
+    )  # fmt: skip
+    model = IdRecorder()
+    model.compile(run_eagerly=True)
+    model.fit(loader, epochs=3, verbose=0, shuffle=False, callbacks=[NewEpoch()])
+    orders = [np.concatenate(batches).tolist() for batches in model.epochs]
+    assert len(orders) == 3
+    for order in orders:
+        assert sorted(order) == list(range(COUNT))
+    assert len({tuple(o) for o in orders}) == 3
+    if processes:
+        gc.collect()
+        multiprocessing.active_children()
+        assert zombie_children() == []
+
+
+def test_images_are_decoded_resized_and_rescaled(image_folder: Path) -> None:
+    source = tfpipe.from_directory(image_folder)
+    loader = tfpipe.SequenceLoader(source, batch_size=8, image_size=(20, 24), shuffle=False)
+    images, labels = loader[1]
+    assert images.shape == (8, 20, 24, 3) and images.dtype == np.float32
+    assert images.min() >= 0.0 and images.max() <= 1.0
+    expected = source.schema["image"].load(source[9]["image"], size=(20, 24))
+    np.testing.assert_allclose(images[1], expected / 255, rtol=1e-6)
+    np.testing.assert_array_equal(labels, source.labels()[8:16])
+    raw = tfpipe.SequenceLoader(
+        source, batch_size=8, image_size=(20, 24), shuffle=False, dtype="uint8", rescale=None
+    )
+    np.testing.assert_array_equal(raw[1][0][1], expected)
+
+
+def test_multi_output_labels_from_dataframe_cells(tmp_path: Path, image_folder: Path) -> None:
+    paths = sorted(str(p.relative_to(image_folder)) for p in image_folder.glob("*/*.jpg"))[:6]
+    df = pd.DataFrame(
+        {
+            "path": paths,
+            "weather": ["clear", "haze", "clear", "rain", "haze", "clear"],
+            "ground": ["[1, 0, 3]", "[2]", "[]", "[0, 1]", "[3]", "[1, 2]"],
+        }
+    )
+    source = tfpipe.from_dataframe(df, label_cols=["weather", "ground"], base_dir=image_folder)
+    loader = tfpipe.SequenceLoader(
+        source, batch_size=4, y=["weather", "ground"], image_size=(16, 16), shuffle=False
+    )
+    _, (weather, ground) = loader[0]
+    np.testing.assert_array_equal(weather, [0, 1, 0, 2])
+    assert ground.dtype == np.float32 and ground.shape == (4, 4)
+    np.testing.assert_array_equal(ground[0], [1, 1, 0, 1])
+    np.testing.assert_array_equal(ground[2], [0, 0, 0, 0])
+
+    inputs = keras.Input((16, 16, 3))
+    features = keras.layers.GlobalAveragePooling2D()(inputs)
+    model = keras.Model(
+        inputs,
+        [keras.layers.Dense(3)(features), keras.layers.Dense(4, activation="sigmoid")(features)],
+    )
+    model.compile(
+        "adam",
+        [keras.losses.SparseCategoricalCrossentropy(from_logits=True), "binary_crossentropy"],
+    )
+    history = model.fit(loader, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    named = tfpipe.SequenceLoader(
+        source, batch_size=4, x={"pixels": "image"}, y={"w": "weather"}, image_size=(16, 16)
+    )
+    x, y = named[0]
+    assert set(x) == {"pixels"} and y["w"].shape == (4,)
+
+
+@pytest.mark.slow
+def test_fit_evaluate_predict_on_a_tiny_model(image_folder: Path) -> None:
+    source = tfpipe.from_directory(image_folder)
+    train = tfpipe.SequenceLoader(source, batch_size=8, image_size=(16, 16), seed=0, workers=2)
+    model = keras.Sequential(
+        [
+            keras.Input((16, 16, 3)),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(3),
+        ]
+    )
+    model.compile(
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
+    model.fit(train, epochs=2, verbose=0)
+    loss, accuracy = model.evaluate(
+        tfpipe.SequenceLoader(source, batch_size=8, image_size=(16, 16), shuffle=False), verbose=0
+    )
+    assert np.isfinite(loss) and 0 <= accuracy <= 1
+    predict = tfpipe.SequenceLoader(
+        source, batch_size=8, y=None, image_size=(16, 16), shuffle=False
+    )
+    predictions = model.predict(predict, verbose=0)
+    assert predictions.shape == (len(source), 3)
+    last = source.schema["image"].load(source[len(source) - 1]["image"], size=(16, 16))
+    np.testing.assert_allclose(
+        predictions[-1], model(last[None].astype("float32") / 255)[0], rtol=1e-4, atol=1e-5
+    )
+
+
+def test_transform_is_reproducible_per_example() -> None:
+    def jitter(example: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, Any]:
+        return {**example, "x": example["x"] + rng.normal(size=1).astype(np.float32)}
+
+    def first_epochs(workers: int) -> list[np.ndarray]:
+        loader = tfpipe.SequenceLoader(
+            id_source(), batch_size=4, x="x", y="id", seed=5, transform=jitter, workers=workers
+        )
+        result = []
+        for _ in range(2):
+            result.append(np.concatenate([loader[i][0] for i in range(len(loader))]))
+            loader.on_epoch_end()
+        return result
+
+    one, again = first_epochs(1), first_epochs(2)
+    np.testing.assert_array_equal(one[0], again[0])
+    np.testing.assert_array_equal(one[1], again[1])
+    loader = tfpipe.SequenceLoader(id_source(), batch_size=4, x="x", y="id", shuffle=False)
+    noise = one[0][:, 0] - np.concatenate([loader[i][0] for i in range(len(loader))])[:, 0]
+    assert len(np.unique(np.round(noise, 5))) > COUNT // 2
+
+
+def test_transform_returning_a_wrong_shape_names_the_example() -> None:
+    loader = tfpipe.SequenceLoader(
+        id_source(), batch_size=4, x="x", y="id", shuffle=False,
+        transform=lambda example, rng: {**example, "x": np.zeros(3)},
+    )  # fmt: skip
+    with pytest.raises(tfpipe.DecodeError, match=r"x: expected shape \(1,\), got \(3,\) in exam"):
+        loader[0]
+
+
+@pytest.fixture
+def folder_with_corrupt_image(tmp_path: Path, image_folder: Path) -> tuple[Path, Path]:
+    root = shutil.copytree(image_folder, tmp_path / "images")
+    corrupt = sorted(root.glob("square/*.jpg"))[3]
+    corrupt.write_bytes(b"\xff\xd8\xff this is not a JPEG")
+    return root, corrupt
+
+
+def test_corrupt_image_error_names_the_file(folder_with_corrupt_image: tuple[Path, Path]) -> None:
+    root, corrupt = folder_with_corrupt_image
+    loader = tfpipe.SequenceLoader(
+        tfpipe.from_directory(root), batch_size=4, image_size=(16, 16), shuffle=False
+    )
+    with pytest.raises(tfpipe.DecodeError, match=rf"image: .* in {corrupt}"):
+        [loader[i] for i in range(len(loader))]
+
+
+@pytest.mark.parametrize(
+    "workers, processes",
+    [(2, False), pytest.param(2, True, marks=pytest.mark.slow)],
+    ids=["threads", "processes"],
+)
+def test_corrupt_image_in_a_worker_stops_fit_with_the_path(
+    folder_with_corrupt_image: tuple[Path, Path], workers: int, processes: bool
+) -> None:
+    root, corrupt = folder_with_corrupt_image
+    loader = tfpipe.SequenceLoader(
+        tfpipe.from_directory(root), batch_size=4, image_size=(16, 16), seed=0,
+        workers=workers, use_multiprocessing=processes,
+    )  # fmt: skip
+    model = keras.Sequential(
+        [keras.Input((16, 16, 3)), keras.layers.Flatten(), keras.layers.Dense(3)]
+    )
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(Exception, match=str(corrupt)):
+        model.fit(loader, epochs=1, verbose=0)
+
+
+def test_loader_pickles_small_and_the_same() -> None:
+    source = tfpipe.from_arrays(
+        {"x": np.zeros((5000, 1), np.float32), "id": np.arange(5000)}, schema=ID_SCHEMA
+    )
+    loader = tfpipe.SequenceLoader(source, batch_size=16, x="x", y="id", seed=3)
+    loader.on_epoch_end()
+    first = loader[0][1]
+    clone = pickle.loads(pickle.dumps(loader))
+    np.testing.assert_array_equal(clone[0][1], first)
+    assert len(pickle.dumps(loader)) < 2 * len(pickle.dumps(source))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"batch_size": 0}, ValueError, r"batch_size must be a positive int\. Received: batch_si"),
+        ({"x": "pixels"}, tfpipe.SchemaError, r"x: feature 'pixels' is not in the schema"),
+        ({"y": ["id", "nope"]}, tfpipe.SchemaError, r"y: feature 'nope' is not in the schema"),
+        ({"image_size": (16,)}, ValueError, r"image_size must be \(height, width\).*\(16,\)"),
+        ({"image_size": (16, 0)}, ValueError, r"image_size must be \(height, width\)"),
+        ({"workers": 0}, ValueError, r"workers must be a positive int"),
+        ({"dtype": "uint8"}, ValueError, r"rescale needs a float dtype; pass rescale=None"),
+        ({"dtype": "str"}, ValueError, r"dtype must be a float or integer dtype"),
+        ({"x": None}, ValueError, r"x must name the model input"),
+        ({"x": 3}, ValueError, r"x must be a feature name"),
+        ({"seed": -1}, ValueError, r"seed must be a non-negative int"),
+        ({"batch_size": 64, "drop_remainder": True}, tfpipe.SourceError, r"fewer than batch_si"),
+    ],
+)
+def test_bad_arguments_give_clear_errors(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    options = {"x": "x", "y": "id", **kwargs}
+    with pytest.raises(error, match=match):
+        tfpipe.SequenceLoader(id_source(), **options)
+
+
+def test_images_without_a_size_need_image_size(image_folder: Path) -> None:
+    with pytest.raises(tfpipe.SchemaError, match=r"image: .*pass image_size=\(height, width\)"):
+        tfpipe.SequenceLoader(tfpipe.from_directory(image_folder))
+    with pytest.warns(tfpipe.TfpipeWarning, match=r"image_size=\(8, 8\) is ignored"):
+        tfpipe.SequenceLoader(id_source(), x="x", y="id", image_size=(8, 8))
