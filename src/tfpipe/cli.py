@@ -1,0 +1,300 @@
+"""The `tfpipe` command: `write`, `inspect` and `demo`.
+
+Errors a user can fix (a missing path, a bad option value, data that does not match) print one
+line `tfpipe <command>: error: ...` and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from tfpipe._summary import (
+    describe_example,
+    describe_info,
+    describe_schema,
+    format_bytes,
+    listed,
+)
+from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
+from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
+from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
+from tfpipe.records.infer import tf_compression
+from tfpipe.schema import Schema
+from tfpipe.sources import SourceBase, from_dataframe, from_directory
+
+EXIT_ERROR = 2
+_USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, tf.errors.OpError)
+
+
+def _fractions(text: str) -> dict[str, float]:
+    """`"train=0.7,test=0.3"` -> `{"train": 0.7, "test": 0.3}`."""
+    fractions: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            fractions[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected name=fraction pairs such as train=0.7,test=0.3, got {text!r}"
+            ) from None
+        if not name.strip():
+            raise argparse.ArgumentTypeError(f"a split has no name in {text!r}")
+    return fractions
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    """`"128x96"` -> `(128, 96)` (height x width); `"128"` -> `(128, 128)`."""
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 2) or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"expected HEIGHTxWIDTH such as 128x128 (or one number), got {text!r}"
+        )
+    height, width = int(parts[0]), int(parts[-1])
+    return height, width
+
+
+def _columns(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _open_source(args: argparse.Namespace) -> SourceBase:
+    """An image folder or a CSV of image paths and labels, as a source."""
+    src = Path(args.src)
+    shape = (*args.image_size, 3) if args.image_size else (None, None, 3)
+    if src.is_dir():
+        return from_directory(src, image_shape=shape)
+    if src.suffix.lower() != ".csv":
+        raise FileNotFoundError(
+            f"SRC: {str(src)!r} is neither an image folder nor a .csv file"
+            + ("" if src.exists() else " (it does not exist)")
+        )
+    try:
+        return from_dataframe(
+            pd.read_csv(src),
+            path_col=args.path_col,
+            label_cols=args.label_cols,
+            base_dir=args.base_dir if args.base_dir is not None else src.parent,
+            image_shape=shape,
+        )
+    except DataNotFoundError as e:
+        if args.base_dir is not None:
+            raise
+        raise DataNotFoundError(
+            f"{e} (relative paths start from the CSV's folder; pass --base-dir to change that)"
+        ) from e
+
+
+def _write(args: argparse.Namespace, out: TextIO) -> None:
+    source = _open_source(args)
+    if args.split:
+        parts: dict[str, Any] = source.split(args.split, seed=args.seed)
+        prefixes = {name: Path(args.out) / name for name in parts}
+    else:
+        parts = {Path(args.out).name: source}
+        prefixes = {Path(args.out).name: Path(args.out)}
+    print(f"{args.src}: {len(source)} examples", file=out)
+    print(*describe_schema(source.schema), sep="\n", file=out)
+    for name, part in parts.items():
+        info = write_tfrecords(
+            part,
+            prefixes[name],
+            num_shards=args.shards,
+            compression=args.compression,
+            shuffle=not args.no_shuffle,
+            seed=args.seed,
+            workers=args.workers,
+            on_error=args.on_error,
+        )
+        print(*describe_info(info), sep="\n", file=out)
+
+
+def _dataset_prefixes(path: str) -> list[str]:
+    """The tfpipe datasets at `path`: itself, or every metadata file in a folder with shards."""
+    if metadata_path(path).is_file() or path.endswith(".json"):
+        return [path.removesuffix(".json")]
+    if os.path.isdir(path):
+        return [
+            str(meta.with_suffix(""))
+            for meta in sorted(Path(path).glob("*.json"))
+            if any(meta.parent.glob(f"{meta.stem}-*-of-*.tfrecord*"))
+        ]
+    return []
+
+
+def _count_records(file: Path) -> int:
+    dataset = tf.data.TFRecordDataset(
+        str(file), compression_type=tf_compression(compression_of(file))
+    )
+    return int(dataset.reduce(np.int64(0), lambda count, _: count + 1))
+
+
+def _inspect_files(path: str, out: TextIO) -> None:
+    """Inspects TFRecord files without tfpipe metadata, with an inferred schema."""
+    files = resolve_files(path)
+    schema = infer_schema(files)
+    counts = [_count_records(f) for f in files]
+    total_bytes = sum(f.stat().st_size for f in files)
+    print(
+        f"{path}: {sum(counts)} records in {len(files)} file(s), {format_bytes(total_bytes)}, "
+        f"compression {compression_of(files[0]) or 'none'} (no tfpipe metadata: schema inferred)",
+        file=out,
+    )
+    shown = [
+        f"  {file}  {count} records  {format_bytes(file.stat().st_size)}"
+        for file, count in zip(files, counts, strict=True)
+    ]
+    print(*listed(shown, "files"), sep="\n", file=out)
+    _show_first([str(f) for f in files], schema, out)
+
+
+def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
+    print("schema:", *describe_schema(schema), sep="\n", file=out)
+    example = next(iter(read_tfrecords(path, schema=schema)))
+    print("first example:", *describe_example(example, schema), sep="\n", file=out)
+
+
+def _inspect(args: argparse.Namespace, out: TextIO) -> None:
+    prefixes = _dataset_prefixes(args.path)
+    if not prefixes:
+        _inspect_files(args.path, out)
+        return
+    for prefix in prefixes:
+        info = DatasetInfo.load(prefix)
+        print(*describe_info(info), sep="\n", file=out)
+        if info.class_names:
+            for feature, names in info.class_names.items():
+                print(f"  classes of {feature}: {', '.join(names)}", file=out)
+        _show_first(prefix, info.schema, out)
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> None:
+    from tfpipe.demo import run_demo
+
+    run_demo(args.workdir, size=args.size, out=out)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfpipe", description="Write, inspect and read TFRecord datasets for Keras."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    write = commands.add_parser(
+        "write",
+        help="write an image folder or a CSV to TFRecord shards",
+        description="Write an image folder (one sub-folder per class) or a CSV of image paths "
+        "and labels to TFRecord shards plus a metadata file.",
+    )
+    write.add_argument("src", metavar="SRC", help="an image folder or a .csv file")
+    write.add_argument(
+        "out",
+        metavar="OUT",
+        help="the dataset prefix, e.g. out/train; with --split, the folder of one prefix per split",
+    )
+    write.add_argument(
+        "--split", type=_fractions, help="split fractions, e.g. train=0.7,test=0.3 (stratified)"
+    )
+    write.add_argument("--shards", type=int, help="shards per dataset (default: by size)")
+    write.add_argument("--compression", choices=["gzip", "zlib"], help="compress the shards")
+    write.add_argument(
+        "--image-size", type=_image_size, help="store images resized to HEIGHTxWIDTH, e.g. 128x128"
+    )
+    write.add_argument("--path-col", default="path", help="CSV column of image paths (path)")
+    write.add_argument(
+        "--label-cols",
+        type=_columns,
+        default=["label"],
+        help="comma-separated CSV label columns (label)",
+    )
+    write.add_argument("--base-dir", help="folder relative CSV paths start from (the CSV's)")
+    write.add_argument("--seed", type=int, default=0, help="seed of the split and shuffle (0)")
+    write.add_argument("--workers", type=int, help="encoding threads (default: CPU count)")
+    write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
+    write.add_argument(
+        "--on-error",
+        choices=["raise", "skip"],
+        default="raise",
+        help="stop at an unreadable input, or skip and count it (raise)",
+    )
+    write.set_defaults(handler=_write)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="summarise TFRecords: schema, counts, shards, one decoded example",
+        description="Summarise a tfpipe dataset (prefix, metadata file or folder) or any "
+        "TFRecord files of tf.train.Example (file, folder or glob; schema inferred).",
+    )
+    inspect.add_argument("path", metavar="PATH", help="a prefix, .json, folder, file or glob")
+    inspect.set_defaults(handler=_inspect)
+
+    demo = commands.add_parser(
+        "demo",
+        help="generate an image dataset, write it to TFRecords and read it back",
+        description="Generate a learnable image dataset, write TFRecords (train/test), read "
+        "them back and report counts, sizes and read throughput.",
+    )
+    demo.add_argument("--workdir", default="demo-data", help="working folder (demo-data)")
+    demo.add_argument("--size", choices=["small", "large"], default="small", help="(small)")
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _warning_printer(default: Any) -> Any:
+    """A `warnings.showwarning` that prints tfpipe's warnings as one line, others as usual."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, TfpipeWarning):
+            print(f"tfpipe: warning: {message}", file=sys.stderr)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    return show
+
+
+def _error_message(error: Exception) -> str:
+    if isinstance(error, tf.errors.OpError):
+        return error.message.splitlines()[0]
+    return str(error)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the `tfpipe` command; returns the exit status (0, or 2 for errors).
+
+    Example:
+        >>> main(["write", "images", "out", "--split", "train=0.8,test=0.2"])
+        0
+
+    Args:
+        argv: the arguments after `tfpipe`. Defaults to `sys.argv[1:]`.
+    """
+    args = _parser().parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TfpipeWarning)
+        warnings.showwarning = _warning_printer(warnings.showwarning)
+        try:
+            args.handler(args, sys.stdout)
+        except _USER_ERRORS as e:
+            print(f"tfpipe {args.command}: error: {_error_message(e)}", file=sys.stderr)
+            return EXIT_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

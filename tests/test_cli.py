@@ -1,0 +1,235 @@
+"""The `tfpipe` command: write, inspect, demo, and clear one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+from PIL import Image as PILImage
+
+import tfpipe
+from tfpipe.cli import main
+from tfpipe.demo import DemoResult, run_demo
+from tfpipe.synthetic import make_image_dataframe, make_image_folder
+
+
+def _labels(prefix: Path) -> list[int]:
+    return [int(e["label"]) for e in tfpipe.read_tfrecords(prefix).as_numpy_iterator()]
+
+
+def _assert_one_line_error(err: str, command: str, *fragments: str) -> None:
+    lines = [line for line in err.splitlines() if line.startswith("tfpipe")]
+    assert len(lines) == 1 and lines[0].startswith(f"tfpipe {command}: error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_write_folder_with_split_then_inspect(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = ["--split", "train=0.75,test=0.25", "--shards", "2", "--compression", "gzip"]
+    assert main(["write", str(image_folder), str(out), *args, "--image-size", "16x20"]) == 0
+    printed = capsys.readouterr().out
+    assert "train: 27 examples in 2 shard(s)" in printed
+    assert "test: 9 examples in 2 shard(s)" in printed
+    train = tfpipe.DatasetInfo.load(out / "train")
+    assert train.compression == "gzip" and train.shuffled
+    assert [f.name for f in train.files] == [
+        "train-00000-of-00002.tfrecord.gz",
+        "train-00001-of-00002.tfrecord.gz",
+    ]
+    assert train.schema["image"] == tfpipe.Image(shape=(16, 20, 3))
+    assert sorted(np.bincount(_labels(out / "test"))) == [3, 3, 3]
+    image = next(iter(tfpipe.read_tfrecords(out / "train")))["image"]
+    assert tuple(image.shape) == (16, 20, 3)
+
+    assert main(["inspect", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "test: 9 examples in 2 shard(s)" in report and "train: 27 examples" in report
+    assert "classes of label: circle, square, triangle" in report
+    assert report.count("image  uint8 (16, 20, 3) min ") == 2
+
+
+def test_write_csv_with_several_label_columns_no_shuffle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images = make_image_folder(tmp_path / "imgs", num_classes=2, per_class=3, size=(16, 16))
+    df = make_image_dataframe(images).assign(size=[0, 1, 2, 2, 1, 0])
+    df.to_csv(images / "all.csv", index=False)
+    assert main(["write", str(images / "all.csv"), str(tmp_path / "a" / "data"), "--no-shuffle",
+                 "--label-cols", "label,size", "--shards", "1"]) == 0  # fmt: skip
+    info = tfpipe.DatasetInfo.load(tmp_path / "a" / "data")
+    assert list(info.schema) == ["image", "label", "size"]
+    assert info.schema["size"] == tfpipe.ClassLabel(num_classes=3)
+    assert not info.shuffled
+    assert _labels(tmp_path / "a" / "data") == [0, 0, 0, 1, 1, 1]
+    sizes = [int(e["size"]) for e in tfpipe.read_tfrecords(info.files).as_numpy_iterator()]
+    assert sizes == [0, 1, 2, 2, 1, 0]
+    assert "data: 6 examples in 1 shard(s)" in capsys.readouterr().out
+
+    elsewhere = tmp_path / "lists" / "paths.csv"
+    elsewhere.parent.mkdir()
+    df.rename(columns={"path": "file"}).to_csv(elsewhere, index=False)
+    assert main(["write", str(elsewhere), str(tmp_path / "b"), "--path-col", "file"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "write", "lists/circle", "pass --base-dir")
+    assert main(["write", str(elsewhere), str(tmp_path / "b"), "--path-col", "file",
+                 "--base-dir", str(images)]) == 0  # fmt: skip
+    assert tfpipe.DatasetInfo.load(tmp_path / "b").num_examples == 6
+
+
+def test_write_on_error_skip_counts_and_warns(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images = make_image_folder(tmp_path / "imgs", num_classes=2, per_class=2, size=(16, 16))
+    (images / "circle" / "broken.jpg").write_bytes(b"\xff\xd8\xff not really a jpeg")
+    out = tmp_path / "out" / "train"
+    assert main(["write", str(images), str(out), "--workers", "1"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "write", "broken.jpg")
+    assert not tfpipe.info.metadata_path(out).exists()
+
+    assert main(["write", str(images), str(out), "--on-error", "skip"]) == 0
+    captured = capsys.readouterr()
+    assert "train: 4 examples" in captured.out and "skipped 1 unreadable input(s)" in captured.out
+    assert "tfpipe: warning: write_tfrecords skipped 1 of 5" in captured.err
+    assert [s.origin for s in tfpipe.DatasetInfo.load(out).skipped] == [
+        str(images / "circle" / "broken.jpg")
+    ]
+
+
+def test_inspect_records_written_by_plain_tensorflow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    buffer = io.BytesIO()
+    PILImage.new("RGB", (12, 10), (250, 0, 0)).save(buffer, format="JPEG")
+    path = tmp_path / "plain.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(5):
+            feature = {
+                "image/encoded": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[buffer.getvalue()])
+                ),
+                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2])),
+                "score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5, i])),
+                "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"sample-%d" % i])),
+            }
+            example = tf.train.Example(features=tf.train.Features(feature=feature))
+            writer.write(example.SerializeToString())
+    assert main(["inspect", str(path)]) == 0
+    report = capsys.readouterr().out
+    assert "5 records in 1 file(s)" in report and "schema inferred" in report
+    assert "ClassLabel(names=None, num_classes=2" in report
+    for line in [
+        r"image/encoded +uint8 \(10, 12, 3\) min \d+ max \d+",
+        r"image/class/label +int64 \(\) = 0\n",
+        r"score +float32 \(2,\) min 0\.0 max 0\.5",
+        r"name +text 'sample-0'",
+    ]:
+        assert re.search(line, report), line
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragments"),
+    [
+        (["write", "{tmp}/missing", "{tmp}/out"], ["missing", "neither an image folder"]),
+        (["write", "{tmp}/notes.txt", "{tmp}/out"], ["notes.txt", "neither an image folder"]),
+        (["write", "{images}", "{tmp}/out", "--split", "train=0.9,test=0.3"], ["sum to 1"]),
+        (["write", "{images}", "{tmp}/out", "--shards", "0"], ["num_shards"]),
+        (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
+        (["inspect", "{tmp}/nothing-here"], ["no TFRecord files at"]),
+        (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_line(
+    argv: list[str],
+    fragments: list[str],
+    image_folder: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello, this is not a TFRecord file at all")
+    (tmp_path / "empty").mkdir()
+    names = {"tmp": tmp_path, "images": image_folder, "empty": tmp_path / "empty"}
+    assert main([a.format(**names) for a in argv]) == 2
+    _assert_one_line_error(capsys.readouterr().err, argv[0], *fragments)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["write", "src", "out", "--split", "train:0.7"],
+        ["write", "src", "out", "--image-size", "128by128"],
+        ["demo", "--size", "huge"],
+        ["frobnicate"],
+    ],
+)
+def test_bad_arguments_exit_2_with_usage(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert "error: " in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
+    return run_demo(
+        tmp_path_factory.mktemp("demo"), size="small", progress=False, out=io.StringIO()
+    )
+
+
+def test_demo_writes_and_reads_back(demo: DemoResult) -> None:
+    train, test = demo.datasets["train"], demo.datasets["test"]
+    assert (train.num_examples, test.num_examples) == (96, 24)
+    assert train.class_names == {"label": ["circle", "square", "triangle"]}
+    assert train.metadata_path == demo.workdir / "records" / "train.json"
+    assert demo.example["image"].shape == (64, 64, 3) and demo.example["image"].dtype == np.uint8
+    assert demo.read.examples_per_s > 0 and demo.read.batches == 20
+    csv = pd.read_csv(demo.csv)
+    assert len(csv) == 120 and (demo.workdir / csv["path"][0]).is_file()
+    assert sorted(np.bincount(_labels(demo.workdir / "records" / "test"))) == [8, 8, 8]
+
+
+def test_demo_command_reuses_its_workdir(
+    demo: DemoResult, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--workdir", str(demo.workdir), "--size", "small"]) == 0
+    printed = capsys.readouterr().out
+    for fragment in ["[1] generated 120 JPEGs of 96x96", "train: 96 examples", "test: 24 examples",
+                     "image  uint8 (64, 64, 3)", "examples/s"]:  # fmt: skip
+        assert fragment in printed
+    assert tfpipe.DatasetInfo.load(demo.workdir / "records" / "train").num_examples == 96
+
+
+def test_demo_refuses_a_folder_it_did_not_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "precious.txt").write_text("keep me")
+    assert main(["demo", "--workdir", str(tmp_path)]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "demo", "was not made by tfpipe demo")
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+    with pytest.raises(ValueError, match="size must be one of"):
+        run_demo(tmp_path / "new", size="huge")
+
+
+@pytest.mark.slow
+def test_installed_console_script(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "tfpipe"
+    result = subprocess.run(
+        [str(script), "inspect", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    _assert_one_line_error(result.stderr, "inspect", "no TFRecord files at")
