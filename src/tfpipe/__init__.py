@@ -3,6 +3,7 @@
 The data flows one way: schema -> sources -> records -> loaders -> fit.
 """
 
+from tfpipe.bench import benchmark
 from tfpipe.errors import (
     DataNotFoundError,
     DecodeError,
@@ -12,9 +13,12 @@ from tfpipe.errors import (
     TfpipeError,
     TfpipeWarning,
 )
+from tfpipe.fit import fit
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
+from tfpipe.report import FitReport
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
 from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
 
@@ -27,7 +31,9 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "Feature",
+    "FitReport",
     "Image",
+    "Pipeline",
     "Schema",
     "SchemaError",
     "SequenceLoader",
@@ -40,6 +46,8 @@ __all__ = [
     "TfpipeError",
     "TfpipeWarning",
     "__version__",
+    "benchmark",
+    "fit",
     "from_arrays",
     "from_dataframe",
     "from_directory",

@@ -1,0 +1,303 @@
+"""What `Pipeline` reads: TFRecord shards, in-memory sources, or a Keras `PyDataset`.
+
+Each input turns into a list of named stages (label, function on a `tf.data.Dataset`) so that
+`Pipeline.explain()` shows exactly what `build()` runs. TFRecords and in-memory sources give a
+stream of cheap *records* (serialized bytes, or example indices) that are shuffled, batched and
+then decoded per batch; a `PyDataset` gives decoded examples directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
+from tfpipe.info import check_compression
+from tfpipe.records.infer import infer_schema, tf_compression
+from tfpipe.records.reader import _check_schema as check_first_record
+from tfpipe.records.reader import _compression as common_compression
+from tfpipe.records.reader import _files_and_info as files_and_info
+from tfpipe.schema import ClassLabel, Image, Schema, Tensor, Text
+from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
+
+AUTOTUNE = tf.data.AUTOTUNE
+Stage = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
+_MAX_CYCLE = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """How records become tensors: image size, reduced JPEG decode, rescale to float32."""
+
+    image_size: tuple[int, int] | None
+    reduced_decode: bool
+    rescale: float | None
+
+    def check(self, schema: Schema) -> None:
+        """Raises when an image has no fixed size to batch at."""
+        for name, feature in schema.items():
+            if isinstance(feature, Image) and None in (self.image_size or feature.shape[:2]):
+                raise SchemaError(
+                    f"{name}: images of variable size cannot be batched; pass "
+                    "image_size=(height, width) to Pipeline, or declare Image(shape=...)"
+                )
+
+    def finish(self, batch: dict[str, tf.Tensor], schema: Schema) -> dict[str, tf.Tensor]:
+        """Casts images to float32 times `rescale` when asked."""
+        if self.rescale is None:
+            return batch
+        return {
+            name: tf.cast(value, tf.float32) * self.rescale
+            if isinstance(schema.get(name), Image)
+            else value
+            for name, value in batch.items()
+        }
+
+    def describe(self) -> str:
+        parts = []
+        if self.image_size is not None:
+            parts.append(f"resize to {self.image_size[0]}x{self.image_size[1]}")
+        if self.reduced_decode:
+            parts.append("reduced DCT-scale JPEG decode")
+        if self.rescale is not None:
+            parts.append(f"float32 x {self.rescale:g}")
+        return f" ({', '.join(parts)})" if parts else ""
+
+
+class RecordInput:
+    """TFRecord shards: file list -> (file shuffle) -> parallel interleaved reads."""
+
+    decoded = False
+
+    def __init__(self, path: Any, schema: Schema | None, compression: str | None) -> None:
+        files, info = files_and_info(path)
+        self.files = [str(f) for f in files]
+        empty = [f for f in self.files if os.path.getsize(f) == 0]
+        if empty:
+            raise DataNotFoundError(f"source: TFRecord file {empty[0]!r} is empty")
+        if schema is None:
+            schema = info.schema if info is not None else infer_schema(files)
+        elif not isinstance(schema, Schema):
+            raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+        if compression == "auto":
+            compression = info.compression if info is not None else common_compression(files)
+        self.compression = check_compression(compression)
+        check_first_record(schema, files)
+        self.schema = schema
+        self.num_examples = info.num_examples if info is not None else None
+        self.name = str(path)
+
+    def read(
+        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield serialized records; the second value says if records get sharded."""
+        by_file = shard is not None and len(self.files) >= shard[0]
+        stages: list[Stage] = [
+            (
+                f"list {len(self.files)} TFRecord file(s) of {self.name}"
+                + (f" ({self.compression})" if self.compression else ""),
+                lambda _: tf.data.Dataset.from_tensor_slices(self.files),
+            )
+        ]
+        if by_file:
+            num, index = shard  # type: ignore[misc]
+            stages.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
+        if shuffle and (shard is None or by_file):
+            stages.append(
+                (
+                    f"shuffle file list (seed={seed}, reshuffled each epoch)",
+                    lambda ds: ds.shuffle(len(self.files), seed=seed),
+                )
+            )
+        cycle = min(len(self.files), _MAX_CYCLE)
+        compression = tf_compression(self.compression)
+        stages.append(
+            (
+                f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
+                lambda ds: ds.interleave(
+                    lambda f: tf.data.TFRecordDataset(f, compression, buffer_size=1 << 20),
+                    cycle_length=cycle,
+                    num_parallel_calls=AUTOTUNE,
+                    deterministic=det,
+                ),
+            )
+        )
+        return stages, not by_file
+
+    def decoder(self, decoding: Decoding) -> Stage:
+        """The per-batch stage: vectorised parse_example, then per-element image decode."""
+        decoding.check(self.schema)
+
+        def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+            parsed = self.schema.parse(
+                serialized, image_size=decoding.image_size, reduced_decode=decoding.reduced_decode
+            )
+            return decoding.finish(parsed, self.schema)
+
+        return (
+            "parse_example (vectorised) + decode images per element" + decoding.describe(),
+            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+        )
+
+
+def _columns(source: Any) -> dict[str, np.ndarray]:
+    """The examples of an in-memory source as arrays: image paths or pixels, label indices."""
+    if isinstance(source, Subset):
+        return {name: column[source.indices] for name, column in _columns(source.source).items()}
+    if isinstance(source, DirectorySource):
+        return {"image": source.paths, "label": source.labels()}
+    if isinstance(source, DataFrameSource):
+        columns = {"image": source.paths}
+        for name, values in source.label_values.items():
+            feature = source.schema[name]
+            columns[name] = np.stack([feature.load(v) for v in values])
+        return columns
+    if isinstance(source, ArraySource):
+        return {name: _array_column(name, a, source.schema) for name, a in source.arrays.items()}
+    raise SourceError(
+        "source: expected a TFRecord prefix, file, glob or list of files, a tfpipe source "
+        "(from_directory, from_dataframe, from_arrays, or a split of one) or a "
+        f"keras.utils.PyDataset. Received: {type(source).__name__}"
+    )
+
+
+def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
+    feature = schema[name]
+    if isinstance(feature, Image):
+        if array.dtype != np.uint8:
+            raise SourceError(
+                f"{name}: Pipeline reads images from arrays as uint8 pixels, got dtype "
+                f"{array.dtype}; write them with tfpipe.write_tfrecords first"
+            )
+        return array[..., np.newaxis] if array.ndim == 3 else array
+    if isinstance(feature, ClassLabel):
+        return np.stack([feature.load(v) for v in array])
+    if isinstance(feature, Tensor):
+        return array.astype(feature.dtype)
+    if isinstance(feature, Text):
+        return array.astype(str).astype(object)
+    raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")
+
+
+class _IndexedInput:
+    """An input whose records are the indices 0..count-1 (of examples, or of batches)."""
+
+    count: int
+    unit: str
+    name: str
+
+    def read(
+        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield the indices; they are sharded and shuffled as records."""
+        return [
+            (
+                f"indices of {self.count} {self.unit} of a {self.name}",
+                lambda _: tf.data.Dataset.range(self.count),
+            )
+        ], True
+
+
+class MemoryInput(_IndexedInput):
+    """A folder, DataFrame or arrays: indices are the records; files are read in the graph."""
+
+    decoded = False
+    unit = "examples"
+
+    def __init__(self, source: Any) -> None:
+        self.columns = _columns(source)
+        self.schema: Schema = source.schema
+        self.num_examples = self.count = len(source)
+        self.name = type(source).__name__
+
+    def decoder(self, decoding: Decoding) -> Stage:
+        decoding.check(self.schema)
+        constants = {name: tf.constant(column) for name, column in self.columns.items()}
+        files = [
+            name
+            for name, column in self.columns.items()
+            if isinstance(self.schema[name], Image) and column.dtype.kind in "USO"
+        ]
+
+        def image_of(name: str, feature: Image, values: tf.Tensor) -> tf.Tensor:
+            size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
+            if name in files:
+                return tf.map_fn(
+                    lambda path: feature.decode_tensor(
+                        tf.io.read_file(path), size, decoding.reduced_decode
+                    ),
+                    values,
+                    fn_output_signature=tf.TensorSpec((*size, feature.channels), tf.uint8),
+                )
+            if tuple(values.shape[1:3]) == tuple(size):
+                return values
+            resized = tf.image.resize(values, size)
+            return tf.cast(tf.clip_by_value(tf.round(resized), 0.0, 255.0), tf.uint8)
+
+        def decode(indices: tf.Tensor) -> dict[str, tf.Tensor]:
+            batch = {}
+            for name, constant in constants.items():
+                feature = self.schema[name]
+                values = tf.gather(constant, indices)
+                batch[name] = (
+                    image_of(name, feature, values) if isinstance(feature, Image) else values
+                )
+            return decoding.finish(batch, self.schema)
+
+        what = "read + decode image files per element" if files else "gather arrays"
+        return (
+            f"gather examples; {what}" + decoding.describe(),
+            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+        )
+
+
+def _spec_of(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _spec_of(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return tuple(_spec_of(v) for v in value)
+    array = np.asarray(value)
+    return tf.TensorSpec((None, *array.shape[1:]), tf.as_dtype(array.dtype))
+
+
+class PyDatasetInput(_IndexedInput):
+    """A `keras.utils.PyDataset`: batches loaded by a generator, then split into examples."""
+
+    decoded = True
+    unit = "batches"
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+        self.count = len(dataset)
+        if self.count == 0:
+            raise SourceError("source: the PyDataset is empty (len() == 0)")
+        first = dataset[0]
+        self.signature = _spec_of(first)
+        self.schema = None
+        self.num_examples = None
+        self.name = type(dataset).__name__
+
+    def _load(self, index: Any) -> Any:
+        batch = self.dataset[int(index)]
+        yield tuple(batch) if isinstance(batch, list) else batch
+
+    def loader(self, det: bool) -> list[Stage]:
+        def load(index: tf.Tensor) -> tf.data.Dataset:
+            return tf.data.Dataset.from_generator(
+                self._load, args=(index,), output_signature=self.signature
+            )
+
+        return [
+            (
+                "load batches with a generator (explicit output_signature, parallel)",
+                lambda ds: ds.interleave(
+                    load, cycle_length=2, num_parallel_calls=AUTOTUNE, deterministic=det
+                ),
+            ),
+            ("unbatch into examples", lambda ds: ds.unbatch()),
+        ]

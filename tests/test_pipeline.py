@@ -1,0 +1,345 @@
+"""tfpipe.Pipeline: plan order, shuffling, sharding, caching, sources and errors."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfpipe
+
+NUM = 24
+
+
+def _arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "image": rng.integers(0, 256, (NUM, 8, 8, 3), dtype=np.uint8),
+        "label": np.arange(NUM) % 3,
+        "id": np.arange(NUM),
+    }
+
+
+@pytest.fixture(scope="module")
+def arrays_source() -> tfpipe.sources.ArraySource:
+    return tfpipe.from_arrays(_arrays())
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory, arrays_source) -> str:
+    """NUM raw-image examples with an `id`, in order, in 4 shards."""
+    prefix = tmp_path_factory.mktemp("records") / "train"
+    tfpipe.write_tfrecords(arrays_source, prefix, num_shards=4, shuffle=False, progress=False)
+    return str(prefix)
+
+
+def _ids(dataset: tf.data.Dataset) -> list[int]:
+    return [int(i) for batch in dataset for i in np.atleast_1d(batch["id"].numpy())]
+
+
+def _examples(dataset: tf.data.Dataset, *names: str) -> list[tuple]:
+    """The examples of a batched dataset as sorted tuples of bytes, order-independent."""
+    rows = []
+    for batch in dataset:
+        parts = batch if isinstance(batch, tuple) else tuple(batch[n] for n in names)
+        for i in range(int(parts[0].shape[0])):
+            rows.append(tuple(np.asarray(p[i]).tobytes() for p in parts))
+    return sorted(rows)
+
+
+def test_seeded_order_is_reproducible_and_reshuffled_each_epoch(records):
+    pipeline = tfpipe.Pipeline(records).shuffle(seed=3).batch(5)
+    first = pipeline.build()
+    epoch1, epoch2 = _ids(first), _ids(first)
+    assert sorted(epoch1) == sorted(epoch2) == list(range(NUM))
+    assert epoch1 != epoch2
+    assert _ids(pipeline.build()) == epoch1
+    assert _ids(tfpipe.Pipeline(records).shuffle(seed=4).batch(5).build()) != epoch1
+
+
+def test_unseeded_shuffle_is_not_deterministic_but_complete(records):
+    pipeline = tfpipe.Pipeline(records).shuffle().batch(7)
+    assert "deterministic=False" in pipeline.explain()
+    assert sorted(_ids(pipeline.build())) == list(range(NUM))
+
+
+@pytest.mark.parametrize("num", [2, 3, 6])
+def test_shards_see_every_example_exactly_once(records, num):
+    parts = [
+        _ids(tfpipe.Pipeline(records).shard(num, i).shuffle(seed=i).batch(4).build())
+        for i in range(num)
+    ]
+    assert sorted(i for part in parts for i in part) == list(range(NUM))
+    by = "files" if num <= 4 else "records"
+    assert f"shard {by} 0 of {num}" in tfpipe.Pipeline(records).shard(num, 0).explain()
+
+
+def test_repeat_gives_whole_epochs(records):
+    ids = _ids(tfpipe.Pipeline(records).shuffle(seed=0).repeat(2).batch(6).build())
+    assert sorted(ids) == sorted(list(range(NUM)) * 2)
+
+
+def _stages(pipeline: tfpipe.Pipeline) -> list[str]:
+    return [line.split(". ", 1)[1] for line in pipeline.explain().splitlines()]
+
+
+def test_explain_shows_the_optimal_order_whatever_the_call_order(records):
+    def scale(example):
+        return {**example, "image": example["image"] // 2}
+
+    base = tfpipe.Pipeline(records)
+    one = base.shuffle(seed=0).map(scale).batch(8).prefetch().as_supervised("image", "label")
+    two = base.prefetch().as_supervised("image", "label").batch(8).map(scale).shuffle(seed=0)
+    assert one.explain() == two.explain()
+    stages = _stages(one)
+    order = [
+        "shuffle file list",
+        "interleave",
+        "shuffle records",
+        "batch 8 records",
+        "parse_example",
+        "unbatch",
+        r"map\(scale\)",
+        "batch 8$",
+        "as_supervised",
+        "prefetch",
+    ]
+    positions = [next(i for i, s in enumerate(stages) if re.match(o, s)) for o in order]
+    assert positions == sorted(positions)
+    assert stages[-2] == "prefetch AUTOTUNE"
+
+
+def test_without_maps_the_records_are_batched_once_at_the_requested_size(records):
+    stages = _stages(tfpipe.Pipeline(records).batch(5, drop_remainder=True))
+    assert stages.count("batch 5 records (drop remainder)") == 1
+    assert not any("unbatch" in s for s in stages)
+    batches = list(tfpipe.Pipeline(records).batch(5, drop_remainder=True).build())
+    assert [int(b["id"].shape[0]) for b in batches] == [5] * (NUM // 5)
+
+
+def flip(example):
+    return {**example, "image": tf.image.random_flip_left_right(example["image"])}
+
+
+def halve(example):
+    return {**example, "image": example["image"] // 2}
+
+
+def test_cache_goes_after_deterministic_maps_and_before_random_ones(records):
+    stages = _stages(tfpipe.Pipeline(records).map(halve).cache().map(flip).batch(4))
+    assert stages.index("cache (memory)") > stages.index("map(halve) (parallel, AUTOTUNE)")
+    assert stages.index("cache (memory)") < stages.index("map(flip) (parallel, AUTOTUNE)")
+
+
+def test_cache_after_a_random_map_warns_and_moves_before_it(records):
+    pipeline = tfpipe.Pipeline(records).map(flip).cache().batch(4)
+    with pytest.warns(tfpipe.TfpipeWarning, match=r"random map\(flip\)"):
+        stages = _stages(pipeline)
+    assert stages.index("cache (memory)") < stages.index("map(flip) (parallel, AUTOTUNE)")
+
+
+def test_random_flag_overrides_detection(records):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stages = _stages(tfpipe.Pipeline(records).map(flip, random=False).cache())
+    assert stages.index("cache (memory)") > stages.index("map(flip) (parallel, AUTOTUNE)")
+    with pytest.warns(tfpipe.TfpipeWarning):
+        tfpipe.Pipeline(records).map(halve, random=True).cache().explain()
+
+
+def test_cached_pipeline_reshuffles_and_is_complete_each_epoch(records, tmp_path):
+    pipeline = tfpipe.Pipeline(records).take(20).cache(tmp_path / "c").shuffle(seed=1).batch(3)
+    stages = _stages(pipeline)
+    assert stages.index("take 20 examples") < stages.index(f"cache ({tmp_path / 'c'})")
+    dataset = pipeline.build()
+    epoch1, epoch2 = _ids(dataset), _ids(dataset)
+    assert sorted(epoch1) == sorted(epoch2)
+    assert len(set(epoch1)) == 20 and epoch1 != epoch2
+
+
+def test_directory_and_dataframe_give_the_tfrecord_examples(
+    image_folder, image_dataframe, tmp_path
+):
+    folder = tfpipe.from_directory(image_folder)
+    frame = tfpipe.from_dataframe(image_dataframe, base_dir=image_folder, schema=folder.schema)
+    prefix = tmp_path / "folder"
+    tfpipe.write_tfrecords(folder, prefix, num_shards=2, progress=False)
+    expected = _examples(
+        tfpipe.Pipeline(str(prefix), image_size=(24, 24)).batch(8).build(), "image", "label"
+    )
+    assert len(expected) == len(folder)
+    for source in (folder, frame):
+        got = tfpipe.Pipeline(source, image_size=(24, 24)).shuffle(seed=0).batch(8).build()
+        assert _examples(got, "image", "label") == expected
+
+
+class _Batches(keras.utils.PyDataset):
+    def __init__(self, arrays: dict[str, np.ndarray], size: int) -> None:
+        super().__init__()
+        self.arrays, self.size = arrays, size
+
+    def __len__(self) -> int:
+        return -(-NUM // self.size)
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        part = slice(index * self.size, (index + 1) * self.size)
+        return {name: array[part] for name, array in self.arrays.items()}
+
+
+def test_arrays_and_pydataset_give_the_tfrecord_examples(records, arrays_source):
+    expected = _examples(tfpipe.Pipeline(records).batch(5).build(), "image", "label", "id")
+    for source in (arrays_source, _Batches(_arrays(), 5)):
+        got = tfpipe.Pipeline(source).shuffle(seed=2).batch(5).build()
+        assert _examples(got, "image", "label", "id") == expected
+
+
+def test_pydataset_shuffles_and_shards(arrays_source):
+    pipeline = tfpipe.Pipeline(_Batches(_arrays(), 4)).shuffle(seed=0).batch(6)
+    ids = _ids(pipeline.build())
+    assert sorted(ids) == list(range(NUM)) and ids != list(range(NUM))
+    halves = [_ids(tfpipe.Pipeline(_Batches(_arrays(), 4)).shard(2, i).build()) for i in (0, 1)]
+    assert sorted(halves[0] + halves[1]) == list(range(NUM))
+
+
+def test_multi_output_from_a_dataframe(image_folder, image_dataframe):
+    df = image_dataframe.assign(
+        weather=["clear", "haze"] * (len(image_dataframe) // 2),
+        ground=[[0, 2], [1]] * (len(image_dataframe) // 2),
+    )
+    source = tfpipe.from_dataframe(
+        df, label_cols=["label", "weather", "ground"], base_dir=image_folder
+    )
+    dataset = (
+        tfpipe.Pipeline(source, image_size=(16, 16), rescale=1 / 255)
+        .batch(4)
+        .as_supervised("image", ["weather", "ground"])
+        .build()
+    )
+    x, (weather, ground) = next(iter(dataset))
+    assert x.shape == (4, 16, 16, 3) and x.dtype == tf.float32
+    assert float(tf.reduce_max(x)) <= 1.0
+    assert weather.numpy().tolist() == [0, 1, 0, 1]
+    assert ground.numpy().tolist()[:2] == [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
+
+
+def test_gzip_shards(arrays_source, tmp_path):
+    prefix = tmp_path / "gz"
+    tfpipe.write_tfrecords(arrays_source, prefix, num_shards=2, compression="gzip", progress=False)
+    assert "(gzip)" in tfpipe.Pipeline(str(prefix)).explain()
+    files = sorted(str(f) for f in tmp_path.glob("gz-*.tfrecord.gz"))
+    for pipeline in (
+        tfpipe.Pipeline(str(prefix)),
+        tfpipe.Pipeline(files, schema=arrays_source.schema),
+    ):
+        assert sorted(_ids(pipeline.batch(5).build())) == list(range(NUM))
+
+
+def test_files_without_metadata_take_a_schema(records, arrays_source):
+    files = sorted(str(f) for f in Path(records).parent.glob("train-*.tfrecord"))
+    pipeline = tfpipe.Pipeline(files, schema=arrays_source.schema).batch(5)
+    assert sorted(_ids(pipeline.build())) == list(range(NUM))
+
+
+def test_missing_and_empty_paths_are_clear_errors(tmp_path):
+    with pytest.raises(tfpipe.DataNotFoundError, match="nothing"):
+        tfpipe.Pipeline(str(tmp_path / "nothing"))
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    with pytest.raises(tfpipe.DataNotFoundError, match=r"empty\.tfrecord.*is empty"):
+        tfpipe.Pipeline(str(empty), schema=tfpipe.Schema({"id": tfpipe.Tensor()}))
+    with pytest.raises(ValueError, match="list of TFRecord files is empty"):
+        tfpipe.Pipeline([])
+    with pytest.raises(tfpipe.SourceError, match="Received: dict"):
+        tfpipe.Pipeline({"id": [1, 2]})
+
+
+def test_unknown_feature_names_are_clear_errors(records):
+    with pytest.raises(tfpipe.SchemaError, match="as_supervised: feature 'labels'"):
+        tfpipe.Pipeline(records).as_supervised("image", "labels")
+    later = tfpipe.Pipeline(records).map(halve).as_supervised("img", "label")
+    with pytest.raises(tfpipe.SchemaError, match="as_supervised: feature 'img' is not in"):
+        later.build()
+
+
+def test_a_map_returning_the_wrong_structure_is_a_clear_error(records):
+    def pair(example):
+        return example["image"], example["label"]
+
+    with pytest.raises(tfpipe.SchemaError, match=r"map\(pair\) must return a dict"):
+        tfpipe.Pipeline(records).map(pair).build()
+    with pytest.raises(tfpipe.SchemaError, match=r"filter\(<lambda>\) must return a scalar bool"):
+        tfpipe.Pipeline(records).filter(lambda ex: ex["label"]).build()
+
+
+def test_filter_keeps_matching_examples(records):
+    ids = _ids(tfpipe.Pipeline(records).filter(lambda ex: ex["label"] == 1).batch(4).build())
+    assert sorted(ids) == [i for i in range(NUM) if i % 3 == 1]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda p: p.batch(0), "batch_size must be an int >= 1"),
+        (lambda p: p.shuffle(seed=-1), "seed must be an int >= 0"),
+        (lambda p: p.shard(2, 2), r"index must be an int in \[0, 2\)"),
+        (lambda p: p.take(0), "count must be an int >= 1"),
+        (lambda p: p.options(threads=0), "threads must be an int >= 1"),
+        (lambda p: p.options(deterministic="yes"), "deterministic must be"),
+        (lambda p: p.map("not a function"), r"map\(\) needs a function"),
+        (lambda p: p.as_supervised("image"), "as_supervised: y must be"),
+        (lambda p: p.cache("/no/such/folder/c"), "folder '/no/such/folder' is missing"),
+    ],
+)
+def test_bad_options_name_the_argument(records, call, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        call(tfpipe.Pipeline(records))
+
+
+def test_variable_size_images_need_image_size(image_folder):
+    with pytest.raises(tfpipe.SchemaError, match="pass image_size="):
+        tfpipe.Pipeline(tfpipe.from_directory(image_folder)).build()
+    with pytest.raises(ValueError, match="image_size must be"):
+        tfpipe.Pipeline(tfpipe.from_directory(image_folder), image_size=(0, 4))
+
+
+def test_reduced_decode_is_close_to_a_full_decode(image_folder):
+    source = tfpipe.from_directory(image_folder)
+    full, reduced = (
+        next(iter(tfpipe.Pipeline(source, image_size=(12, 12), reduced_decode=r).batch(36).build()))
+        for r in (False, True)
+    )
+    assert (
+        "reduced DCT-scale"
+        in tfpipe.Pipeline(source, image_size=(12, 12), reduced_decode=True).explain()
+    )
+    difference = np.abs(full["image"].numpy().astype(int) - reduced["image"].numpy().astype(int))
+    assert 0 < difference.mean() < 12
+
+
+def test_options_reach_the_dataset(records):
+    dataset = tfpipe.Pipeline(records).options(deterministic=True, ram_budget_mb=64, threads=2)
+    options = dataset.build().options()
+    assert options.deterministic is True
+    assert options.autotune.ram_budget == 64 << 20
+    assert options.threading.private_threadpool_size == 2
+
+
+def test_model_fit_consumes_the_pipeline(records):
+    dataset = (
+        tfpipe.Pipeline(records, rescale=1 / 255)
+        .shuffle(seed=0)
+        .batch(8)
+        .as_supervised("image", "label")
+        .build()
+    )
+    model = keras.Sequential(
+        [keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(3)]
+    )
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(dataset, epochs=1, verbose=0, shuffle=False)
+    assert np.isfinite(history.history["loss"][0])
