@@ -1,0 +1,230 @@
+"""`tfpipe.Pipeline` against hand-tuned tf.data and `keras.utils.image_dataset_from_directory`.
+
+Issue 4. Batches of 64 float32 images of 128x128 in [0, 1] from 256x256 JPEGs (10 class
+folders), every loader shuffled and repeated, each case in its own process:
+
+- table "pipeline_tfrecord" (ratios to a hand-tuned TFRecord pipeline written following the
+  tf.data guide: file shuffle, parallel interleave, record shuffle, batch, vectorised
+  parse_example + map_fn decode, prefetch): Pipeline defaults (goal >= 1.0), Pipeline with
+  reduced DCT-scale decode (goal >= 1.1), and the two ceilings: TFRecord bytes alone, and
+  decode + resize of in-memory JPEG bytes alone;
+- table "pipeline_folder" (ratios to `image_dataset_from_directory` + prefetch): the same
+  hand-tuned pipeline over the file list, Pipeline defaults on the folder (goal >= 1.0),
+  with reduced decode (goal >= 1.1), and on records written at training size 128x128 by
+  `write_tfrecords` (goal >= 4.0; the one-time write cost is reported beside it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import compare, scale
+
+SIZE = (128, 128)
+BATCH = 64
+
+
+def _measure(dataset: Any) -> dict[str, Any]:
+    from tfpipe.bench import measure
+
+    result = measure(dataset, num_batches=scale(100, 8), warmup=scale(10, 2))
+    return {"examples_per_s": result.examples_per_s, "first_batch_s": result.first_batch_s}
+
+
+def _decode_resize(data: Any) -> Any:
+    import tensorflow as tf
+
+    image = tf.io.decode_jpeg(data, channels=3)
+    return tf.image.resize(image, SIZE) / 255.0
+
+
+def _decode_batch(data: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.map_fn(
+        _decode_resize, data, fn_output_signature=tf.TensorSpec((*SIZE, 3), tf.float32)
+    )
+
+
+def hand_tuned_tfrecord(prefix: str) -> dict[str, Any]:
+    """The best TFRecord pipeline written by hand from the tf.data performance guide."""
+    import tensorflow as tf
+
+    files = tf.data.Dataset.list_files(f"{prefix}-*.tfrecord", shuffle=True)
+    spec = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def parse(serialized: Any) -> Any:
+        parsed = tf.io.parse_example(serialized, spec)
+        return _decode_batch(parsed["image"]), parsed["label"]
+
+    dataset = (
+        files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=8,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=False,
+        )
+        .shuffle(4096)
+        .repeat()
+        .batch(BATCH)
+        .map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return _measure(dataset)
+
+
+def hand_tuned_folder(root: str) -> dict[str, Any]:
+    """The same, over the file list: shuffle paths, batch, read + decode with map_fn."""
+    import tensorflow as tf
+
+    import tfpipe
+
+    source = tfpipe.from_directory(root)
+
+    def load(paths: Any, labels: Any) -> Any:
+        data = tf.map_fn(tf.io.read_file, paths)
+        return _decode_batch(data), labels
+
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((source.paths, source.labels()))
+        .shuffle(len(source))
+        .repeat()
+        .batch(BATCH)
+        .map(load, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return _measure(dataset)
+
+
+def keras_folder(root: str) -> dict[str, Any]:
+    """`image_dataset_from_directory` + rescale + prefetch, as the Keras guides write it."""
+    import keras
+    import tensorflow as tf
+
+    dataset = keras.utils.image_dataset_from_directory(
+        root, image_size=SIZE, batch_size=BATCH, shuffle=True, seed=0, verbose=False
+    )
+    dataset = (
+        dataset.map(lambda x, y: (x / 255.0, y), num_parallel_calls=tf.data.AUTOTUNE)
+        .repeat()
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return _measure(dataset)
+
+
+def tfpipe_pipeline(source: str, folder: bool, reduced: bool, image_size: bool) -> dict[str, Any]:
+    """`tfpipe.Pipeline` with its defaults (plus the switch under test)."""
+    import tfpipe
+
+    pipeline = tfpipe.Pipeline(
+        tfpipe.from_directory(source) if folder else source,
+        image_size=SIZE if image_size else None,
+        reduced_decode=reduced,
+        rescale=1 / 255,
+    )
+    dataset = pipeline.shuffle().repeat().batch(BATCH).as_supervised("image", "label").build()
+    return _measure(dataset)
+
+
+def ceiling_bytes(prefix: str) -> dict[str, Any]:
+    """Reading the TFRecord bytes alone: no parsing, no decoding."""
+    import tensorflow as tf
+
+    files = tf.data.Dataset.list_files(f"{prefix}-*.tfrecord")
+    dataset = (
+        files.interleave(
+            tf.data.TFRecordDataset, cycle_length=8, num_parallel_calls=tf.data.AUTOTUNE
+        )
+        .repeat()
+        .batch(BATCH)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return _measure(dataset)
+
+
+def ceiling_decode(root: str) -> dict[str, Any]:
+    """Decode + resize of JPEG bytes already in memory: no I/O, no parsing."""
+    import tensorflow as tf
+
+    data = [p.read_bytes() for p in sorted(Path(root).glob("*/*.jpg"))]
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(data)
+        .repeat()
+        .batch(BATCH)
+        .map(_decode_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    return _measure(dataset)
+
+
+def _prepare(work: Path) -> tuple[str, str, str, float]:
+    import tfpipe
+    from tfpipe.synthetic import make_image_folder
+
+    root = make_image_folder(
+        work / "images", num_classes=6, per_class=scale(667, 40), size=(256, 256), seed=0
+    )
+    prefix = str(work / "jpeg" / "train")
+    tfpipe.write_tfrecords(tfpipe.from_directory(root), prefix, progress=False)
+    small = str(work / "small" / "train")
+    start = time.perf_counter()
+    tfpipe.write_tfrecords(
+        tfpipe.from_directory(root, image_shape=(*SIZE, 3)), small, progress=False
+    )
+    return str(root), prefix, small, time.perf_counter() - start
+
+
+def main() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory(prefix="tfpipe-bench-pipeline-") as tmp:
+        root, prefix, small, write_s = _prepare(Path(tmp))
+        images = sum(1 for _ in Path(root).glob("*/*.jpg"))
+        extra = {"images": images, "batch": BATCH, "size": SIZE}
+        compare(
+            "pipeline_tfrecord",
+            {
+                "hand-tuned tf.data, TFRecords (baseline)": (hand_tuned_tfrecord, (prefix,)),
+                "Pipeline defaults, TFRecords": (tfpipe_pipeline, (prefix, False, False, True)),
+                "Pipeline reduced decode, TFRecords": (
+                    tfpipe_pipeline,
+                    (prefix, False, True, True),
+                ),
+                "ceiling: TFRecord bytes only": (ceiling_bytes, (prefix,)),
+                "ceiling: decode+resize in memory": (ceiling_decode, (root,)),
+            },
+            baseline="hand-tuned tf.data, TFRecords (baseline)",
+            goals={"Pipeline defaults, TFRecords": 1.0, "Pipeline reduced decode, TFRecords": 1.1},
+            extra=extra,
+        )
+        compare(
+            "pipeline_folder",
+            {
+                "keras image_dataset_from_directory": (keras_folder, (root,)),
+                "hand-tuned tf.data, folder": (hand_tuned_folder, (root,)),
+                "Pipeline defaults, folder": (tfpipe_pipeline, (root, True, False, True)),
+                "Pipeline reduced decode, folder": (tfpipe_pipeline, (root, True, True, True)),
+                "Pipeline, records stored at 128x128": (
+                    tfpipe_pipeline,
+                    (small, False, False, False),
+                ),
+            },
+            baseline="keras image_dataset_from_directory",
+            goals={
+                "Pipeline defaults, folder": 1.0,
+                "Pipeline reduced decode, folder": 1.1,
+                "Pipeline, records stored at 128x128": 4.0,
+            },
+            extra={**extra, "write_128x128_seconds": write_s},
+        )
+        print(f"one-time cost of writing {images} records at 128x128: {write_s:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
