@@ -110,22 +110,28 @@ def test_inspect_records_written_by_plain_tensorflow(
 ) -> None:
     buffer = io.BytesIO()
     PILImage.new("RGB", (12, 10), (250, 0, 0)).save(buffer, format="JPEG")
-    path = tmp_path / "plain.tfrecord"
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for i in range(5):
-            feature = {
-                "image/encoded": tf.train.Feature(
-                    bytes_list=tf.train.BytesList(value=[buffer.getvalue()])
-                ),
-                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 2])),
-                "score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5, i])),
-                "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"sample-%d" % i])),
-            }
-            example = tf.train.Example(features=tf.train.Features(feature=feature))
-            writer.write(example.SerializeToString())
-    assert main(["inspect", str(path)]) == 0
+    paths = [tmp_path / "plain-a.tfrecord", tmp_path / "plain-b.tfrecord"]
+    for path, numbers in zip(paths, [range(3), range(3, 5)], strict=True):
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            for i in numbers:
+                feature = {
+                    "image/encoded": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[buffer.getvalue()])
+                    ),
+                    "image/class/label": tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[i % 2])
+                    ),
+                    "score": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5, i])),
+                    "name": tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[b"sample-%d" % i])
+                    ),
+                }
+                example = tf.train.Example(features=tf.train.Features(feature=feature))
+                writer.write(example.SerializeToString())
+    assert main(["inspect", *map(str, paths)]) == 0  # what the shell makes of plain-*.tfrecord
     report = capsys.readouterr().out
-    assert "5 records in 1 file(s)" in report and "schema inferred" in report
+    assert "5 records in 2 file(s)" in report and "schema inferred" in report
+    assert re.search(r"plain-b.tfrecord +2 records", report)
     assert "ClassLabel(names=None, num_classes=2" in report
     for line in [
         r"image/encoded +uint8 \(10, 12, 3\) min \d+ max \d+",

@@ -138,14 +138,17 @@ def _count_records(file: Path) -> int:
     return int(dataset.reduce(np.int64(0), lambda count, _: count + 1))
 
 
-def _inspect_files(path: str, out: TextIO) -> None:
+def _inspect_files(paths: list[str], out: TextIO) -> None:
     """Inspects TFRecord files without tfpipe metadata, with an inferred schema."""
-    files = resolve_files(path)
+    targets: list[str | os.PathLike[str]] = list(paths)
+    files = resolve_files(targets)
     schema = infer_schema(files)
     counts = [_count_records(f) for f in files]
     total_bytes = sum(f.stat().st_size for f in files)
+    named = " ".join(paths) if len(paths) <= 2 else f"{paths[0]} and {len(paths) - 1} more"
     print(
-        f"{path}: {sum(counts)} records in {len(files)} file(s), {format_bytes(total_bytes)}, "
+        f"{named}: {sum(counts)} records in {len(files)} file(s), "
+        f"{format_bytes(total_bytes)}, "
         f"compression {compression_of(files[0]) or 'none'} (no tfpipe metadata: schema inferred)",
         file=out,
     )
@@ -164,11 +167,11 @@ def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
 
 
 def _inspect(args: argparse.Namespace, out: TextIO) -> None:
-    prefixes = _dataset_prefixes(args.path)
-    if not prefixes:
-        _inspect_files(args.path, out)
-        return
-    for prefix in prefixes:
+    prefixes = {path: _dataset_prefixes(path) for path in args.paths}
+    plain = [path for path in args.paths if not prefixes[path]]
+    if plain:
+        _inspect_files(plain, out)
+    for prefix in (p for path in args.paths for p in prefixes[path]):
         info = DatasetInfo.load(prefix)
         print(*describe_info(info), sep="\n", file=out)
         if info.class_names:
@@ -234,7 +237,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Summarise a tfpipe dataset (prefix, metadata file or folder) or any "
         "TFRecord files of tf.train.Example (file, folder or glob; schema inferred).",
     )
-    inspect.add_argument("path", metavar="PATH", help="a prefix, .json, folder, file or glob")
+    inspect.add_argument(
+        "paths", nargs="+", metavar="PATH", help="a prefix, .json, folder, file or glob"
+    )
     inspect.set_defaults(handler=_inspect)
 
     demo = commands.add_parser(
