@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from PIL import Image as PILImage
 
 import tfpipe
 from tfpipe.synthetic import make_image_folder
@@ -334,3 +335,25 @@ def test_killed_write_leaves_nothing_that_looks_complete(tmp_path: Path) -> None
         "train-00001-of-00002.tfrecord",
         "train.json",
     ]
+
+
+def test_only_upright_jpegs_of_the_declared_channels_are_copied(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    pixels = np.zeros((8, 12, 3), np.uint8)
+    pixels[:, :6] = 255
+    exif = PILImage.Exif()
+    exif[0x0112] = 6  # rotated: must be turned upright, not copied
+    PILImage.fromarray(pixels).save(tmp_path / "a" / "rotated.jpg", exif=exif, quality=100)
+    PILImage.fromarray(pixels[..., 0]).save(tmp_path / "a" / "gray.jpg", quality=100)
+    PILImage.fromarray(pixels).save(tmp_path / "a" / "plain.jpg", quality=100)
+    src = tfpipe.from_directory(tmp_path)
+    info = tfpipe.write_tfrecords(src, tmp_path / "out" / "t", shuffle=False, progress=False)
+    stored = {
+        Path(path).name: src.schema.stored(record)["image"]
+        for path, record in zip(src.paths, _records(info.files), strict=True)
+    }
+    assert stored["plain.jpg"] == (tmp_path / "a" / "plain.jpg").read_bytes()
+    assert stored["gray.jpg"] != (tmp_path / "a" / "gray.jpg").read_bytes()
+    assert stored["rotated.jpg"] != (tmp_path / "a" / "rotated.jpg").read_bytes()
+    shapes = {name: tfpipe.Image().load(data).shape for name, data in stored.items()}
+    assert shapes == {"plain.jpg": (8, 12, 3), "gray.jpg": (8, 12, 3), "rotated.jpg": (12, 8, 3)}

@@ -92,6 +92,53 @@ def can_copy(
     )
 
 
+# Start-of-frame markers (SOF0-SOF15 without DHT, JPG and DAC), and the segments that make the
+# header alone unsafe to judge: APP1 (EXIF orientation) and APP2 (multi-picture MPO).
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_UNSAFE_MARKERS = frozenset({0xE1, 0xE2, 0xD8, 0xD9, 0xDA})
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """`(height, width, components)` from a JPEG's frame header, without Pillow.
+
+    Returns None when the header alone is not enough to judge the image (EXIF or
+    multi-picture segments, an unusual layout); callers then open the image with Pillow.
+    """
+    pos, end = 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        if marker in _SOF_MARKERS:
+            if pos + 10 > end:
+                return None
+            height = int.from_bytes(data[pos + 5 : pos + 7], "big")
+            width = int.from_bytes(data[pos + 7 : pos + 9], "big")
+            return (height, width, data[pos + 9]) if height and width else None
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if marker in _UNSAFE_MARKERS or length < 2:
+            return None
+        pos += 2 + length
+    return None
+
+
+def copyable(data: bytes, fmt: str, size: tuple[int | None, int | None], channels: int) -> bool:
+    """`can_copy` for encoded bytes; reads only the frame header of a plain JPEG (fast)."""
+    header = jpeg_header(data) if fmt == "jpeg" else None
+    if header is None:
+        return can_copy(open_image(data), data, fmt, size, channels)
+    height, width, components = header
+    return (
+        components == channels
+        and size[0] in (None, height)
+        and size[1] in (None, width)
+        and is_complete(data, fmt)
+    )
+
+
 def to_pixels(
     image: PILImage.Image, channels: int, size: tuple[int | None, int | None] = (None, None)
 ) -> np.ndarray:

@@ -167,10 +167,12 @@ class Image(Feature):
         """The bytes stored for a value: copied when possible, otherwise encoded."""
         if self.encoding != "raw":
             data = _imaging.read_bytes(value)
-            if data is not None and _imaging.sniff_format(data) == self.encoding:
-                image = _imaging.open_image(data)
-                if _imaging.can_copy(image, data, self.encoding, self.shape[:2], self.channels):
-                    return data
+            if (
+                data is not None
+                and _imaging.sniff_format(data) == self.encoding
+                and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
+            ):
+                return data
         pixels = self.load(value)
         if self.encoding == "raw":
             return pixels.tobytes()
