@@ -14,6 +14,8 @@ import itertools
 import math
 import os
 import re
+import statistics
+import time
 import warnings
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +40,9 @@ from tfpipe.schema import Schema
 
 TARGET_SHARD_BYTES = 128 * 2**20
 MIN_SHARDS = 8
+# Below this median encode time per example of the first chunk (copied JPEG bytes, small
+# arrays) the work holds the GIL and threads only contend for it: such writes use one thread.
+PARALLEL_MIN_SECONDS = 250e-6
 _CHUNK = 32
 _CHUNKS_PER_WORKER = 4
 _SHOWN_SKIPPED = 3
@@ -122,6 +127,15 @@ class _Encoder:
 
     def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
         return [self.encode(int(i)) for i in indices]
+
+    def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float]]:
+        """Encodes on this thread, timing each example."""
+        results, seconds = [], []
+        for index in indices:
+            started = time.perf_counter()
+            results.append(self.encode(int(index)))
+            seconds.append(time.perf_counter() - started)
+        return results, seconds
 
     def encode(self, index: int) -> bytes | SkippedExample:
         where, origin = self.describe(index)
@@ -303,7 +317,9 @@ def write_tfrecords(
         shuffle: write the examples in a random global order. Defaults to True.
         seed: the seed of that order. Defaults to 0.
         workers: threads that read and encode examples (Pillow releases the GIL while it
-            decodes, resizes and encodes). Defaults to os.cpu_count().
+            decodes, resizes and encodes). When the first examples encode in under 250 µs (median)
+            (JPEGs copied as they are, small arrays), threads would only contend for the GIL
+            and the write runs on one thread. Defaults to os.cpu_count().
         on_error: "raise" stops at the first example that cannot be read or encoded; "skip"
             leaves it out, records it in `DatasetInfo.skipped` and warns once at the end.
             Defaults to "raise".
@@ -333,10 +349,11 @@ def write_tfrecords(
     )
     encoder = _Encoder(source, schema, skip=options.on_error == "skip")
     chunks = (order[start : start + _CHUNK] for start in range(0, total, _CHUNK))
-    results = _ordered_map(encoder, chunks, options.workers)  # type: ignore[arg-type]
-    head = [next(results)]
+    head, seconds = encoder.timed(next(chunks))
+    workers = options.workers if statistics.median(seconds) >= PARALLEL_MIN_SECONDS else 1
+    results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
     num_shards = options.num_shards or _plan_shards(
-        [r for r in head[0] if isinstance(r, bytes)], total
+        [r for r in head if isinstance(r, bytes)], total
     )
     bounds = [round(k * total / num_shards) for k in range(num_shards + 1)]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -345,7 +362,7 @@ def write_tfrecords(
     bar = tqdm(total=total, unit="ex", desc=f"writing {path.name}", disable=not options.progress)
     try:
         position = 0
-        for chunk in itertools.chain(head, results):
+        for chunk in itertools.chain([head], results):
             for result in chunk:
                 if isinstance(result, SkippedExample):
                     skipped.append(result)
