@@ -117,8 +117,6 @@ class Input:
         steps: batches per epoch; None when unknown (a finite dataset Keras runs to its end)
             or infinite.
         infinite: the input repeats forever, so an epoch needs a `steps_per_epoch`.
-        num_examples: examples per epoch (from the metadata), when known.
-        batch_size: examples per batch, when known.
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
     """
 
@@ -126,8 +124,6 @@ class Input:
     data: tf.data.Dataset | keras.utils.PyDataset
     steps: int | None
     infinite: bool = False
-    num_examples: int | None = None
-    batch_size: int | None = None
     honours: frozenset[str] = frozenset()
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
@@ -168,7 +164,7 @@ def adapt(
     from tfpipe.loaders.pipeline import Pipeline
 
     if isinstance(data, Pipeline):
-        return _from_dataset(data.build(), "Pipeline")
+        return _from_dataset(data.build(), "Pipeline", steps_per_pass=data.batches_per_epoch())
     if isinstance(data, tf.data.Dataset):
         return _from_dataset(data, "tf.data")
     if isinstance(data, keras.utils.PyDataset):
@@ -226,20 +222,20 @@ def _from_dataset(
     dataset: tf.data.Dataset,
     kind: str,
     *,
-    num_examples: int | None = None,
-    batch_size: int | None = None,
+    steps_per_pass: int | None = None,
     honours: frozenset[str] = frozenset(),
 ) -> Input:
+    """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
+    the data, from metadata) sizes a repeated dataset and tells Keras the length of a finite
+    one whose cardinality TensorFlow cannot know (e.g. TFRecords)."""
     cardinality = int(dataset.cardinality())
     infinite = cardinality == tf.data.INFINITE_CARDINALITY
-    steps = cardinality if cardinality >= 0 else None
-    if num_examples and batch_size and steps is None:
-        steps = math.ceil(num_examples / batch_size)
-        if not infinite:
-            dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps))
+    steps = cardinality if cardinality >= 0 else steps_per_pass
+    if cardinality == tf.data.UNKNOWN_CARDINALITY and steps_per_pass is not None:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(steps_per_pass))
     if type(dataset).__name__ != "_PrefetchDataset":
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    return Input(kind, dataset, steps, infinite, num_examples, batch_size, honours)
+    return Input(kind, dataset, steps, infinite, honours)
 
 
 def _from_path(
@@ -270,7 +266,6 @@ def _from_path(
     return _from_dataset(
         pipeline.build(),
         "TFRecords",
-        num_examples=info.num_examples,
-        batch_size=size,
+        steps_per_pass=math.ceil(info.num_examples / size),
         honours=frozenset({"batch_size", "shuffle"}),
     )

@@ -55,6 +55,8 @@ class _StepTimer(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.perf_counter()
+        if self.params.get("steps"):  # Keras reports a short last execution as a full one
+            batch = min(batch, self.params["steps"] - 1)
         if self._last is None:
             self.first_steps += batch - self._begin + 1
             self.first_seconds += now - self._epoch_start
@@ -89,11 +91,11 @@ def fit(
 
     Before training, a short probe (about a second, on one batch held in memory; weights,
     optimizer and metric state are restored afterwards) times the model alone. When a step is
-    shorter than 20 ms and the model was compiled with the default `steps_per_execution=1`,
-    tfpipe tries a larger value for the duration of this call and keeps it when it is at least
-    10% faster. With `report=True` the input is also timed alone (at most 2 s), so a call spends
-    a few seconds more than `model.fit`; the report is printed and attached as
-    `history.report`.
+    shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
+    not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
+    of this call and keeps it when it is at least 10% faster. With `report=True` the input is
+    also timed alone (at most 2 s), so a call spends a few seconds more than `model.fit`; the
+    report is printed and attached as `history.report`.
 
     Example:
         >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
@@ -293,8 +295,9 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
     """Times train steps on `batch` held in memory, restoring every variable afterwards.
 
     Also the first check that the batches fit the model, and where `steps_per_execution` is
-    chosen (left alone when the model was compiled with a value other than 1): at most half
-    the `steps` of an epoch, so that every epoch has a step timed after its first one.
+    chosen (left alone when the model was compiled with a value other than 1): a divisor of
+    at most half the `steps` of an epoch, so that every epoch has a step timed after its first
+    one and no epoch runs past its end.
     """
     examples = batch_size_of(batch)
     # unbatch + batch keeps the batch dimension unknown, as in `data`: fit reuses the trace.
@@ -318,12 +321,13 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
         ) from e
     try:
         used = model.steps_per_execution
-        candidate = min(
-            MAX_STEPS_PER_EXECUTION,
-            math.ceil(TARGET_EXECUTION_S / step_seconds),
-            (steps or 2 * MAX_STEPS_PER_EXECUTION) // 2,
-        )
-        if used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2:
+        candidate = min(MAX_STEPS_PER_EXECUTION, math.ceil(TARGET_EXECUTION_S / step_seconds))
+        if steps:  # a divisor of the epoch: Keras runs whole executions, past steps_per_epoch
+            limit = max(1, min(candidate, steps // 2))
+            candidate = max(d for d in range(1, limit + 1) if steps % d == 0)
+        # Keras 3.15's multi-step loop fails under a multi-replica strategy: tune only without.
+        replicas = model.distribute_strategy.num_replicas_in_sync
+        if used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
             return _Probe(step_seconds, used, False)
         functions = (model.train_function, model.test_function, model.predict_function)
         _set_steps_per_execution(model, candidate)
@@ -342,7 +346,7 @@ def _describe(structure: Any) -> str:
     """Shapes and dtypes of a nested structure of arrays, tensors or Keras tensors."""
     return str(
         tf.nest.map_structure(
-            lambda t: f"{getattr(t, 'dtype', type(t).__name__)}{list(getattr(t, 'shape', []))}",
+            lambda t: f"{getattr(t.dtype, 'name', t.dtype)}{list(t.shape)}",
             structure,
         )
     )

@@ -350,6 +350,24 @@ class Pipeline:
             schema.check_names(_names(x) + _names(y), "as_supervised")
         return self._with(supervised=(x, y))
 
+    def batches_per_epoch(self) -> int | None:
+        """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
+
+        None when it cannot be known without reading the data: no batch(), a filter(), a
+        shard(), or a source of unknown size. `tfpipe.fit` uses it to size repeated epochs.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").batch(64).batches_per_epoch()  # 4,000 examples
+            63
+        """
+        count = self._input.num_examples
+        filtered = any(t.kind == "filter" for t in self._transforms)
+        if count is None or self._batch is None or filtered or self._shard is not None:
+            return None
+        count = count if self._take is None else min(count, self._take)
+        size, drop = self._batch
+        return count // size if drop else math.ceil(count / size)
+
     def explain(self) -> str:
         """The plan `build()` runs, one stage per line, in order.
 

@@ -1,0 +1,310 @@
+"""tfpipe.fit: every input kind trains, sizes are inferred, probes leave the model alone."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfpipe
+from tfpipe.bench import Throughput
+from tfpipe.fit import _probe_model, _state
+
+fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
+
+SIZE = (16, 16)
+NUM_CLASSES = 3
+
+
+@pytest.fixture(autouse=True)
+def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probes of a few hundred ms keep the suite fast; their length is not under test."""
+    monkeypatch.setattr(fit_module, "PROBE_SECONDS", 0.2)
+    monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
+
+
+@pytest.fixture(scope="module")
+def records(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The 36 images of `image_folder` as tfpipe TFRecords (variable image size)."""
+    prefix = str(tmp_path_factory.mktemp("records") / "train")
+    tfpipe.write_tfrecords(tfpipe.from_directory(image_folder), prefix, num_shards=2)
+    return prefix
+
+
+def tiny_cnn(**compile_kwargs: Any) -> keras.Model:
+    model = keras.Sequential(
+        [
+            keras.Input((*SIZE, 3)),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dropout(0.1),
+            keras.layers.Dense(NUM_CLASSES),
+        ]
+    )
+    model.compile(
+        "adam",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        **compile_kwargs,
+    )
+    return model
+
+
+def arrays_dataset(count: int = 40, batch: int = 8) -> tf.data.Dataset:
+    rng = np.random.default_rng(0)
+    x = rng.random((count, *SIZE, 3), dtype=np.float32)
+    y = rng.integers(0, NUM_CLASSES, count)
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
+
+
+def check_report(report: tfpipe.FitReport, kind: str, batch_size: int) -> None:
+    assert isinstance(report, tfpipe.FitReport)
+    assert report.input_kind == kind
+    assert report.batch_size == batch_size
+    for rate in (
+        report.input_examples_per_s,
+        report.model_examples_per_s,
+        report.achieved_examples_per_s,
+    ):
+        assert math.isfinite(rate) and rate > 0
+    assert 0.0 <= report.input_wait_fraction <= 1.0
+    expected = "input-bound" if report.input_wait_fraction > 0.2 else "compute-bound"
+    assert report.verdict == expected
+    assert f"{report.model_examples_per_s:,.0f} examples/s" in report.advice[0]
+    assert report.verdict in str(report)
+
+
+@pytest.mark.parametrize("kind", ["TFRecords", "Pipeline", "tf.data", "PyDataset"])
+def test_each_input_kind_trains(
+    kind: str, records: str, image_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if kind == "TFRecords":
+        data: Any = records
+    elif kind == "Pipeline":
+        data = (
+            tfpipe.Pipeline(records, image_size=SIZE, rescale=1 / 255)
+            .shuffle(seed=0)
+            .batch(8)
+            .as_supervised("image", "label")
+        )
+    elif kind == "tf.data":
+        data = arrays_dataset()
+    else:
+        data = tfpipe.SequenceLoader(
+            tfpipe.from_directory(image_folder), batch_size=8, image_size=SIZE, seed=0
+        )
+    model = tiny_cnn()
+    history = tfpipe.fit(
+        model, data, epochs=2, batch_size=8 if kind == "TFRecords" else None, verbose=0
+    )
+    assert len(history.history["loss"]) == 2
+    assert all(math.isfinite(v) for v in history.history["loss"])
+    check_report(history.report, kind, 8)
+    assert "tfpipe.fit report" in capsys.readouterr().out
+    assert model.steps_per_execution == 1
+
+
+def test_path_validation_and_no_report(records: str) -> None:
+    model = tiny_cnn()
+    history = tfpipe.fit(
+        model, records, validation=records, batch_size=8, epochs=1, report=False, verbose=0
+    )
+    assert history.report is None
+    assert int(model.optimizer.iterations.numpy()) == math.ceil(36 / 8)
+    assert "val_loss" in history.history
+
+
+def test_steps_per_epoch_inferred_for_a_repeated_pipeline(records: str) -> None:
+    pipeline = (
+        tfpipe.Pipeline(records, image_size=SIZE, rescale=1 / 255)
+        .shuffle(seed=0)
+        .repeat()
+        .batch(8)
+        .as_supervised("image", "label")
+    )
+    model = tiny_cnn()
+    history = tfpipe.fit(model, pipeline, epochs=2, report=False, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert int(model.optimizer.iterations.numpy()) == 2 * math.ceil(36 / 8)
+
+
+def test_repeated_dataset_of_unknown_size_needs_steps() -> None:
+    with pytest.raises(ValueError, match=r"repeats forever.*steps_per_epoch"):
+        tfpipe.fit(tiny_cnn(), arrays_dataset().repeat(), verbose=0)
+    model = tiny_cnn()
+    tfpipe.fit(model, arrays_dataset().repeat(), steps_per_epoch=3, report=False, verbose=0)
+    assert int(model.optimizer.iterations.numpy()) == 3
+
+
+def test_steps_beyond_finite_data_is_an_error_and_fewer_warn() -> None:
+    with pytest.raises(ValueError, match="steps_per_epoch=9 but data has 5 batches"):
+        tfpipe.fit(tiny_cnn(), arrays_dataset(), steps_per_epoch=9, verbose=0)
+    with pytest.warns(tfpipe.TfpipeWarning, match="covers 2 of the 5 batches"):
+        tfpipe.fit(tiny_cnn(), arrays_dataset(), steps_per_epoch=2, report=False, verbose=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 16}, "batch_size=16 is ignored: data is a tf.data input"),
+        ({"shuffle": True}, "shuffle=True is ignored: data is a tf.data input"),
+    ],
+)
+def test_arguments_that_cannot_apply_warn(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.warns(tfpipe.TfpipeWarning, match=message):
+        tfpipe.fit(tiny_cnn(), arrays_dataset(), report=False, verbose=0, **kwargs)
+
+
+def test_users_steps_per_execution_is_left_alone() -> None:
+    model = tiny_cnn(steps_per_execution=2)
+    history = tfpipe.fit(model, arrays_dataset(), verbose=0)
+    assert history.report.steps_per_execution == 2
+    assert not history.report.steps_per_execution_chosen
+    assert model.steps_per_execution == 2
+
+
+def test_model_probe_leaves_weights_and_optimizer_state_unchanged() -> None:
+    model = tiny_cnn()
+    model.fit(
+        arrays_dataset(), shuffle=False, verbose=0
+    )  # non-zero optimizer moments and metric totals
+    before = [v.numpy().copy() for v in _state(model)]
+    batch = next(iter(arrays_dataset()))
+    probe = _probe_model(model, batch, steps=5)
+    after = [v.numpy() for v in _state(model)]
+    assert probe.step_seconds > 0
+    assert len(before) == len(after) > 0
+    for old, new in zip(before, after, strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_model_probe_builds_an_untrained_model_and_restores_it() -> None:
+    model = tiny_cnn()
+    weights = [w.copy() for w in model.get_weights()]
+    _probe_model(model, next(iter(arrays_dataset())), steps=5)
+    assert model.optimizer.built
+    assert int(model.optimizer.iterations.numpy()) == 0
+    for old, new in zip(weights, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+def test_path_without_metadata_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(tfpipe.DataNotFoundError, match="no tfpipe metadata file"):
+        tfpipe.fit(tiny_cnn(), str(tmp_path / "nothing"), verbose=0)
+
+
+def test_wrong_structure_for_the_model_is_a_clear_error() -> None:
+    images_only = arrays_dataset().map(lambda x, y: {"pixels": x})
+    with pytest.raises(tfpipe.SchemaError, match="do not fit the model"):
+        tfpipe.fit(tiny_cnn(), images_only, verbose=0)
+    wrong_shape = tf.data.Dataset.from_tensor_slices(
+        (np.zeros((8, 5, 5, 1), np.float32), np.zeros(8, np.int64))
+    ).batch(4)
+    with pytest.raises(
+        tfpipe.SchemaError, match=r"float32\[4, 5, 5, 1\].*float32\[None, 16, 16, 3\]"
+    ):
+        tfpipe.fit(tiny_cnn(), wrong_shape, verbose=0)
+
+
+def test_bad_arguments_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="epochs must be a positive int"):
+        tfpipe.fit(tiny_cnn(), arrays_dataset(), epochs=0)
+    with pytest.raises(TypeError, match=r"data must be a tfpipe\.Pipeline"):
+        tfpipe.fit(tiny_cnn(), [1, 2, 3])
+    uncompiled = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    with pytest.raises(ValueError, match=r"model\.compile"):
+        tfpipe.fit(uncompiled, arrays_dataset())
+
+
+@pytest.mark.parametrize(
+    ("input_rate", "achieved", "verdict", "advice"),
+    [
+        (300.0, 250.0, "input-bound", "input alone is slower than the model"),
+        (3000.0, 500.0, "input-bound", "competes with the model for the CPU"),
+        (3000.0, 950.0, "compute-bound", "the input keeps up"),
+        (1200.0, 990.0, "compute-bound", "only 1.2x faster than the model"),
+    ],
+)
+def test_report_verdict_and_advice_follow_the_numbers(
+    input_rate: float, achieved: float, verdict: str, advice: str
+) -> None:
+    report = tfpipe.FitReport.build(
+        input_alone=Throughput(input_rate, input_rate / 64, 0.1, 10, 640),
+        model_examples_per_s=1000.0,
+        achieved_examples_per_s=achieved,
+        input_kind="PyDataset",
+        batch_size=64,
+        steps_per_execution=1,
+        steps_per_execution_chosen=False,
+    )
+    assert report.verdict == verdict
+    assert report.input_wait_fraction == pytest.approx(1 - achieved / 1000)
+    assert any(advice in line for line in report.advice)
+    assert f"{input_rate:,.0f} examples/s alone" in report.advice[0]
+
+
+MIRRORED = textwrap.dedent(
+    """
+    import os
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras, tfpipe
+
+    N = 36
+    class Seen(keras.layers.Layer):
+        # The example ids of the current step, summed over replicas.
+        def build(self, shape):
+            self.seen = self.add_weight(shape=(N,), initializer="zeros", trainable=False,
+                                        aggregation="sum", name="seen")
+        def call(self, x, training=False):
+            if training:
+                ids = tf.cast(x[:, 0], tf.int32)
+                self.seen.assign(tf.reduce_sum(tf.one_hot(ids, N), axis=0))
+            return x
+
+    class Count(keras.callbacks.Callback):
+        total = np.zeros(N)
+        def on_train_batch_end(self, batch, logs=None):
+            self.total += seen.seen.numpy()
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert strategy.num_replicas_in_sync == 2
+    with strategy.scope():
+        inputs = keras.Input((2,))
+        seen = Seen()
+        model = keras.Model(inputs, keras.layers.Dense(1)(seen(inputs)))
+        model.compile("sgd", "mse")
+    x = np.stack([np.arange(N), np.ones(N)], axis=1).astype("float32")
+    data = tf.data.Dataset.from_tensor_slices((x, np.zeros(N, "float32"))).batch(8)
+    count = Count()
+    history = tfpipe.fit(model, data, epochs=2, callbacks=[count], verbose=0)
+    assert (count.total == 2).all(), count.total
+    assert history.report.batch_size == 8
+    print("OK", history.report.verdict)
+    """
+)
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_uses_each_example_once_per_epoch(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK" in result.stdout
