@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,9 +27,12 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python -m benchmarks
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 
+docs: $(VENV)/.installed-dev
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) demo-data build *.egg-info src/*.egg-info
+	rm -rf $(VENV) demo-data build site *.egg-info src/*.egg-info
