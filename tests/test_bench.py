@@ -80,3 +80,16 @@ def test_benchmark_rejects_unknown_inputs_and_missing_paths(tmp_path: Path) -> N
 def test_benchmark_of_an_empty_input_is_an_error() -> None:
     with pytest.raises(ValueError, match="ended during the 2 warm-up batches"):
         tfpipe.benchmark(tf.data.Dataset.range(0).batch(2), batches=3, warmup=2)
+
+
+def test_cli_bench_prints_the_throughput(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tfpipe.cli import main
+
+    prefix = str(tmp_path / "train")
+    tfpipe.write_tfrecords(tfpipe.from_directory(image_folder), prefix, progress=False)
+    status = main(["bench", prefix, "--batches", "3", "--batch-size", "4", "--image-size", "8x8"])
+    assert status == 0
+    output = capsys.readouterr().out
+    assert "examples/s" in output and "batches/s of 4" in output and "3 batches timed" in output

@@ -180,6 +180,19 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> None:
         _show_first(prefix, info.schema, out)
 
 
+def _bench(args: argparse.Namespace, out: TextIO) -> None:
+    from tfpipe.bench import DEFAULT_BATCH_SIZE, benchmark
+
+    size = args.batch_size or DEFAULT_BATCH_SIZE
+    result = benchmark(args.path, batches=args.batches, batch_size=size, image_size=args.image_size)
+    print(
+        f"{args.path}: {result.examples_per_s:,.0f} examples/s, "
+        f"{result.batches_per_s:,.1f} batches/s of {size}, first batch after "
+        f"{result.first_batch_s:.2f} s ({result.batches} batches timed)",
+        file=out,
+    )
+
+
 def _demo(args: argparse.Namespace, out: TextIO) -> None:
     from tfpipe.demo import run_demo
 
@@ -241,6 +254,20 @@ def _parser() -> argparse.ArgumentParser:
         "paths", nargs="+", metavar="PATH", help="a prefix, .json, folder, file or glob"
     )
     inspect.set_defaults(handler=_inspect)
+
+    bench = commands.add_parser(
+        "bench",
+        help="measure how fast tfpipe reads a TFRecord dataset (no model)",
+        description="Time the default tfpipe.fit input over a tfpipe dataset: examples/s, "
+        "batches/s and time to the first batch.",
+    )
+    bench.add_argument("path", metavar="PATH", help="a dataset prefix, e.g. out/train")
+    bench.add_argument("--batches", type=int, default=50, help="batches to time (50)")
+    bench.add_argument("--batch-size", type=int, help="examples per batch (32)")
+    bench.add_argument(
+        "--image-size", type=_image_size, help="resize images to HEIGHTxWIDTH, e.g. 128x128"
+    )
+    bench.set_defaults(handler=_bench)
 
     demo = commands.add_parser(
         "demo",
