@@ -1,0 +1,172 @@
+"""SequenceLoader against a hand-written blog-style `keras.utils.Sequence`, the way fit reads them.
+
+Dataset: 256x256 JPEGs in class folders (4,000 of them; 200 with TFPIPE_BENCH_QUICK=1), loaded
+to 128x128 float32 batches of 64 in [0, 1], and the same images as uncompressed TFRecords of the
+original JPEG bytes.
+
+Every loader is consumed through Keras's own `PyDatasetAdapter(...).get_tf_dataset()`, which is
+exactly what `model.fit` iterates for a PyDataset (a `from_generator` dataset in a tf.data
+thread, with Keras's enqueuer when workers > 1). Running that dataset without a model measures
+the input alone, so the ratios are not diluted by training compute, while keeping the adapter's
+costs that a bare Python loop would hide (see ../shared/PERFORMANCE.md).
+
+The baseline is what blog posts show, honestly tuned: PIL open + convert + resize (bilinear, as
+tfpipe uses) + float32 /255 per image, `np.stack`, workers=1, and an `on_epoch_end` reshuffle
+that is actually used. Goals (issue 3): workers=1 >= 2x the baseline, 2 threads >= 3x, TFRecords
+at least as fast as the folder. `workers_peak_rss_mb` is the largest worker process's peak
+memory with use_multiprocessing=True.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import compare, scale
+
+BATCH_SIZE = 64
+IMAGE_SIZE = (128, 128)
+NUM_CLASSES = 5
+
+
+def _consume(loader: Any) -> dict[str, Any]:
+    """Times batches of a PyDataset read through Keras's adapter, as model.fit reads them."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    from tfpipe.bench import measure
+
+    adapter = PyDatasetAdapter(loader, shuffle=False)
+    adapter.on_epoch_begin()
+    try:
+        result = measure(adapter.get_tf_dataset(), num_batches=scale(50, 6), warmup=scale(5, 2))
+    finally:
+        adapter.on_epoch_end()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {
+        "examples_per_s": result.examples_per_s,
+        "batches": result.batches,
+        "first_batch_s": result.first_batch_s,
+        "workers_peak_rss_mb": children,
+    }
+
+
+def blog_sequence(root: str) -> dict[str, Any]:
+    """The hand-written baseline: a blog-style Sequence, one PIL image at a time."""
+    import keras
+    import numpy as np
+    from PIL import Image
+
+    class BlogSequence(keras.utils.PyDataset):
+        def __init__(self, paths: list[str], labels: np.ndarray, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.paths, self.labels = paths, labels
+            self.indices = np.arange(len(paths))
+
+        def __len__(self) -> int:
+            return math.ceil(len(self.paths) / BATCH_SIZE)
+
+        def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+            batch = self.indices[index * BATCH_SIZE : (index + 1) * BATCH_SIZE]
+            images = [
+                np.asarray(
+                    Image.open(self.paths[i])
+                    .convert("RGB")
+                    .resize(IMAGE_SIZE[::-1], Image.Resampling.BILINEAR),
+                    np.float32,
+                )
+                / np.float32(255)
+                for i in batch
+            ]
+            return np.stack(images), self.labels[batch]
+
+        def on_epoch_end(self) -> None:
+            np.random.shuffle(self.indices)
+
+    folders = sorted(p for p in Path(root).iterdir() if p.is_dir())
+    paths = [(str(f), label) for label, d in enumerate(folders) for f in sorted(d.glob("*.jpg"))]
+    sequence = BlogSequence([p for p, _ in paths], np.asarray([label for _, label in paths]))
+    sequence.on_epoch_end()
+    return _consume(sequence)
+
+
+def sequence_loader(path: str, kind: str, workers: int, processes: bool) -> dict[str, Any]:
+    """tfpipe.SequenceLoader over the folder or the indexed TFRecords."""
+    import tfpipe
+
+    source = tfpipe.from_directory(path) if kind == "folder" else tfpipe.from_tfrecords(path)
+    loader = tfpipe.SequenceLoader(
+        source,
+        batch_size=BATCH_SIZE,
+        image_size=IMAGE_SIZE,
+        seed=0,
+        workers=workers,
+        use_multiprocessing=processes,
+    )
+    return _consume(loader)
+
+
+def main() -> None:
+    from tfpipe import from_directory, from_tfrecords, write_tfrecords
+    from tfpipe.synthetic import make_image_folder
+
+    work = Path(tempfile.mkdtemp(prefix="tfpipe-bench-sequence-"))
+    try:
+        per_class = scale(800, 40)
+        root = make_image_folder(
+            work / "images", num_classes=NUM_CLASSES, per_class=per_class, size=(256, 256)
+        )
+        prefix = work / "records" / "train"
+        write_tfrecords(from_directory(root), prefix, num_shards=4, progress=False)
+        from_tfrecords(prefix)  # build the index once, outside the timed cases
+        folder, records = str(root), str(prefix)
+        report = compare(
+            "sequence",
+            {
+                "blog-style Sequence (PIL, workers=1)": (blog_sequence, (folder,)),
+                "SequenceLoader folder, workers=1": (sequence_loader, (folder, "folder", 1, False)),
+                "SequenceLoader folder, 2 threads": (sequence_loader, (folder, "folder", 2, False)),
+                "SequenceLoader TFRecords, workers=1": (
+                    sequence_loader,
+                    (records, "tfrecords", 1, False),
+                ),
+                "SequenceLoader TFRecords, 2 threads": (
+                    sequence_loader,
+                    (records, "tfrecords", 2, False),
+                ),
+                "SequenceLoader folder, 2 processes": (
+                    sequence_loader,
+                    (folder, "folder", 2, True),
+                ),
+            },
+            baseline="blog-style Sequence (PIL, workers=1)",
+            goals={
+                "SequenceLoader folder, workers=1": 2.0,
+                "SequenceLoader folder, 2 threads": 3.0,
+            },
+            extra={
+                "images": NUM_CLASSES * per_class,
+                "stored_size": [256, 256],
+                "image_size": list(IMAGE_SIZE),
+                "batch_size": BATCH_SIZE,
+                "consumed_through": "keras PyDatasetAdapter.get_tf_dataset()",
+            },
+        )
+        rate = {row["case"]: row["examples_per_s"] for row in report["rows"]}
+        for workers in ("workers=1", "2 threads"):
+            ratio = (
+                rate[f"SequenceLoader TFRecords, {workers}"]
+                / rate[f"SequenceLoader folder, {workers}"]
+            )
+            print(f"TFRecords / folder, {workers}: {ratio:.2f} (goal >= 1.00)")
+        processes = next(r for r in report["rows"] if r["case"].endswith("2 processes"))
+        workers_mb = max(run["workers_peak_rss_mb"] for run in processes["runs"])
+        print(
+            f"use_multiprocessing=True: main process peak {processes['peak_rss_mb']:.0f} MB, "
+            f"largest worker peak {workers_mb:.0f} MB"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
