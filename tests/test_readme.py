@@ -1,0 +1,36 @@
+"""The README's Python quick start runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def quick_start() -> str:
+    """The first ```python block after the "## Quick start" heading."""
+    text = README.read_text()
+    section = text[text.index("## Quick start") :]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, "README.md has no ```python block under ## Quick start"
+    return match.group(1)
+
+
+def test_readme_opens_with_the_two_make_commands() -> None:
+    first_block = re.search(r"```bash\n(.*?)```", README.read_text(), re.DOTALL)
+    assert first_block
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert commands[:2] == ["make demo", "make test"]
+
+
+@pytest.mark.slow
+def test_quick_start_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = compile(quick_start(), str(README) + " (quick start)", "exec")
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(code, namespace)
+    assert (tmp_path / "records" / "train.json").is_file()
+    assert "model" in namespace
