@@ -33,7 +33,7 @@ from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 
 EXIT_ERROR = 2
-_USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, tf.errors.OpError)
+_USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, ImportError, tf.errors.OpError)
 
 
 def _fractions(text: str) -> dict[str, float]:
@@ -191,6 +191,29 @@ def _bench(args: argparse.Namespace, out: TextIO) -> None:
         f"{result.first_batch_s:.2f} s ({result.batches} batches timed)",
         file=out,
     )
+    if args.plot:
+        _plot_stages(args, size, result.examples_per_s, out)
+
+
+def _plot_stages(args: argparse.Namespace, size: int, full_rate: float, out: TextIO) -> None:
+    """Times reading the record bytes alone and draws it beside the full input's rate."""
+    from tfpipe import _plot
+    from tfpipe.bench import benchmark
+
+    figure, axes = _plot.new_figure(8, 2.4)  # before timing: a missing matplotlib fails fast
+    info = DatasetInfo.load(args.path)
+    records = tf.data.TFRecordDataset(
+        [str(f) for f in info.files], compression_type=tf_compression(info.compression)
+    )
+    read = benchmark(records.batch(size).prefetch(tf.data.AUTOTUNE), batches=args.batches)
+    _plot.throughput_bars(
+        axes,
+        ["read record bytes", "+ parse, decode, batch\n(the tfpipe.fit input)"],
+        [read.examples_per_s, full_rate],
+        f"{args.path}: throughput per stage, batches of {size}",
+    )
+    print(f"read bytes alone: {read.examples_per_s:,.0f} examples/s", file=out)
+    print(f"plot: {_plot.save(figure, args.plot)}", file=out)
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> None:
@@ -266,6 +289,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-size", type=int, help="examples per batch (32)")
     bench.add_argument(
         "--image-size", type=_image_size, help="resize images to HEIGHTxWIDTH, e.g. 128x128"
+    )
+    bench.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also time reading the bytes alone and draw both to FILE (.png, .svg); needs "
+        'matplotlib: pip install "tfpipe[plot]"',
     )
     bench.set_defaults(handler=_bench)
 

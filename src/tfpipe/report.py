@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
+from tfpipe import _plot
 from tfpipe.bench import Throughput
 
 INPUT_BOUND_WAIT = 0.2
@@ -129,3 +132,39 @@ class FitReport:
             *(f"  - {line}" for line in self.advice),
         ]
         return "\n".join(lines)
+
+    def plot(self, path: str | os.PathLike[str]) -> Path:
+        """Draws the three throughputs and how training time split between input and compute.
+
+        Needs matplotlib (`pip install "tfpipe[plot]"`); the format follows the suffix.
+
+        Example:
+            >>> history = tfpipe.fit(model, "out/train")
+            >>> history.report.plot("fit-report.png")
+            PosixPath('fit-report.png')
+
+        Args:
+            path: the image file to write, e.g. "fit-report.png" or "fit-report.svg".
+
+        Returns:
+            The path written.
+        """
+        figure, (rates, split) = _plot.new_figure(10, 2.8, columns=2)
+        _plot.throughput_bars(
+            rates,
+            ["input alone", "model alone", "achieved in fit"],
+            [
+                self.input_examples_per_s,
+                self.model_examples_per_s,
+                self.achieved_examples_per_s,
+            ],
+            f"{self.input_kind} input, batches of {self.batch_size}",
+        )
+        wait = self.input_wait_fraction
+        split.barh([""], [1 - wait], color="tab:green", label=f"computing {1 - wait:.0%}")
+        split.barh([""], [wait], left=[1 - wait], color="tab:red", label=f"waiting {wait:.0%}")
+        split.set_xlim(0, 1)
+        split.set_xlabel("share of training time")
+        split.set_title(f"verdict: {self.verdict}")
+        split.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2, frameon=False)
+        return _plot.save(figure, path)
