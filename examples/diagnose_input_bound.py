@@ -9,6 +9,7 @@ training size in TFRecords and read them with a tf.data pipeline) removes most o
 Run:
     python examples/diagnose_input_bound.py                # small: about 15 s on 2 CPU cores
     python examples/diagnose_input_bound.py --size large   # more images, a longer epoch
+    python examples/diagnose_input_bound.py --plot         # also draw both reports
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> dict[str, tfpipe.FitReport]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=SIZES, default="small", help="data size (small)")
     parser.add_argument("--workdir", type=Path, default=Path("example-data/diagnose"))
+    parser.add_argument(
+        "--plot", action="store_true", help='draw both reports (pip install "tfpipe[plot]")'
+    )
     args = parser.parse_args(argv)
 
     root = make_image_folder(
@@ -91,6 +95,9 @@ def main(argv: list[str] | None = None) -> dict[str, tfpipe.FitReport]:
         f"input alone {before.input_examples_per_s:,.0f} -> "
         f"{after.input_examples_per_s:,.0f} examples/s"
     )
+    if args.plot:
+        for name, report in (("before", before), ("after", after)):
+            print("picture:", report.plot(args.workdir / f"report-{name}.png"))
     return {"before": before, "after": after}
 
 

@@ -67,7 +67,8 @@ def test_plain_tf_records_are_read_through_an_inferred_schema(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_diagnose_input_bound_reports_both_runs(tmp_path: Path) -> None:
-    reports = load("diagnose_input_bound").main(["--workdir", str(tmp_path)])
+    reports = load("diagnose_input_bound").main(["--workdir", str(tmp_path), "--plot"])
+    assert (tmp_path / "report-before.png").stat().st_size > 0
     assert reports["before"].input_kind == "PyDataset"
     assert reports["after"].input_kind == "TFRecords"
     for report in reports.values():
