@@ -1,4 +1,4 @@
-"""The README's Python quick start runs as written."""
+"""The Python quick starts of the README and of the docs' overview page run as written."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
 
 
-def quick_start() -> str:
-    """The first ```python block after the "## Quick start" heading."""
-    text = README.read_text()
+def quick_start(page: Path) -> str:
+    """The first ```python block after the "## Quick start" heading of `page`."""
+    text = page.read_text()
     section = text[text.index("## Quick start") :]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "README.md has no ```python block under ## Quick start"
+    assert match, f"{page.name} has no ```python block under ## Quick start"
     return match.group(1)
 
 
@@ -27,9 +28,10 @@ def test_readme_opens_with_the_two_make_commands() -> None:
 
 
 @pytest.mark.slow
-def test_quick_start_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "index.md"], ids=["README", "docs"])
+def test_quick_start_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    code = compile(quick_start(), str(README) + " (quick start)", "exec")
+    code = compile(quick_start(page), f"{page} (quick start)", "exec")
     namespace: dict[str, object] = {"__name__": "__main__"}
     exec(code, namespace)
     assert (tmp_path / "records" / "train.json").is_file()
