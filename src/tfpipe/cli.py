@@ -26,9 +26,8 @@ from tfpipe._summary import (
     listed,
 )
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
-from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
+from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
-from tfpipe.records.infer import tf_compression
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 

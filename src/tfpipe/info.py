@@ -33,6 +33,11 @@ def check_compression(compression: str | None) -> str | None:
     return value
 
 
+def tf_compression(compression: str | None) -> str:
+    """The `compression_type` string TensorFlow's record readers and writers take."""
+    return (compression or "").upper()
+
+
 def shard_name(name: str, index: int, count: int, compression: str | None = None) -> str:
     """The file name of shard `index` of `count`, e.g. `train-00003-of-00008.tfrecord.gz`."""
     return f"{name}-{index:05d}-of-{count:05d}.tfrecord{_COMPRESSION_SUFFIX[compression]}"

@@ -17,11 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
-from tfpipe.info import check_compression
-from tfpipe.records.infer import infer_schema, tf_compression
-from tfpipe.records.reader import _check_schema as check_first_record
-from tfpipe.records.reader import _compression as common_compression
-from tfpipe.records.reader import _files_and_info as files_and_info
+from tfpipe.info import check_compression, tf_compression
+from tfpipe.records.infer import infer_schema
+from tfpipe.records.reader import check_first_record, common_compression, locate
 from tfpipe.schema import ClassLabel, Image, Schema, Tensor, Text
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
 
@@ -75,7 +73,7 @@ class RecordInput:
     decoded = False
 
     def __init__(self, path: Any, schema: Schema | None, compression: str | None) -> None:
-        files, info = files_and_info(path)
+        files, info = locate(path)
         self.files = [str(f) for f in files]
         empty = [f for f in self.files if os.path.getsize(f) == 0]
         if empty:

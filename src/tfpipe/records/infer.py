@@ -14,17 +14,12 @@ from PIL import Image as PILImage
 
 from tfpipe import _imaging
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning
-from tfpipe.info import compression_of, resolve_files
+from tfpipe.info import compression_of, resolve_files, tf_compression
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
 
 _CHANNELS_FOR_MODE = {"1": 1, "L": 1, "I": 1, "I;16": 1, "LA": 4, "RGBA": 4, "PA": 4}
 
 PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-
-
-def tf_compression(compression: str | None) -> str:
-    """The `compression_type` string TensorFlow's record readers and writers take."""
-    return (compression or "").upper()
 
 
 def records(files: Sequence[Path], limit: int | None = None) -> Iterator[tuple[Path, int, bytes]]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import tensorflow as tf
 
 from tfpipe.errors import DataNotFoundError, SchemaError
-from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
-from tfpipe.records.infer import PathArg, infer_schema, records, tf_compression
+from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
+from tfpipe.records.infer import PathArg, infer_schema, records
 from tfpipe.schema import Schema
 
 
@@ -19,7 +19,8 @@ def _is_prefix(text: str) -> bool:
     return not (os.path.exists(text) or glob.has_magic(text) or text.endswith(".json"))
 
 
-def _files_and_info(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
+def locate(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
+    """The TFRecord files at `path`, and the dataset metadata when `path` is a tfpipe prefix."""
     if not isinstance(path, str | os.PathLike):
         return [f for f in resolve_files(list(path)) if not f.name.startswith(".")], None
     text = os.fspath(path)
@@ -41,7 +42,8 @@ def _files_and_info(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
     return [f for f in resolve_files(text) if not f.name.startswith(".")], None
 
 
-def _compression(files: list[Path]) -> str | None:
+def common_compression(files: list[Path]) -> str | None:
+    """The one compression all `files` share; raises when they mix compressions."""
     kinds = {f: compression_of(f) for f in files}
     if len(set(kinds.values())) > 1:
         by_kind = {
@@ -54,7 +56,7 @@ def _compression(files: list[Path]) -> str | None:
     return next(iter(kinds.values()))
 
 
-def _check_schema(schema: Schema, files: list[Path]) -> None:
+def check_first_record(schema: Schema, files: list[Path]) -> None:
     """Checks the first record against the schema, so a mismatch fails early and clearly."""
     for file, index, record in records(files, limit=1):
         schema.stored(record, where=f"record {index} of {file.name}")
@@ -88,13 +90,13 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
             TFRecord files at `path`.
         DecodeError: the first record does not match the schema, or a file is not a TFRecord.
     """
-    files, info = _files_and_info(path)
+    files, info = locate(path)
     if schema is None:
         schema = info.schema if info is not None else infer_schema(files)
     elif not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
-    compression = info.compression if info is not None else _compression(files)
-    _check_schema(schema, files)
+    compression = info.compression if info is not None else common_compression(files)
+    check_first_record(schema, files)
     dataset = tf.data.TFRecordDataset(
         [str(f) for f in files], compression_type=tf_compression(compression)
     )

@@ -34,8 +34,8 @@ from tfpipe.info import (
     check_compression,
     metadata_path,
     shard_name,
+    tf_compression,
 )
-from tfpipe.records.infer import tf_compression
 from tfpipe.schema import Schema
 
 TARGET_SHARD_BYTES = 128 * 2**20
