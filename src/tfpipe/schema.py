@@ -17,7 +17,7 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,7 +51,13 @@ class Feature:
         Feature._registry[cls.kind] = cls
 
     def encode(self, value: Any) -> tf.train.Feature:
-        """Encodes a source value into a `tf.train.Feature`."""
+        """Encodes a source value into a new `tf.train.Feature`."""
+        proto = tf.train.Feature()
+        self.encode_into(value, proto)
+        return proto
+
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        """Encodes a source value into an empty `tf.train.Feature`, in place (no copies)."""
         raise NotImplementedError
 
     def load(self, value: Any) -> np.ndarray:
@@ -160,8 +166,8 @@ class Image(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
 
-    def encode(self, value: Any) -> tf.train.Feature:
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[self.encode_bytes(value)]))
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        proto.bytes_list.value.append(self.encode_bytes(value))
 
     def encode_bytes(self, value: Any) -> bytes:
         """The bytes stored for a value: copied when possible, otherwise encoded."""
@@ -313,8 +319,8 @@ class ClassLabel(Feature):
             value = [value]
         return [self.index(v) for v in value]
 
-    def encode(self, value: Any) -> tf.train.Feature:
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=self.indices(value)))
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        proto.int64_list.value.extend(self.indices(value))
 
     def load(self, value: Any) -> np.ndarray:
         indices = self.indices(value)
@@ -421,11 +427,12 @@ class Tensor(Feature):
             raise ValueError(f"expected shape {self.shape}, got {array.shape}")
         return array.astype(self.dtype, copy=False)
 
-    def encode(self, value: Any) -> tf.train.Feature:
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         flat = self.load(value).ravel()
         if self.is_float:
-            return tf.train.Feature(float_list=tf.train.FloatList(value=flat))
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.astype(np.int64)))
+            proto.float_list.value.extend(flat.astype(np.float32).tolist())
+        else:
+            proto.int64_list.value.extend(flat.astype(np.int64).tolist())
 
     def stored(self, proto: tf.train.Feature) -> Any:
         values = proto.float_list.value if self.is_float else proto.int64_list.value
@@ -458,12 +465,12 @@ class Text(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return ()
 
-    def encode(self, value: Any) -> tf.train.Feature:
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         if isinstance(value, str):
             value = value.encode("utf-8")
         if not isinstance(value, bytes):
             raise TypeError(f"expected str or bytes, got {_describe(value)}")
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        proto.bytes_list.value.append(value)
 
     def load(self, value: Any) -> np.ndarray:
         if isinstance(value, bytes):
@@ -477,6 +484,14 @@ class Text(Feature):
         if len(values) != 1:
             raise DecodeError(f"expected one bytes value, found {len(values)}")
         return values[0]
+
+
+Where = str | Callable[[], str]
+
+
+def _where(where: Where) -> str:
+    """The text naming an example in an error: `where` itself, or what it returns."""
+    return where if isinstance(where, str) else where()
 
 
 def parse_spec(features: Mapping[str, Feature]) -> dict[str, Any]:
@@ -566,33 +581,36 @@ class Schema(Mapping[str, Feature]):
                 f"{argument}: feature {unknown[0]!r} is not in the schema; it has {list(self)}"
             )
 
-    def _check_keys(self, example: Mapping[str, Any], where: str) -> None:
+    def _check_keys(self, example: Mapping[str, Any], where: Where) -> None:
         if not isinstance(example, Mapping):
             raise EncodeError(
-                f"{where}: expected a dict of feature values, got {_describe(example)}"
+                f"{_where(where)}: expected a dict of feature values, got {_describe(example)}"
             )
-        missing = [n for n in self._features if n not in example]
-        extra = [n for n in example if n not in self._features]
-        if missing or extra:
+        if len(example) != len(self._features) or any(n not in example for n in self._features):
+            missing = [n for n in self._features if n not in example]
+            extra = [n for n in example if n not in self._features]
             raise EncodeError(
-                f"{where} does not match the schema: missing {missing}, not in schema {extra}"
+                f"{_where(where)} does not match the schema: missing {missing}, "
+                f"not in schema {extra}"
             )
 
-    def encode(self, example: Mapping[str, Any], *, where: str = "example") -> bytes:
+    def encode(self, example: Mapping[str, Any], *, where: Where = "example") -> bytes:
         """Serializes one example dict into `tf.train.Example` bytes.
 
         Args:
             example: a value for every feature, in any form the feature accepts.
-            where: how errors name the example, e.g. "example 17 (cats/017.jpg)".
+            where: how errors name the example, e.g. "example 17 (cats/017.jpg)"; or a function
+                returning that text, called only when there is an error. Defaults to "example".
         """
         self._check_keys(example, where)
-        features = {}
+        proto = tf.train.Example()
+        entries = proto.features.feature
         for name, feature in self._features.items():
             try:
-                features[name] = feature.encode(example[name])
+                feature.encode_into(example[name], entries[name])
             except (TypeError, ValueError, OSError) as e:
-                raise EncodeError(f"{name}: {e} in {where}") from e
-        return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+                raise EncodeError(f"{name}: {e} in {_where(where)}") from e
+        return proto.SerializeToString()
 
     def stored(self, serialized: bytes, *, where: str = "record") -> dict[str, Any]:
         """The stored values of one serialized example (bytes for images, ints for labels)."""

@@ -119,11 +119,14 @@ class _Encoder:
         self.skip = skip
         self.origin = getattr(source, "origin", None)
 
-    def describe(self, index: int) -> tuple[str, str]:
-        """`(where, origin)` of an example, e.g. `("example 17 (cats/017.jpg)", "cats/017.jpg")`."""
-        plain = f"example {index}"
-        origin = str(self.origin(index)) if callable(self.origin) else plain
-        return (plain if origin == plain else f"{plain} ({origin})"), origin
+    def origin_of(self, index: int) -> str:
+        """Where an example comes from, e.g. "cats/017.jpg" (else "example 17")."""
+        return str(self.origin(index)) if callable(self.origin) else f"example {index}"
+
+    def describe(self, index: int) -> str:
+        """How errors name an example, e.g. "example 17 (cats/017.jpg)"."""
+        plain, origin = f"example {index}", self.origin_of(index)
+        return plain if origin == plain else f"{plain} ({origin})"
 
     def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
         return [self.encode(int(i)) for i in indices]
@@ -138,17 +141,16 @@ class _Encoder:
         return results, seconds
 
     def encode(self, index: int) -> bytes | SkippedExample:
-        where, origin = self.describe(index)
         try:
             try:
                 example = self.source[index]
             except _SOURCE_ERRORS as e:
-                raise EncodeError(f"cannot read {where} from the source: {e}") from e
-            return self.schema.encode(example, where=where)
+                raise EncodeError(f"cannot read {self.describe(index)} from the source: {e}") from e
+            return self.schema.encode(example, where=lambda: self.describe(index))
         except EncodeError as e:
             if not self.skip:
                 raise
-            return SkippedExample(index=index, origin=origin, error=str(e))
+            return SkippedExample(index=index, origin=self.origin_of(index), error=str(e))
 
 
 def _plan_shards(sample: list[bytes], num_examples: int) -> int:
