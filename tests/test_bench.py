@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.bench import adapt, measure
+from tfpipe.adapters import adapt
+from tfpipe.bench import measure
 
 
 class Batches(keras.utils.PyDataset):

@@ -3,7 +3,7 @@
 The data flows one way: schema -> sources -> records -> loaders -> fit.
 """
 
-from tfpipe.bench import benchmark
+from tfpipe.adapters import benchmark
 from tfpipe.errors import (
     DataNotFoundError,
     DecodeError,

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from tfpipe import _plot
 from tfpipe._summary import (
     describe_example,
     describe_info,
@@ -25,6 +26,8 @@ from tfpipe._summary import (
     format_bytes,
     listed,
 )
+from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark
+from tfpipe.demo import run_demo
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
@@ -180,8 +183,6 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _bench(args: argparse.Namespace, out: TextIO) -> None:
-    from tfpipe.bench import DEFAULT_BATCH_SIZE, benchmark
-
     size = args.batch_size or DEFAULT_BATCH_SIZE
     result = benchmark(args.path, batches=args.batches, batch_size=size, image_size=args.image_size)
     print(
@@ -196,9 +197,6 @@ def _bench(args: argparse.Namespace, out: TextIO) -> None:
 
 def _plot_stages(args: argparse.Namespace, size: int, full_rate: float, out: TextIO) -> None:
     """Times reading the record bytes alone and draws it beside the full input's rate."""
-    from tfpipe import _plot
-    from tfpipe.bench import benchmark
-
     figure, axes = _plot.new_figure(8, 2.4)  # before timing: a missing matplotlib fails fast
     info = DatasetInfo.load(args.path)
     records = tf.data.TFRecordDataset(
@@ -216,8 +214,6 @@ def _plot_stages(args: argparse.Namespace, size: int, full_rate: float, out: Tex
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> None:
-    from tfpipe.demo import run_demo
-
     run_demo(args.workdir, size=args.size, out=out)
 
 

@@ -1,0 +1,183 @@
+"""The one dispatcher that turns every input tfpipe trains on into what Keras consumes.
+
+    tfpipe.Pipeline ─────build()────────────┐
+    tf.data.Dataset ─────────────────────────┼─▶ Input(data=prefetched Dataset, steps, ...)
+    "out/train" (TFRecords) ─default Pipeline┘
+    keras.utils.PyDataset ──────────────────────▶ Input(data=the PyDataset, steps=num_batches)
+
+It sits above the loaders and below `fit`; `benchmark` times an input alone through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tfpipe.bench import Throughput, measure
+from tfpipe.errors import SchemaError
+from tfpipe.info import DatasetInfo
+from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.schema import ClassLabel, Image
+
+DEFAULT_BATCH_SIZE = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """One training input in the form Keras consumes, with what is known about its size.
+
+    Attributes:
+        kind: "tf.data", "PyDataset", "Pipeline" or "TFRecords" (a path).
+        data: the `tf.data.Dataset` (ending in a prefetch) or the `keras.utils.PyDataset`.
+        steps: batches per epoch; None when unknown (a finite dataset Keras runs to its end)
+            or infinite.
+        infinite: the input repeats forever, so an epoch needs a `steps_per_epoch`.
+        honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
+    """
+
+    kind: str
+    data: tf.data.Dataset | keras.utils.PyDataset
+    steps: int | None
+    infinite: bool = False
+    honours: frozenset[str] = frozenset()
+
+    def batches(self, *, repeat: bool = False) -> Iterator[Any]:
+        """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
+        if isinstance(self.data, tf.data.Dataset):
+            return iter(self.data.repeat() if repeat and not self.infinite else self.data)
+        total = self.data.num_batches
+        if total is None:
+            indices: Iterable[int] = itertools.count()
+        else:
+            indices = itertools.cycle(range(total)) if repeat else range(total)
+        return (self.data[i] for i in indices)
+
+
+def adapt(
+    data: Any,
+    *,
+    batch_size: int | None = None,
+    shuffle: bool = True,
+    image_size: tuple[int, int] | None = None,
+    argument: str = "data",
+) -> Input:
+    """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
+
+    Example:
+        >>> adapt(tf.data.Dataset.range(10).batch(4)).steps
+        3
+
+    Args:
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, or the path
+            (prefix) of TFRecords written by tfpipe.
+        batch_size: the batch size of the default Pipeline built for a path. Defaults to 32.
+        shuffle: whether the default Pipeline built for a path shuffles. Defaults to True.
+        image_size: `(height, width)` images are resized to when a path's schema does not fix
+            one. Defaults to None.
+        argument: the argument name used in error messages. Defaults to "data".
+    """
+    if isinstance(data, Pipeline):
+        return _from_dataset(data.build(), "Pipeline", steps_per_pass=data.batches_per_epoch())
+    if isinstance(data, tf.data.Dataset):
+        return _from_dataset(data, "tf.data")
+    if isinstance(data, keras.utils.PyDataset):
+        steps = data.num_batches
+        return Input("PyDataset", data, steps, steps is None, honours=frozenset({"shuffle"}))
+    if isinstance(data, str | os.PathLike):
+        return _from_path(data, batch_size, shuffle, image_size, argument)
+    raise TypeError(
+        f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset or "
+        f"the path of tfpipe TFRecords. Received: {argument} of type {type(data).__name__}"
+    )
+
+
+def benchmark(
+    data: Any,
+    batches: int = 50,
+    *,
+    batch_size: int | None = None,
+    image_size: tuple[int, int] | None = None,
+    warmup: int = 5,
+    max_seconds: float | None = None,
+) -> Throughput:
+    """Measures how fast an input delivers batches on its own, without a model.
+
+    A finite input is iterated epoch after epoch until `warmup + batches` batches were seen.
+    A `PyDataset` is read with a plain loop over its indices (its `workers` are not used).
+
+    Example:
+        >>> result = tfpipe.benchmark(tf.data.Dataset.range(64).batch(8), batches=20)
+        >>> result.batches
+        20
+
+    Args:
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, or the path
+            of tfpipe TFRecords (read by a default Pipeline).
+        batches: how many batches to time. Defaults to 50.
+        batch_size: the batch size used for a path. Defaults to 32.
+        image_size: `(height, width)` for a path whose schema has variable image sizes.
+            Defaults to None.
+        warmup: batches read before the timing starts. Defaults to 5.
+        max_seconds: stop timing after this long. Defaults to None (no limit).
+
+    Returns:
+        A `Throughput`: examples/s, batches/s and the time to the first batch.
+    """
+    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
+        raise ValueError(f"batches must be a positive int. Received: batches={batches!r}")
+    source = adapt(data, batch_size=batch_size, shuffle=False, image_size=image_size)
+    return measure(
+        source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
+    )
+
+
+def _from_dataset(
+    dataset: tf.data.Dataset,
+    kind: str,
+    *,
+    steps_per_pass: int | None = None,
+    honours: frozenset[str] = frozenset(),
+) -> Input:
+    """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
+    the data, from metadata) sizes the epochs of a repeated dataset. (A finite Pipeline already
+    declares its length: `Pipeline.build()`.)"""
+    cardinality = int(dataset.cardinality())
+    infinite = cardinality == tf.data.INFINITE_CARDINALITY
+    steps = cardinality if cardinality >= 0 else steps_per_pass
+    if type(dataset).__name__ != "_PrefetchDataset":
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    return Input(kind, dataset, steps, infinite, honours)
+
+
+def _from_path(
+    path: str | os.PathLike[str],
+    batch_size: int | None,
+    shuffle: bool,
+    image_size: tuple[int, int] | None,
+    argument: str,
+) -> Input:
+    """The default Pipeline over tfpipe TFRecords: shuffle, batch, images as float32 in [0, 1]."""
+    info = DatasetInfo.load(path)
+    images = [n for n, f in info.schema.items() if isinstance(f, Image)]
+    labels = [n for n, f in info.schema.items() if isinstance(f, ClassLabel)]
+    if len(images) != 1 or len(labels) != 1:
+        raise SchemaError(
+            f"{argument}={os.fspath(path)!r}: a default pipeline needs exactly one Image and one "
+            f"ClassLabel feature, but the schema has {info.schema}. Build the input yourself: "
+            "tfpipe.Pipeline(path).batch(32).as_supervised(x=[...], y=[...])"
+        )
+    size = batch_size or DEFAULT_BATCH_SIZE
+    fixed = info.schema[images[0]].decoded_shape[:2]
+    pipeline = Pipeline(path, image_size=None if None not in fixed else image_size, rescale=1 / 255)
+    if shuffle:
+        pipeline = pipeline.shuffle()
+    pipeline = pipeline.batch(size).as_supervised(images[0], labels[0])
+    return _from_dataset(
+        pipeline.build(), "TFRecords", honours=frozenset({"batch_size", "shuffle"})
+    )
