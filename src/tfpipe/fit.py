@@ -19,7 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.bench import Input, adapt, batch_size_of, measure
+from tfpipe.adapters import Input, adapt
+from tfpipe.bench import batch_size_of, measure
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.report import FitReport
 
@@ -94,8 +95,9 @@ def fit(
     shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
     of this call and keeps it when it is at least 10% faster. With `report=True` the input is
-    also timed alone (at most 2 s), so a call spends a few seconds more than `model.fit`; the
-    report is printed and attached as `history.report`.
+    also timed alone after training (at most 2 s, so that it cannot disturb training), so a
+    call spends a few seconds more than `model.fit`; the report is printed and attached as
+    `history.report`.
 
     Example:
         >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
@@ -153,11 +155,6 @@ def fit(
 
     batch = _first_batch(train)
     probe = _probe_model(model, batch, steps or train.steps)
-    input_alone = None
-    if report:
-        input_alone = measure(
-            train.batches(repeat=True), num_batches=50, warmup=2, max_seconds=INPUT_PROBE_SECONDS
-        )
     timer = _StepTimer()
     try:
         history = model.fit(
@@ -171,7 +168,12 @@ def fit(
         if probe.chosen:
             _set_steps_per_execution(model, 1)
     history.report = None
-    if input_alone is not None:
+    if report:
+        # Timed after training: iterating the input before fit left its threads and buffers
+        # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
+        input_alone = measure(
+            train.batches(repeat=True), num_batches=50, warmup=2, max_seconds=INPUT_PROBE_SECONDS
+        )
         examples = batch_size_of(batch)
         history.report = FitReport.build(
             input_alone=input_alone,
