@@ -212,13 +212,21 @@ class Image(Feature):
         return pixels.reshape(self.shape)
 
     def decode_tensor(
-        self, parsed: tf.Tensor, size: tuple[int, int] | None = None, reduced: bool = False
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None = None,
+        reduced: bool = False,
+        rescale: float | None = None,
     ) -> tf.Tensor:
-        """Decodes one stored image in a graph to uint8 (H, W, C), resized to `size`.
+        """Decodes one stored image in a graph to (H, W, C), resized to `size`.
 
-        With `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT
-        scale (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly.
+        The result is uint8, or float32 multiplied by `rescale` when it is given (computed from
+        the resize's float output directly, without a round trip through uint8). With
+        `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT scale
+        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly.
         """
+        if size is not None and tuple(size) == self.shape[:2]:
+            size = None  # stored at that size already
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
         elif self.encoding == "png":
@@ -227,13 +235,22 @@ class Image(Feature):
             image = _decode_jpeg_reduced(parsed, self.channels, size)
         else:
             image = tf.io.decode_image(parsed, channels=self.channels, expand_animations=False)
-        if size is not None:
-            image = tf.image.resize(image, size)
-            image = tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.uint8)
-            image.set_shape((*size, self.channels))
-        else:
-            image.set_shape(self.shape)
-        return image
+        image.set_shape((None, None, self.channels) if size else self.shape)
+        return resize_and_scale(image, size, rescale)
+
+
+def resize_and_scale(
+    images: tf.Tensor, size: tuple[int, int] | None, rescale: float | None
+) -> tf.Tensor:
+    """Bilinear resize of uint8 image(s) to `size` (None: as they are), then uint8 again, or
+    float32 times `rescale` when it is given."""
+    if size is not None:
+        images = tf.image.resize(images, size)
+        if rescale is None:
+            return tf.saturate_cast(tf.round(images), tf.uint8)
+    elif rescale is not None:
+        images = tf.cast(images, tf.float32)
+    return images if rescale is None else images * rescale
 
 
 def _decode_jpeg_reduced(data: tf.Tensor, channels: int, size: tuple[int, int]) -> tf.Tensor:
@@ -612,23 +629,25 @@ class Schema(Mapping[str, Feature]):
                 raise EncodeError(f"{name}: {e} in {_where(where)}") from e
         return proto.SerializeToString()
 
-    def stored(self, serialized: bytes, *, where: str = "record") -> dict[str, Any]:
+    def stored(self, serialized: bytes, *, where: Where = "record") -> dict[str, Any]:
         """The stored values of one serialized example (bytes for images, ints for labels)."""
         try:
             proto = tf.train.Example.FromString(serialized).features.feature
         except Exception as e:
-            raise DecodeError(f"{where} is not a serialized tf.train.Example: {e}") from e
+            raise DecodeError(f"{_where(where)} is not a serialized tf.train.Example: {e}") from e
         values = {}
         for name, feature in self._features.items():
             if name not in proto:
-                raise DecodeError(f"{name}: missing from {where}; it has {sorted(proto)}")
+                raise DecodeError(f"{name}: missing from {_where(where)}; it has {sorted(proto)}")
             try:
                 values[name] = feature.stored(proto[name])
             except (TypeError, ValueError) as e:
-                raise DecodeError(f"{name}: {e} in {where}") from e
+                raise DecodeError(f"{name}: {e} in {_where(where)}") from e
         return values
 
-    def load(self, example: Mapping[str, Any], *, where: str = "example") -> dict[str, np.ndarray]:
+    def load(
+        self, example: Mapping[str, Any], *, where: Where = "example"
+    ) -> dict[str, np.ndarray]:
         """Decodes one example dict of source or stored values into numpy arrays."""
         self._check_keys(example, where)
         out = {}
@@ -636,10 +655,10 @@ class Schema(Mapping[str, Feature]):
             try:
                 out[name] = feature.load(example[name])
             except (TypeError, ValueError, OSError) as e:
-                raise DecodeError(f"{name}: {e} in {where}") from e
+                raise DecodeError(f"{name}: {e} in {_where(where)}") from e
         return out
 
-    def decode(self, serialized: bytes, *, where: str = "record") -> dict[str, np.ndarray]:
+    def decode(self, serialized: bytes, *, where: Where = "record") -> dict[str, np.ndarray]:
         """Decodes one serialized example to numpy arrays, without a TensorFlow graph."""
         return self.load(self.stored(serialized, where=where), where=where)
 
@@ -653,6 +672,7 @@ class Schema(Mapping[str, Feature]):
         *,
         image_size: tuple[int, int] | None = None,
         reduced_decode: bool = False,
+        rescale: float | None = None,
     ) -> dict[str, tf.Tensor]:
         """Parses serialized examples in a tf.data graph.
 
@@ -665,6 +685,8 @@ class Schema(Mapping[str, Feature]):
             image_size: resize every image to `(height, width)`. Defaults to None.
             reduced_decode: decode large JPEGs at a reduced DCT scale before resizing (faster;
                 pixels differ slightly from a full decode). Defaults to False.
+            rescale: give images as float32 multiplied by this (e.g. 1 / 255). Defaults to None
+                (uint8 images).
         """
         serialized = tf.convert_to_tensor(serialized, tf.string)
         parsed = tf.io.parse_example(serialized, self.parse_spec())
@@ -672,7 +694,7 @@ class Schema(Mapping[str, Feature]):
         out = {}
         for name, feature in self._features.items():
             if isinstance(feature, Image):
-                decode = _image_decoder(feature, image_size, reduced_decode)
+                decode = _image_decoder(feature, image_size, reduced_decode, rescale)
                 if batched:
                     size = image_size or feature.shape[:2]
                     if None in size:
@@ -683,7 +705,9 @@ class Schema(Mapping[str, Feature]):
                     out[name] = tf.map_fn(
                         decode,
                         parsed[name],
-                        fn_output_signature=tf.TensorSpec((*size, feature.channels), tf.uint8),
+                        fn_output_signature=tf.TensorSpec(
+                            (*size, feature.channels), tf.uint8 if rescale is None else tf.float32
+                        ),
                     )
                 else:
                     out[name] = decode(parsed[name])
@@ -725,8 +749,10 @@ class Schema(Mapping[str, Feature]):
         return cls(features)
 
 
-def _image_decoder(feature: Image, size: tuple[int, int] | None, reduced: bool) -> Any:
+def _image_decoder(
+    feature: Image, size: tuple[int, int] | None, reduced: bool, rescale: float | None
+) -> Any:
     def decode(data: tf.Tensor) -> tf.Tensor:
-        return feature.decode_tensor(data, size, reduced)
+        return feature.decode_tensor(data, size, reduced, rescale)
 
     return decode

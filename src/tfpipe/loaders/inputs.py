@@ -20,7 +20,7 @@ from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.info import check_compression, tf_compression
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate
-from tfpipe.schema import ClassLabel, Image, Schema, Tensor, Text
+from tfpipe.schema import ClassLabel, Image, Schema, Tensor, Text, resize_and_scale
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -45,16 +45,9 @@ class Decoding:
                     "image_size=(height, width) to Pipeline, or declare Image(shape=...)"
                 )
 
-    def finish(self, batch: dict[str, tf.Tensor], schema: Schema) -> dict[str, tf.Tensor]:
-        """Casts images to float32 times `rescale` when asked."""
-        if self.rescale is None:
-            return batch
-        return {
-            name: tf.cast(value, tf.float32) * self.rescale
-            if isinstance(schema.get(name), Image)
-            else value
-            for name, value in batch.items()
-        }
+    @property
+    def image_dtype(self) -> tf.DType:
+        return tf.uint8 if self.rescale is None else tf.float32
 
     def describe(self) -> str:
         parts = []
@@ -132,10 +125,12 @@ class RecordInput:
         decoding.check(self.schema)
 
         def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-            parsed = self.schema.parse(
-                serialized, image_size=decoding.image_size, reduced_decode=decoding.reduced_decode
+            return self.schema.parse(
+                serialized,
+                image_size=decoding.image_size,
+                reduced_decode=decoding.reduced_decode,
+                rescale=decoding.rescale,
             )
-            return decoding.finish(parsed, self.schema)
 
         return (
             "parse_example (vectorised) + decode images per element" + decoding.describe(),
@@ -227,15 +222,15 @@ class MemoryInput(_IndexedInput):
             if name in files:
                 return tf.map_fn(
                     lambda path: feature.decode_tensor(
-                        tf.io.read_file(path), size, decoding.reduced_decode
+                        tf.io.read_file(path), size, decoding.reduced_decode, decoding.rescale
                     ),
                     values,
-                    fn_output_signature=tf.TensorSpec((*size, feature.channels), tf.uint8),
+                    fn_output_signature=tf.TensorSpec(
+                        (*size, feature.channels), decoding.image_dtype
+                    ),
                 )
-            if tuple(values.shape[1:3]) == tuple(size):
-                return values
-            resized = tf.image.resize(values, size)
-            return tf.cast(tf.clip_by_value(tf.round(resized), 0.0, 255.0), tf.uint8)
+            same = tuple(values.shape[1:3]) == tuple(size)
+            return resize_and_scale(values, None if same else size, decoding.rescale)
 
         def decode(indices: tf.Tensor) -> dict[str, tf.Tensor]:
             batch = {}
@@ -245,7 +240,7 @@ class MemoryInput(_IndexedInput):
                 batch[name] = (
                     image_of(name, feature, values) if isinstance(feature, Image) else values
                 )
-            return decoding.finish(batch, self.schema)
+            return batch
 
         what = "read + decode image files per element" if files else "gather arrays"
         return (

@@ -256,7 +256,7 @@ class TFRecordSource(SourceBase):
         return frame[_FRAME_HEADER.size :]
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return self.schema.stored(self.read(index), where=self.origin(index))
+        return self.schema.stored(self.read(index), where=lambda: self.origin(index))
 
     def origin(self, index: int) -> str:
         shard, local = self._locate(index)
