@@ -426,6 +426,14 @@ class Pipeline:
             assembly.unbatch()
         if self._supervised is not None:
             self._supervise(assembly)
+        batches = self.batches_per_epoch()
+        if batches is not None and self._repeat == 0:
+            # Keras then shows the epoch's length and never stops on "input ran out of data";
+            # a dataset that does not hold what its metadata says fails instead of shrinking.
+            assembly.run(
+                f"declare {batches} batches per epoch (from the example count)",
+                lambda ds: ds.apply(tf.data.experimental.assert_cardinality(batches)),
+            )
         label = "AUTOTUNE" if self._prefetch == AUTOTUNE else str(self._prefetch)
         assembly.run(f"prefetch {label}", lambda ds: ds.prefetch(self._prefetch))
         assembly.run(f"options: deterministic={det}", lambda ds: self._apply_options(ds, det))
