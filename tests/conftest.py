@@ -7,17 +7,18 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import pandas as pd
+import pytest
 
-from tfpipe.synthetic import make_image_dataframe, make_image_folder  # noqa: E402
+from tfpipe.synthetic import make_image_dataframe, make_image_folder
 
 
 @pytest.fixture(scope="session")
 def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """3 class folders of 12 JPEGs of 48x40 each (36 images); treat as read-only."""
-    return make_image_folder(tmp_path_factory.mktemp("images"), num_classes=3, per_class=12,
-                             size=(40, 48))
+    return make_image_folder(
+        tmp_path_factory.mktemp("images"), num_classes=3, per_class=12, size=(40, 48)
+    )
 
 
 @pytest.fixture(scope="session")
