@@ -152,3 +152,16 @@ def test_bad_declarations_raise_schema_error() -> None:
         tfpipe.ClassLabel()
     with pytest.raises(tfpipe.SchemaError, match="Text"):
         tfpipe.Tensor(dtype="str")
+
+
+@pytest.mark.parametrize("encoding", ["raw", "png"])
+def test_batched_parse_resizes_and_rescales_like_single_parse(encoding: str) -> None:
+    schema = tfpipe.Schema({"image": tfpipe.Image(shape=(8, 6, 3), encoding=encoding)})
+    records = [schema.encode({"image": np.roll(RGB, i)}) for i in range(3)]
+    batch = schema.parse(tf.constant(records), image_size=(4, 3), rescale=1 / 255)["image"]
+    assert batch.dtype == tf.float32 and batch.shape == (3, 4, 3, 3)
+    for i, record in enumerate(records):
+        single = schema.parse(tf.constant(record), image_size=(4, 3), rescale=1 / 255)["image"]
+        np.testing.assert_allclose(batch[i].numpy(), single.numpy(), rtol=1e-6)
+    same_size = schema.parse(tf.constant(records), rescale=1 / 255)["image"].numpy()
+    np.testing.assert_allclose(same_size[1] * 255, np.roll(RGB, 1), atol=1e-4)

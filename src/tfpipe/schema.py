@@ -238,6 +238,31 @@ class Image(Feature):
         image.set_shape((None, None, self.channels) if size else self.shape)
         return resize_and_scale(image, size, rescale)
 
+    def decode_batch(
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None = None,
+        reduced: bool = False,
+        rescale: float | None = None,
+    ) -> tf.Tensor:
+        """Decodes a vector of stored images to (B, H, W, C), like `decode_tensor` per image.
+
+        Raw pixels are decoded for the whole batch in one vectorised op; JPEG and PNG one
+        image at a time (`tf.map_fn`), since TensorFlow has no batched image decoder.
+        """
+        if self.encoding == "raw":
+            images = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), (-1, *self.shape))
+            same = size is None or tuple(size) == self.shape[:2]
+            return resize_and_scale(images, None if same else size, rescale)
+        target = size or self.shape[:2]
+        return tf.map_fn(
+            lambda data: self.decode_tensor(data, size, reduced, rescale),
+            parsed,
+            fn_output_signature=tf.TensorSpec(
+                (*target, self.channels), tf.uint8 if rescale is None else tf.float32
+            ),
+        )
+
 
 def resize_and_scale(
     images: tf.Tensor, size: tuple[int, int] | None, rescale: float | None
@@ -693,24 +718,15 @@ class Schema(Mapping[str, Feature]):
         batched = serialized.shape.rank == 1
         out = {}
         for name, feature in self._features.items():
-            if isinstance(feature, Image):
-                decode = _image_decoder(feature, image_size, reduced_decode, rescale)
-                if batched:
-                    size = image_size or feature.shape[:2]
-                    if None in size:
-                        raise SchemaError(
-                            f"{name}: images of variable size cannot be batched; declare a fixed "
-                            "shape in Image(shape=...) or pass image_size=(height, width)"
-                        )
-                    out[name] = tf.map_fn(
-                        decode,
-                        parsed[name],
-                        fn_output_signature=tf.TensorSpec(
-                            (*size, feature.channels), tf.uint8 if rescale is None else tf.float32
-                        ),
+            if isinstance(feature, Image) and batched:
+                if None in (image_size or feature.shape[:2]):
+                    raise SchemaError(
+                        f"{name}: images of variable size cannot be batched; declare a fixed "
+                        "shape in Image(shape=...) or pass image_size=(height, width)"
                     )
-                else:
-                    out[name] = decode(parsed[name])
+                out[name] = feature.decode_batch(parsed[name], image_size, reduced_decode, rescale)
+            elif isinstance(feature, Image):
+                out[name] = feature.decode_tensor(parsed[name], image_size, reduced_decode, rescale)
             elif isinstance(feature, Tensor) and feature.variable and batched:
                 ragged = parsed[name]
                 inner = math.prod(feature.shape[1:])  # type: ignore[arg-type]
@@ -747,12 +763,3 @@ class Schema(Mapping[str, Feature]):
             except TypeError as e:
                 raise SchemaError(f"feature {name!r} in schema JSON: {e}") from e
         return cls(features)
-
-
-def _image_decoder(
-    feature: Image, size: tuple[int, int] | None, reduced: bool, rescale: float | None
-) -> Any:
-    def decode(data: tf.Tensor) -> tf.Tensor:
-        return feature.decode_tensor(data, size, reduced, rescale)
-
-    return decode
