@@ -47,7 +47,7 @@ def test_write_folder_with_split_then_inspect(
         "train-00000-of-00002.tfrecord.gz",
         "train-00001-of-00002.tfrecord.gz",
     ]
-    assert train.schema["image"] == tfpipe.Image(shape=(16, 20, 3))
+    assert train.schema["image"] == tfpipe.Image(shape=(16, 20, 3), encoding="raw")
     assert sorted(np.bincount(_labels(out / "test"))) == [3, 3, 3]
     image = next(iter(tfpipe.read_tfrecords(out / "train")))["image"]
     assert tuple(image.shape) == (16, 20, 3)
@@ -57,6 +57,29 @@ def test_write_folder_with_split_then_inspect(
     assert "test: 9 examples in 2 shard(s)" in report and "train: 27 examples" in report
     assert "classes of label: circle, square, triangle" in report
     assert report.count("image  uint8 (16, 20, 3) min ") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], tfpipe.Image(shape=(None, None, 3), encoding="jpeg")),
+        (["--image-size", "16x20", "--encoding", "jpeg"], tfpipe.Image(shape=(16, 20, 3))),
+        (["--encoding", "png"], tfpipe.Image(shape=(None, None, 3), encoding="png")),
+    ],
+    ids=["default-copies-jpeg", "jpeg-at-size", "png"],
+)
+def test_write_encoding(
+    image_folder: Path, tmp_path: Path, args: list[str], expected: tfpipe.Image
+) -> None:
+    assert main(["write", str(image_folder), str(tmp_path / "d"), "--shards", "1", *args]) == 0
+    assert tfpipe.DatasetInfo.load(tmp_path / "d").schema["image"] == expected
+
+
+def test_write_raw_needs_an_image_size(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["write", str(image_folder), str(tmp_path / "d"), "--encoding", "raw"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "write", "raw", "fixed height and width")
 
 
 def test_write_csv_with_several_label_columns_no_shuffle(
