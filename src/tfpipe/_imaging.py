@@ -29,6 +29,8 @@ def sniff_format(data: bytes) -> str | None:
 
 def read_bytes(value: Any) -> bytes | None:
     """Returns the encoded bytes of a path or bytes value, None for anything else."""
+    if type(value) is bytes:  # no copy of bytes as they are
+        return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, (str, os.PathLike)):
@@ -72,8 +74,8 @@ def orientation(image: PILImage.Image) -> int:
 
 def is_complete(data: bytes, fmt: str) -> bool:
     """Cheap truncation check: the end-of-image marker is present near the end."""
-    tail = data[-1024:]
-    return b"\xff\xd9" in tail if fmt == "jpeg" else b"IEND" in tail
+    marker = b"\xff\xd9" if fmt == "jpeg" else b"IEND\xaeB`\x82"
+    return data.endswith(marker) or data.find(marker[:4], max(0, len(data) - 1024)) >= 0
 
 
 def can_copy(

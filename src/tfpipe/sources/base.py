@@ -48,6 +48,8 @@ class SourceBase:
     def check_index(self, index: int) -> int:
         """Normalizes a possibly negative index; raises IndexError when out of range."""
         size = len(self)
+        if type(index) is int and 0 <= index < size:  # the common case, once per example
+            return index
         if isinstance(index, bool) or not isinstance(index, int | np.integer):
             raise TypeError(f"source indices must be ints, got {type(index).__name__}")
         if not -size <= index < size:
