@@ -141,13 +141,14 @@ def copyable(data: bytes, fmt: str, size: tuple[int | None, int | None], channel
     )
 
 
-def to_pixels(
+def prepare(
     image: PILImage.Image, channels: int, size: tuple[int | None, int | None] = (None, None)
-) -> np.ndarray:
-    """Decodes to a uint8 array of shape (H, W, channels), upright and resized to `size`.
+) -> PILImage.Image:
+    """Decodes to a PIL image with `channels`, upright and resized to `size`.
 
     A JPEG that is larger than the target is decoded at a reduced DCT scale first (Pillow's
     draft mode), which is several times faster than a full decode followed by a resize.
+    Decoding errors (a truncated or corrupt file) raise OSError here, not later.
     """
     height, width = size
     turned = orientation(image) in _TRANSPOSED_ORIENTATIONS
@@ -165,14 +166,19 @@ def to_pixels(
     target = (width or image.width, height or image.height)
     if target != image.size:
         image = image.resize(target, PILImage.Resampling.BILINEAR)
+    image.load()
+    return image
+
+
+def as_array(image: PILImage.Image) -> np.ndarray:
+    """The pixels of a prepared image as a uint8 array of shape (H, W, C)."""
     pixels = np.asarray(image)
     return pixels[..., np.newaxis] if pixels.ndim == 2 else pixels
 
 
-def encode_pixels(pixels: np.ndarray, fmt: str, quality: int) -> bytes:
-    """Encodes a uint8 (H, W, C) array as JPEG or PNG bytes."""
+def encode_image(image: PILImage.Image, fmt: str, quality: int) -> bytes:
+    """Encodes a prepared image as JPEG or PNG bytes (no copy through numpy)."""
     buffer = io.BytesIO()
-    image = PILImage.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
     if fmt == "jpeg":
         image.save(buffer, format="JPEG", quality=quality)
     else:

@@ -171,18 +171,17 @@ class Image(Feature):
 
     def encode_bytes(self, value: Any) -> bytes:
         """The bytes stored for a value: copied when possible, otherwise encoded."""
-        if self.encoding != "raw":
-            data = _imaging.read_bytes(value)
-            if (
-                data is not None
-                and _imaging.sniff_format(data) == self.encoding
-                and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
-            ):
-                return data
-        pixels = self.load(value)
         if self.encoding == "raw":
-            return pixels.tobytes()
-        return _imaging.encode_pixels(pixels, self.encoding, self.quality)
+            return self.load(value).tobytes()
+        data = _imaging.read_bytes(value)
+        if (
+            data is not None
+            and _imaging.sniff_format(data) == self.encoding
+            and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
+        ):
+            return data
+        image = self._prepare(value if data is None else data, self.shape[:2])
+        return _imaging.encode_image(image, self.encoding, self.quality)
 
     def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
         """Decodes to uint8 (H, W, C), resized to `size` or else to the declared size."""
@@ -191,9 +190,13 @@ class Image(Feature):
             if value.dtype != np.uint8:
                 raise TypeError(f"expected a uint8 image array, got dtype {value.dtype}")
             return value
+        return _imaging.as_array(self._prepare(value, target))
+
+    def _prepare(self, value: Any, size: tuple[int | None, int | None]) -> Any:
+        """The value as a decoded PIL image with the declared channels, resized to `size`."""
         image = _imaging.open_image(value)
         try:
-            return _imaging.to_pixels(image, self.channels, target)
+            return _imaging.prepare(image, self.channels, size)
         except OSError as e:
             raise OSError(f"cannot decode image: {e}") from e
 
