@@ -232,6 +232,8 @@ def test_bad_arguments_are_clear_errors() -> None:
         (3000.0, 500.0, "input-bound", "competes with the model for the CPU"),
         (3000.0, 950.0, "compute-bound", "the input keeps up"),
         (1200.0, 990.0, "compute-bound", "only 1.2x faster than the model"),
+        (1200.0, 850.0, "input-bound", "competes with the model for the CPU"),  # little headroom
+        (3000.0, 850.0, "compute-bound", "the input keeps up"),  # same wait, ample headroom
     ],
 )
 def test_report_verdict_and_advice_follow_the_numbers(

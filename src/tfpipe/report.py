@@ -10,6 +10,7 @@ from tfpipe import _plot
 from tfpipe.bench import Throughput
 
 INPUT_BOUND_WAIT = 0.2
+SHARED_CPU_WAIT = 0.1
 _HEADROOM = 1.5
 _SPEEDUPS = {
     "PyDataset": "raise the loader's workers, or write TFRecords (tfpipe write) and train from "
@@ -39,7 +40,10 @@ class FitReport:
             excluded: it holds tracing and pipeline start-up).
         input_wait_fraction: share of training time lost to the input,
             `1 - achieved / model` clipped to [0, 1].
-        verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, else "compute-bound".
+        verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
+            input alone is less than 1.5x as fast as the model (then the two cannot share the
+            CPU without the input falling behind; this keeps the verdict stable against the
+            noise of a short model probe), else "compute-bound".
         advice: concrete next steps, built from the numbers above.
         input_kind: "Pipeline", "tf.data", "PyDataset" or "TFRecords".
         batch_size: examples per batch.
@@ -74,7 +78,9 @@ class FitReport:
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements."""
         wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
-        verdict = "input-bound" if wait > INPUT_BOUND_WAIT else "compute-bound"
+        headroom = input_alone.examples_per_s / model_examples_per_s
+        input_bound = wait > INPUT_BOUND_WAIT or (wait > SHARED_CPU_WAIT and headroom < _HEADROOM)
+        verdict = "input-bound" if input_bound else "compute-bound"
         rates = (
             f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
             f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
@@ -98,7 +104,6 @@ class FitReport:
                 "the input keeps up: speed up the model itself (larger batches, mixed "
                 "precision, jit_compile=True) or train on an accelerator"
             )
-            headroom = input_alone.examples_per_s / model_examples_per_s
             if headroom < _HEADROOM:
                 advice.append(
                     f"the input is only {headroom:.1f}x faster than the model: it becomes the "
