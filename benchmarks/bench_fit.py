@@ -13,6 +13,7 @@ by the same callback in every case, first steps left out):
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -227,6 +228,14 @@ def main() -> None:
     print("\nratio to the in-memory ideal (goal: >= 0.95 when stored at training size)")
     for name, row in rows.items():
         print(f"  {name:<44} {row['examples_per_s'] / ideal_rate:6.2f}")
+    print(
+        "in-process ratio to the ideal (the report's achieved / model alone, both measured in "
+        "the same process, so free of the process-to-process spread of the model's speed)"
+    )
+    for name, row in rows.items():
+        if "report_model_examples_per_s" in row["runs"][0]:
+            ratios = [r["examples_per_s"] / r["report_model_examples_per_s"] for r in row["runs"]]
+            print(f"  {name:<44} {statistics.median(ratios):6.2f}")
     blog = rows["tfpipe.fit(blog-style Sequence)"]["runs"]
     verdicts = [run["verdict"] for run in blog]
     print(f"blog-style Sequence verdicts: {verdicts} (expected input-bound)")

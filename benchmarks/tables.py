@@ -1,0 +1,69 @@
+"""Renders benchmarks/results/*.json as Markdown tables into docs/performance.md.
+
+`python -m benchmarks.tables` replaces the block between the BENCHMARK TABLES markers of the
+performance page with one table per full (non-quick) result file; `make bench` runs it last.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "performance.md"
+BLOCK = re.compile(
+    r"(<!-- BENCHMARK TABLES:[^\n]*-->\n).*?(<!-- END BENCHMARK TABLES -->)", re.DOTALL
+)
+ORDER = ("write_copy", "write_resize", "sequence", "pipeline_tfrecord", "pipeline_folder", "fit")
+
+
+def table(report: dict[str, Any]) -> str:
+    """One Markdown table: case, median, ratio to the baseline, goal and whether it was met."""
+    metric = report["metric"].replace("_per_s", "/s")
+    lines = [
+        f"**{report['title']}**: median of {report['repeats']} runs, measured "
+        f"{report['when'][:10]}, ratios to *{report['baseline']}*.",
+        "",
+        f"| case | {metric} | ratio | goal | peak RSS (MB) |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for row in report["rows"]:
+        goal = (
+            ""
+            if row["goal"] is None
+            else f"≥ {row['goal']:.2f} " + ("met" if row["met"] else "**missed**")
+        )
+        lines.append(
+            f"| {row['case']} | {row[report['metric']]:,.0f} | {row['ratio']:.2f} | {goal} "
+            f"| {row['peak_rss_mb']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def render() -> str:
+    """Every full result file, in benchmark order, as Markdown."""
+    reports = {
+        path.stem: json.loads(path.read_text())
+        for path in RESULTS.glob("*.json")
+        if not path.stem.endswith("-quick")
+    }
+    names = [n for n in ORDER if n in reports] + sorted(set(reports) - set(ORDER))
+    return "\n\n".join(table(reports[name]) for name in names)
+
+
+def main() -> None:
+    tables = render()
+    if not tables:
+        raise SystemExit(f"no full results in {RESULTS}: run `make bench` first")
+    page = PAGE.read_text()
+    if not BLOCK.search(page):
+        raise SystemExit(f"{PAGE} has no BENCHMARK TABLES markers")
+    PAGE.write_text(BLOCK.sub(lambda m: f"{m[1]}\n{tables}\n\n{m[2]}", page))
+    print(f"wrote {len(tables.splitlines())} lines of tables into {PAGE.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
