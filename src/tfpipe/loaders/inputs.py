@@ -78,9 +78,14 @@ class RecordInput:
         if compression == "auto":
             compression = info.compression if info is not None else common_compression(files)
         self.compression = check_compression(compression)
-        check_first_record(schema, files)
+        first_bytes = check_first_record(schema, files)
         self.schema = schema
         self.num_examples = info.num_examples if info is not None else None
+        self.record_bytes = (
+            info.num_bytes / info.num_examples
+            if info is not None and info.num_examples
+            else first_bytes
+        )
         self.name = str(path)
 
     def read(

@@ -56,10 +56,13 @@ def common_compression(files: list[Path]) -> str | None:
     return next(iter(kinds.values()))
 
 
-def check_first_record(schema: Schema, files: list[Path]) -> None:
-    """Checks the first record against the schema, so a mismatch fails early and clearly."""
+def check_first_record(schema: Schema, files: list[Path]) -> int:
+    """Checks the first record against the schema, so a mismatch fails early and clearly;
+    returns its size in bytes."""
     for file, index, record in records(files, limit=1):
         schema.stored(record, where=f"record {index} of {file.name}")
+        return len(record)
+    return 0
 
 
 def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Dataset:
