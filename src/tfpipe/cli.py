@@ -1,4 +1,4 @@
-"""The `tfpipe` command: `write`, `inspect` and `demo`.
+"""The `tfpipe` command: `write`, `inspect`, `bench` and `demo`.
 
 Errors a user can fix (a missing path, a bad option value, data that does not match) print one
 line `tfpipe <command>: error: ...` and exit with status 2, without a traceback.
@@ -311,9 +311,10 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo",
-        help="generate an image dataset, write it to TFRecords and read it back",
+        help="generate an image dataset, write TFRecords, read them back, train with tfpipe.fit",
         description="Generate a learnable image dataset, write TFRecords (train/test), read "
-        "them back and report counts, sizes and read throughput.",
+        "them back, report counts, sizes and read throughput, then train a small CNN with "
+        "tfpipe.fit and print its report.",
     )
     demo.add_argument("--workdir", default="demo-data", help="working folder (demo-data)")
     demo.add_argument("--size", choices=["small", "large"], default="small", help="(small)")
