@@ -1,8 +1,8 @@
 """Runs benchmark cases side by side, each in a fresh process, and reports medians and ratios.
 
 A case is a module-level function returning a dict with at least `examples_per_s`; the harness
-adds `peak_rss_mb` (the case process's peak resident memory). Runs are interleaved (case A, B,
-C, A, B, C, ...) so that drift on a shared machine hits every case alike; the table shows the
+adds `peak_rss_mb` (the case process's peak resident memory). Runs are interleaved and rotated
+(A, B, C, then B, C, A, ...) so that drift on a shared machine hits every case alike; the table shows the
 median of the runs and its ratio to the baseline case written by hand in the same file.
 
 Set TFPIPE_BENCH_QUICK=1 for a small smoke run (fewer images and repeats).
@@ -76,8 +76,11 @@ def compare(
     """
     goals = goals or {}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
-    for _ in range(REPEATS):
-        for name, (fn, args) in cases.items():
+    names = list(cases)
+    for repeat in range(REPEATS):
+        # Rotated each repeat, so that no case always runs right after the same neighbour.
+        for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
+            fn, args = cases[name]
             runs[name].append(run_isolated(fn, *args))
     medians = {name: statistics.median(r[metric] for r in rs) for name, rs in runs.items()}
     rows = []
