@@ -2,8 +2,9 @@
 
 A case is a module-level function returning a dict with at least `examples_per_s`; the harness
 adds `peak_rss_mb` (the case process's peak resident memory). Runs are interleaved and rotated
-(A, B, C, then B, C, A, ...) so that drift on a shared machine hits every case alike; the table shows the
-median of the runs and its ratio to the baseline case written by hand in the same file.
+(A, B, C, then B, C, A, ...) so that drift on a shared machine hits every case alike; the
+table shows the median of the runs and its ratio to the baseline case written by hand in the
+same file.
 
 Set TFPIPE_BENCH_QUICK=1 for a small smoke run (fewer images and repeats).
 """
