@@ -343,3 +343,40 @@ def test_model_fit_consumes_the_pipeline(records):
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(dataset, epochs=1, verbose=0, shuffle=False)
     assert np.isfinite(history.history["loss"][0])
+
+
+def test_build_declares_the_epoch_length_and_fails_when_records_are_missing(records, tmp_path):
+    assert int(tfpipe.Pipeline(records).batch(5).build().cardinality()) == 5  # ceil(24 / 5)
+    assert int(tfpipe.Pipeline(records).batch(5, drop_remainder=True).build().cardinality()) == 4
+    assert (
+        tfpipe.Pipeline(records).batch(5).repeat().build().cardinality()
+        == tf.data.INFINITE_CARDINALITY
+    )
+    assert (
+        tfpipe.Pipeline(records).filter(lambda ex: ex["id"] > 3).batch(5).build().cardinality() < 0
+    )
+
+    # Metadata that over-counts its records: iteration fails instead of ending early.
+    info = tfpipe.DatasetInfo.load(records)
+    for shard in info.files:
+        (tmp_path / shard.name).write_bytes(shard.read_bytes())
+    text = Path(f"{records}.json").read_text().replace('"num_examples": 24', '"num_examples": 30')
+    (tmp_path / "train.json").write_text(text)
+    with pytest.raises(tf.errors.OpError, match="expected to contain 6 elements"):
+        list(tfpipe.Pipeline(str(tmp_path / "train")).batch(5).build())
+
+
+def test_record_shuffle_buffer_holds_at_most_32_mib(tmp_path):
+    big = np.zeros((1000, 128, 128, 3), np.uint8)  # 48 KiB of raw pixels a record, 47 MiB in all
+    info = tfpipe.write_tfrecords(
+        tfpipe.from_arrays({"image": big}), tmp_path / "big", progress=False
+    )
+    per_record = info.num_bytes / info.num_examples
+
+    def buffer(pipeline: tfpipe.Pipeline) -> int:
+        return int(re.search(r"shuffle records \(buffer (\d+)", pipeline.explain())[1])
+
+    assert buffer(tfpipe.Pipeline(str(tmp_path / "big")).shuffle(seed=0)) == int(
+        32 * 2**20 // per_record
+    )  # ~680 records, not 1000
+    assert buffer(tfpipe.Pipeline(str(tmp_path / "big")).shuffle(buffer_size=900)) == 900
