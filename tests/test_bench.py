@@ -65,6 +65,12 @@ def test_adapt_prefetches_and_sizes_datasets() -> None:
     assert endless.infinite and endless.steps is None
 
 
+def test_adapt_keeps_a_pipelines_single_prefetch() -> None:
+    pipeline = tfpipe.Pipeline(tfpipe.from_arrays({"x": np.arange(10.0)})).batch(4)
+    graph = tf.compat.v1.GraphDef.FromString(adapt(pipeline).data._as_serialized_graph().numpy())
+    assert [node.op for node in graph.node].count("PrefetchDataset") == 1
+
+
 @pytest.mark.parametrize("batches", [0, -1, 2.5, True])
 def test_benchmark_rejects_bad_batches(batches: object) -> None:
     with pytest.raises(ValueError, match="batches must be a positive int"):

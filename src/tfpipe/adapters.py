@@ -83,7 +83,9 @@ def adapt(
         argument: the argument name used in error messages. Defaults to "data".
     """
     if isinstance(data, Pipeline):
-        return _from_dataset(data.build(), "Pipeline", steps_per_pass=data.batches_per_epoch())
+        return _from_dataset(
+            data.build(), "Pipeline", steps_per_pass=data.batches_per_epoch(), prefetched=True
+        )
     if isinstance(data, tf.data.Dataset):
         return _from_dataset(data, "tf.data")
     if isinstance(data, keras.utils.PyDataset):
@@ -143,14 +145,15 @@ def _from_dataset(
     *,
     steps_per_pass: int | None = None,
     honours: frozenset[str] = frozenset(),
+    prefetched: bool = False,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
-    the data, from metadata) sizes the epochs of a repeated dataset. (A finite Pipeline already
-    declares its length: `Pipeline.build()`.)"""
+    the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
+    `prefetched` already (its last stage before the options) and declares its own length."""
     cardinality = int(dataset.cardinality())
     infinite = cardinality == tf.data.INFINITE_CARDINALITY
     steps = cardinality if cardinality >= 0 else steps_per_pass
-    if type(dataset).__name__ != "_PrefetchDataset":
+    if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     return Input(kind, dataset, steps, infinite, honours)
 
@@ -179,5 +182,5 @@ def _from_path(
         pipeline = pipeline.shuffle()
     pipeline = pipeline.batch(size).as_supervised(images[0], labels[0])
     return _from_dataset(
-        pipeline.build(), "TFRecords", honours=frozenset({"batch_size", "shuffle"})
+        pipeline.build(), "TFRecords", honours=frozenset({"batch_size", "shuffle"}), prefetched=True
     )
