@@ -36,8 +36,9 @@ class FitReport:
     Attributes:
         input_examples_per_s: the input iterated alone, without the model.
         model_examples_per_s: train steps on one batch held in memory (no input cost).
-        achieved_examples_per_s: steady-state rate during `fit` (first step of each epoch
-            excluded: it holds tracing and pipeline start-up).
+        achieved_examples_per_s: the rate during `fit`, without its first execution (tracing
+            and start-up) and the pauses for validation and epoch callbacks; the restart of an
+            input at each epoch counts.
         input_wait_fraction: share of training time lost to the input,
             `1 - achieved / model` clipped to [0, 1].
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
