@@ -112,8 +112,10 @@ def fit(
     optimizer and metric state are restored afterwards) times the model alone. When a step is
     shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
-    of this call and keeps it when it is at least 10% faster. With `report=True` the input is
-    also timed alone after training (at most 2 s, so that it cannot disturb training), so a
+    of this call and keeps it when it is at least 10% faster. A finite tf.data input is
+    repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
+    run: no pipeline restart between epochs, and every epoch is still exactly one pass. With
+    `report=True` the input is also timed alone after training (at most 2 s, so that it cannot disturb training), so a
     call spends a few seconds more than `model.fit`; the report is printed and attached as
     `history.report`.
 
