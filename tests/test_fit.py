@@ -19,7 +19,7 @@ import tensorflow as tf
 import tfpipe
 from tfpipe.adapters import adapt
 from tfpipe.bench import Throughput
-from tfpipe.fit import _one_iterator, _probe_model, _state
+from tfpipe.fit import _accelerator, _one_iterator, _prefetch_to_device, _probe_model, _state
 
 fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
 
@@ -209,6 +209,22 @@ def test_a_finite_dataset_is_repeated_with_one_pass_per_epoch() -> None:
     assert two_passes == [8, 8, 8, 8, 4] * 2
     assert _one_iterator(five, None, steps_per_execution=2) == (five.data, None)
     assert _one_iterator(five, 3, steps_per_execution=1) == (five.data, 3)
+
+
+def test_batches_prefetched_to_a_device_train() -> None:
+    # On a GPU machine fit prefetches to "/gpu:0"; the same stage on the CPU device must give
+    # batches on that device that Keras trains on. CPU-only: no device stage at all.
+    # Only a repeated dataset gets the stage: it hides the length of a finite one from Keras.
+    finite = arrays_dataset()
+    assert _prefetch_to_device(finite, "/cpu:0") is finite
+    data = finite.repeat()
+    assert _prefetch_to_device(data, _accelerator(tiny_cnn())) is data
+    moved = _prefetch_to_device(data, "/cpu:0")
+    assert moved is not data
+    x, _ = next(iter(moved))
+    assert x.device.endswith("CPU:0")
+    history = tiny_cnn().fit(moved, epochs=2, steps_per_epoch=5, verbose=0)
+    assert all(math.isfinite(v) for v in history.history["loss"])
 
 
 class SlowEpochEnd(keras.utils.PyDataset):

@@ -114,10 +114,12 @@ def fit(
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
     of this call and keeps it when it is at least 10% faster. A finite tf.data input is
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
-    run: no pipeline restart between epochs, and every epoch is still exactly one pass. With
-    `report=True` the input is also timed alone after training (at most 2 s, so that it cannot disturb training), so a
-    call spends a few seconds more than `model.fit`; the report is printed and attached as
-    `history.report`.
+    run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
+    GPU (without a multi-replica strategy, which places batches itself), batches are
+    prefetched into the GPU's memory while the current step runs. With `report=True` the
+    input is also timed alone after training (at most 2 s, so that it cannot disturb
+    training), so a call spends a few seconds more than `model.fit`; the report is printed
+    and attached as `history.report`.
 
     Example:
         >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
@@ -176,6 +178,7 @@ def fit(
     batch = _first_batch(train)
     probe = _probe_model(model, batch, steps or train.steps)
     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
+    dataset = _prefetch_to_device(dataset, _accelerator(model))
     timer = _StepTimer()
     try:
         history = model.fit(
@@ -304,6 +307,43 @@ def _one_iterator(
     ):
         return source.data.repeat(), source.steps
     return source.data, steps
+
+
+def _accelerator(model: keras.Model) -> str | None:
+    """The GPU a single-device model trains on; None on CPU or when a strategy places data."""
+    gpus = tf.config.list_logical_devices("GPU")
+    if not gpus or model.distribute_strategy.num_replicas_in_sync > 1:
+        return None
+    return str(gpus[0].name)
+
+
+def _prefetch_to_device(data: Any, device: str | None) -> Any:
+    """`data` with batches prefetched into `device`'s memory while the current step runs.
+
+    Only for a repeated dataset (epochs sized by `steps_per_epoch`): the device stage hides
+    the length of a finite one from Keras. A multi-replica strategy already copies each
+    replica's batches to its device. The first batch is fetched once through the device
+    stage; if that fails, training falls back to the host dataset with a warning rather than
+    failing inside `model.fit`.
+    """
+    if (
+        device is None
+        or not isinstance(data, tf.data.Dataset)
+        or data.cardinality() != tf.data.INFINITE_CARDINALITY
+    ):
+        return data
+    moved = data.apply(tf.data.experimental.prefetch_to_device(device))
+    try:
+        next(iter(moved))
+    except (tf.errors.OpError, NotImplementedError, ValueError) as e:
+        warnings.warn(
+            f"prefetching batches to {device} failed ({e}); batches are copied to the device "
+            "at each step instead",
+            TfpipeWarning,
+            stacklevel=3,
+        )
+        return data
+    return moved
 
 
 def _first_batch(source: Input) -> Any:
