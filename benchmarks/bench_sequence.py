@@ -13,8 +13,10 @@ costs that a bare Python loop would hide (see ../shared/PERFORMANCE.md).
 The baseline is what blog posts show, honestly tuned: PIL open + convert + resize (bilinear, as
 tfpipe uses) + float32 /255 per image, `np.stack`, workers=1, and an `on_epoch_end` reshuffle
 that is actually used. Goals (issue 3): workers=1 >= 2x the baseline, 2 threads >= 3x, TFRecords
-at least as fast as the folder. `workers_peak_rss_mb` is the largest worker process's peak
-memory with use_multiprocessing=True.
+at least as fast as the folder. Both read the same JPEG bytes and are decode-bound, so the last
+goal is a comparison of near-equals on a machine whose speed drifts by ±10% between runs: it
+is judged on the ratio of the two runs of each repeat (5 repeats), not on a ratio of medians.
+`workers_peak_rss_mb` is the largest worker process's peak memory with use_multiprocessing=True.
 """
 
 from __future__ import annotations
@@ -147,6 +149,11 @@ def main() -> None:
                 "SequenceLoader folder, workers=1": 2.0,
                 "SequenceLoader folder, 2 threads": 3.0,
             },
+            pairs={
+                "SequenceLoader TFRecords, workers=1": "SequenceLoader folder, workers=1",
+                "SequenceLoader TFRecords, 2 threads": "SequenceLoader folder, 2 threads",
+            },
+            repeats=5,
             extra={
                 "images": NUM_CLASSES * per_class,
                 "stored_size": [256, 256],
@@ -155,13 +162,10 @@ def main() -> None:
                 "consumed_through": "keras PyDatasetAdapter.get_tf_dataset()",
             },
         )
-        rate = {row["case"]: row["examples_per_s"] for row in report["rows"]}
-        for workers in ("workers=1", "2 threads"):
-            ratio = (
-                rate[f"SequenceLoader TFRecords, {workers}"]
-                / rate[f"SequenceLoader folder, {workers}"]
-            )
-            print(f"TFRecords / folder, {workers}: {ratio:.2f} (goal >= 1.00)")
+        for row in report["rows"]:
+            if "paired_ratio" in row:
+                met = "met" if row["paired_ratio"] >= 1.0 else "MISSED"
+                print(f"{row['case']}: goal >= 1.00 of the folder, run by run: {met}")
         processes = next(r for r in report["rows"] if r["case"].endswith("2 processes"))
         workers_mb = max(run["workers_peak_rss_mb"] for run in processes["runs"])
         print(

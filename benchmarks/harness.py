@@ -64,8 +64,10 @@ def compare(
     goals: dict[str, float] | None = None,
     metric: str = "examples_per_s",
     extra: dict[str, Any] | None = None,
+    pairs: dict[str, str] | None = None,
+    repeats: int = REPEATS,
 ) -> dict[str, Any]:
-    """Runs every case REPEATS times interleaved; prints a table; writes results/<title>.json.
+    """Runs every case `repeats` times interleaved; prints a table; writes results/<title>.json.
 
     Args:
         title: the benchmark's name (file name of the JSON).
@@ -74,11 +76,16 @@ def compare(
         goals: name -> the minimum ratio to the baseline the issue asks for.
         metric: the key compared. Defaults to "examples_per_s".
         extra: more facts to store in the JSON (dataset size, settings).
+        pairs: case -> another case it is compared with run by run: the ratio of the two
+            runs of the same repeat, which ran minutes apart at most, so the machine's drift
+            cancels out. The row gets `paired_ratios` and their median `paired_ratio`.
+        repeats: runs of each case. Defaults to 3 (1 with TFPIPE_BENCH_QUICK=1).
     """
     goals = goals or {}
+    repeats = 1 if QUICK else repeats
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
     names = list(cases)
-    for repeat in range(REPEATS):
+    for repeat in range(repeats):
         # Rotated each repeat, so that no case always runs right after the same neighbour.
         for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
             fn, args = cases[name]
@@ -99,12 +106,20 @@ def compare(
                 "runs": rs,
             }
         )
-    _print_table(title, rows, metric, baseline)
+        if pairs and name in pairs:
+            other = runs[pairs[name]]
+            paired = [mine[metric] / theirs[metric] for mine, theirs in zip(rs, other, strict=True)]
+            rows[-1].update(
+                paired_with=pairs[name],
+                paired_ratios=paired,
+                paired_ratio=statistics.median(paired),
+            )
+    _print_table(title, rows, metric, baseline, repeats)
     report = {
         "title": title,
         "baseline": baseline,
         "metric": metric,
-        "repeats": REPEATS,
+        "repeats": repeats,
         "quick": QUICK,
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "machine": {
@@ -121,8 +136,10 @@ def compare(
     return report
 
 
-def _print_table(title: str, rows: list[dict[str, Any]], metric: str, baseline: str) -> None:
-    print(f"\n{title}  (median of {REPEATS}, ratio to {baseline!r})")
+def _print_table(
+    title: str, rows: list[dict[str, Any]], metric: str, baseline: str, repeats: int
+) -> None:
+    print(f"\n{title}  (median of {repeats}, ratio to {baseline!r})")
     print(f"{'case':<44} {metric:>16} {'ratio':>7} {'goal':>7} {'peak MB':>8}")
     for row in rows:
         goal = (
@@ -134,3 +151,10 @@ def _print_table(title: str, rows: list[dict[str, Any]], metric: str, baseline: 
             f"{row['case']:<44} {row[metric]:>16.1f} {row['ratio']:>7.2f} {goal:>7} "
             f"{row['peak_rss_mb']:>8.0f}"
         )
+    for row in rows:
+        if "paired_ratio" in row:
+            each = ", ".join(f"{r:.2f}" for r in row["paired_ratios"])
+            print(
+                f"{row['case']} / {row['paired_with']}, run by run: {each}; "
+                f"median {row['paired_ratio']:.2f}"
+            )

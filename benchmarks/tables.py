@@ -40,6 +40,13 @@ def table(report: dict[str, Any]) -> str:
             f"| {row['case']} | {row[report['metric']]:,.0f} | {row['ratio']:.2f} | {goal} "
             f"| {row['peak_rss_mb']:,.0f} |"
         )
+    for row in report["rows"]:
+        if "paired_ratio" in row:
+            each = ", ".join(f"{r:.2f}" for r in row["paired_ratios"])
+            lines.append(
+                f"\n*{row['case']}* / *{row['paired_with']}*, the two runs of each repeat: "
+                f"{each}; median **{row['paired_ratio']:.2f}**."
+            )
     return "\n".join(lines)
 
 
