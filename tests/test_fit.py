@@ -371,6 +371,38 @@ def test_report_verdict_and_advice_follow_the_numbers(
     assert f"{input_rate:,.0f} examples/s alone" in report.advice[0]
 
 
+@pytest.mark.parametrize(
+    ("encoding", "advice"),
+    [
+        ("jpeg", "store raw pixels at training size"),
+        ("raw", "the images are raw pixels already, so nothing is left to decode"),
+        (None, "store images at training size"),
+    ],
+)
+def test_report_advice_follows_how_images_are_stored(encoding: str | None, advice: str) -> None:
+    # Input fast alone but slowing training: decode less, which depends on the storage.
+    report = tfpipe.FitReport.build(
+        input_alone=Throughput(3000.0, 3000.0 / 64, 0.1, 10, 640),
+        model_examples_per_s=1000.0,
+        achieved_examples_per_s=500.0,
+        input_kind="TFRecords",
+        batch_size=64,
+        steps_per_execution=1,
+        steps_per_execution_chosen=False,
+        image_encoding=encoding,
+    )
+    assert report.image_encoding == encoding
+    assert "competes with the model for the CPU: " + advice in report.advice[1]
+
+
+def test_inputs_know_how_their_images_are_stored(records: str) -> None:
+    pipeline = tfpipe.Pipeline(records, image_size=SIZE).batch(8)
+    assert pipeline.schema is not None and pipeline.schema["image"].encoding == "jpeg"
+    assert adapt(pipeline).image_encoding == "jpeg"
+    assert adapt(records, image_size=SIZE).image_encoding == "jpeg"
+    assert adapt(arrays_dataset()).image_encoding is None
+
+
 MIRRORED = textwrap.dedent(
     """
     import os

@@ -198,6 +198,12 @@ def test_arrays_and_pydataset_give_the_tfrecord_examples(records, arrays_source)
         assert _examples(got, "image", "label", "id") == expected
 
 
+def test_schema_of_what_the_pipeline_reads(records, arrays_source):
+    assert tfpipe.Pipeline(records).schema == tfpipe.DatasetInfo.load(records).schema
+    assert tfpipe.Pipeline(arrays_source).schema is arrays_source.schema
+    assert tfpipe.Pipeline(_Batches(_arrays(), 5)).schema is None
+
+
 def test_pydataset_shuffles_and_shards(arrays_source):
     pipeline = tfpipe.Pipeline(_Batches(_arrays(), 4)).shuffle(seed=0).batch(6)
     ids = _ids(pipeline.build())

@@ -23,7 +23,7 @@ from tfpipe.bench import Throughput, measure
 from tfpipe.errors import SchemaError
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
-from tfpipe.schema import ClassLabel, Image
+from tfpipe.schema import ClassLabel, Image, Schema
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -39,6 +39,8 @@ class Input:
             or infinite.
         infinite: the input repeats forever, so an epoch needs a `steps_per_epoch`.
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
+        image_encoding: how the images are stored ("jpeg", "png" or "raw") when the input
+            reads tfpipe records or sources with one Image feature; None when unknown.
     """
 
     kind: str
@@ -46,6 +48,7 @@ class Input:
     steps: int | None
     infinite: bool = False
     honours: frozenset[str] = frozenset()
+    image_encoding: str | None = None
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -84,7 +87,11 @@ def adapt(
     """
     if isinstance(data, Pipeline):
         return _from_dataset(
-            data.build(), "Pipeline", steps_per_pass=data.batches_per_epoch(), prefetched=True
+            data.build(),
+            "Pipeline",
+            steps_per_pass=data.batches_per_epoch(),
+            prefetched=True,
+            image_encoding=_image_encoding(data.schema),
         )
     if isinstance(data, tf.data.Dataset):
         return _from_dataset(data, "tf.data")
@@ -146,6 +153,7 @@ def _from_dataset(
     steps_per_pass: int | None = None,
     honours: frozenset[str] = frozenset(),
     prefetched: bool = False,
+    image_encoding: str | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -155,7 +163,13 @@ def _from_dataset(
     steps = cardinality if cardinality >= 0 else steps_per_pass
     if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    return Input(kind, dataset, steps, infinite, honours)
+    return Input(kind, dataset, steps, infinite, honours, image_encoding)
+
+
+def _image_encoding(schema: Schema | None) -> str | None:
+    """The storage encoding of the schema's one Image feature; None for zero or several."""
+    images = [f for f in (schema or {}).values() if isinstance(f, Image)]
+    return images[0].encoding if len(images) == 1 else None
 
 
 def _from_path(
@@ -182,5 +196,9 @@ def _from_path(
         pipeline = pipeline.shuffle()
     pipeline = pipeline.batch(size).as_supervised(images[0], labels[0])
     return _from_dataset(
-        pipeline.build(), "TFRecords", honours=frozenset({"batch_size", "shuffle"}), prefetched=True
+        pipeline.build(),
+        "TFRecords",
+        honours=frozenset({"batch_size", "shuffle"}),
+        prefetched=True,
+        image_encoding=_image_encoding(info.schema),
     )

@@ -207,6 +207,7 @@ def fit(
             batch_size=examples,
             steps_per_execution=probe.steps_per_execution,
             steps_per_execution_chosen=probe.chosen,
+            image_encoding=train.image_encoding,
         )
         print(history.report)
     return history

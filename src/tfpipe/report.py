@@ -18,10 +18,20 @@ _SPEEDUPS = {
     "tf.data": "map with num_parallel_calls=tf.data.AUTOTUNE, batch before a vectorised parse, "
     "interleave the file reads, cache decoded examples",
 }
-_DECODE_LESS = (
-    "store images at training size (tfpipe write --image-size HxW), decode JPEGs at reduced "
-    "scale, or cache decoded images"
+_STORE_RAW = (
+    "store raw pixels at training size (tfpipe write --image-size HxW writes raw pixels: no "
+    "decode at all)"
 )
+# What to decode less, by how the images are stored (None: unknown).
+_DECODE_LESS: dict[str | None, str] = {
+    None: "store images at training size (tfpipe write --image-size HxW), decode JPEGs at "
+    "reduced scale, or cache decoded images",
+    "jpeg": f"{_STORE_RAW}, decode at reduced scale, or cache decoded images",
+    "png": f"{_STORE_RAW}, or cache decoded images",
+    "raw": "the images are raw pixels already, so nothing is left to decode: cache() the "
+    "decoded batches, or give each step more work (a larger batch) so that the input's share "
+    "of the CPU shrinks",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +61,8 @@ class FitReport:
         steps_per_execution: the value used for training.
         steps_per_execution_chosen: True when tfpipe chose it, False when it was the model's.
         input_first_batch_s: seconds until the input delivered its first batch.
+        image_encoding: how the input's images are stored ("jpeg", "png", "raw"), which the
+            advice takes into account; None when unknown.
     """
 
     input_examples_per_s: float
@@ -64,6 +76,7 @@ class FitReport:
     steps_per_execution: int
     steps_per_execution_chosen: bool
     input_first_batch_s: float
+    image_encoding: str | None = None
 
     @classmethod
     def build(
@@ -76,6 +89,7 @@ class FitReport:
         batch_size: int,
         steps_per_execution: int,
         steps_per_execution_chosen: bool,
+        image_encoding: str | None = None,
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements."""
         wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
@@ -89,16 +103,17 @@ class FitReport:
             "for input)"
         )
         advice = [rates]
+        decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
         if verdict == "input-bound":
             if input_alone.examples_per_s < model_examples_per_s:
                 advice.append(
                     "the input alone is slower than the model: "
-                    + _SPEEDUPS.get(input_kind, _DECODE_LESS)
+                    + _SPEEDUPS.get(input_kind, decode_less)
                 )
             else:
                 advice.append(
                     "the input is fast enough alone but competes with the model for the CPU: "
-                    + _DECODE_LESS
+                    + decode_less
                 )
         else:
             advice.append(
@@ -108,7 +123,7 @@ class FitReport:
             if headroom < _HEADROOM:
                 advice.append(
                     f"the input is only {headroom:.1f}x faster than the model: it becomes the "
-                    f"limit on faster hardware; {_DECODE_LESS}"
+                    f"limit on faster hardware; {decode_less}"
                 )
         return cls(
             input_examples_per_s=input_alone.examples_per_s,
@@ -122,6 +137,7 @@ class FitReport:
             steps_per_execution=steps_per_execution,
             steps_per_execution_chosen=steps_per_execution_chosen,
             input_first_batch_s=input_alone.first_batch_s,
+            image_encoding=image_encoding,
         )
 
     def __str__(self) -> str:

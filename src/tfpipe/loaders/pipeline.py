@@ -33,6 +33,7 @@ from tfpipe.loaders.inputs import (
     RecordInput,
     Stage,
 )
+from tfpipe.schema import Schema
 
 _DEFAULT_BATCH = 64
 _RECORD_BUFFER = 4096
@@ -355,6 +356,16 @@ class Pipeline:
         if schema is not None and not self._transforms:
             schema.check_names(_names(x) + _names(y), "as_supervised")
         return self._with(supervised=(x, y))
+
+    @property
+    def schema(self) -> Schema | None:
+        """The schema of what the pipeline reads; None for a `keras.utils.PyDataset` source.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").schema["image"].encoding
+            'jpeg'
+        """
+        return getattr(self._input, "schema", None)
 
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
