@@ -47,6 +47,14 @@ def table(report: dict[str, Any]) -> str:
                 f"\n*{row['case']}* / *{row['paired_with']}*, the two runs of each repeat: "
                 f"{each}; median **{row['paired_ratio']:.2f}**."
             )
+    for name, by_case in report["extra"].items():
+        if name.endswith("_in_one_process"):
+            for case, result in by_case.items():
+                each = ", ".join(f"{r:.2f}" for r in result["ratios"])
+                lines.append(
+                    f"\n{name.replace('_', ' ')}, {case}, rounds alternating in one process: "
+                    f"{each}; median **{result['median']:.2f}**."
+                )
     return "\n".join(lines)
 
 
