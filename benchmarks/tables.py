@@ -52,7 +52,7 @@ def table(report: dict[str, Any]) -> str:
             for case, result in by_case.items():
                 each = ", ".join(f"{r:.2f}" for r in result["ratios"])
                 lines.append(
-                    f"\n{name.replace('_', ' ')}, {case}, rounds alternating in one process: "
+                    f"\n{name.replace('_', ' ')}, {case}, each round: "
                     f"{each}; median **{result['median']:.2f}**."
                 )
     return "\n".join(lines)
