@@ -342,6 +342,22 @@ def test_bad_arguments_are_clear_errors() -> None:
         tfpipe.fit(uncompiled, arrays_dataset())
 
 
+def report_of(
+    input_rate: float, achieved: float, kind: str, image_encoding: str | None = None
+) -> tfpipe.FitReport:
+    """A report of batches of 64 for a model that consumes 1,000 examples/s alone."""
+    return tfpipe.FitReport.build(
+        input_alone=Throughput(input_rate, input_rate / 64, 0.1, 10, 640),
+        model_examples_per_s=1000.0,
+        achieved_examples_per_s=achieved,
+        input_kind=kind,
+        batch_size=64,
+        steps_per_execution=1,
+        steps_per_execution_chosen=False,
+        image_encoding=image_encoding,
+    )
+
+
 @pytest.mark.parametrize(
     ("input_rate", "achieved", "verdict", "advice"),
     [
@@ -356,15 +372,7 @@ def test_bad_arguments_are_clear_errors() -> None:
 def test_report_verdict_and_advice_follow_the_numbers(
     input_rate: float, achieved: float, verdict: str, advice: str
 ) -> None:
-    report = tfpipe.FitReport.build(
-        input_alone=Throughput(input_rate, input_rate / 64, 0.1, 10, 640),
-        model_examples_per_s=1000.0,
-        achieved_examples_per_s=achieved,
-        input_kind="PyDataset",
-        batch_size=64,
-        steps_per_execution=1,
-        steps_per_execution_chosen=False,
-    )
+    report = report_of(input_rate, achieved, "PyDataset")
     assert report.verdict == verdict
     assert report.input_wait_fraction == pytest.approx(1 - achieved / 1000)
     assert any(advice in line for line in report.advice)
@@ -381,16 +389,7 @@ def test_report_verdict_and_advice_follow_the_numbers(
 )
 def test_report_advice_follows_how_images_are_stored(encoding: str | None, advice: str) -> None:
     # Input fast alone but slowing training: decode less, which depends on the storage.
-    report = tfpipe.FitReport.build(
-        input_alone=Throughput(3000.0, 3000.0 / 64, 0.1, 10, 640),
-        model_examples_per_s=1000.0,
-        achieved_examples_per_s=500.0,
-        input_kind="TFRecords",
-        batch_size=64,
-        steps_per_execution=1,
-        steps_per_execution_chosen=False,
-        image_encoding=encoding,
-    )
+    report = report_of(3000.0, 500.0, "TFRecords", image_encoding=encoding)
     assert report.image_encoding == encoding
     assert "competes with the model for the CPU: " + advice in report.advice[1]
 
