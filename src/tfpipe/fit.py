@@ -36,9 +36,9 @@ _PROBE_STEPS_LIMIT = 100_000
 class _StepTimer(keras.callbacks.Callback):
     """Times training steps; only the first execution of the run (tracing, start-up) is left out.
 
-    The first execution of each later epoch counts from the end of the previous epoch's last
-    step to the end of the validation pause and epoch callbacks, then from `on_epoch_begin`:
-    a pipeline that restarts at every epoch is measured, validation and callbacks are not.
+    The first execution of each later epoch counts the time from the previous epoch's last
+    step until validation or the epoch-end callbacks start, and from `on_epoch_begin` on: an
+    input that restarts at every epoch is measured, validation and callbacks are not.
     With `stop_after` seconds of timed steps it stops training (used by the model probe).
     """
 
