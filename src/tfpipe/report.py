@@ -13,8 +13,9 @@ INPUT_BOUND_WAIT = 0.2
 SHARED_CPU_WAIT = 0.1
 _HEADROOM = 1.5
 _SPEEDUPS = {
-    "PyDataset": "raise the loader's workers, or write TFRecords (tfpipe write) and train from "
-    "a tfpipe.Pipeline, which decodes in parallel inside the graph",
+    "PyDataset": "raise the loader's workers, yield uint8 batches and rescale in the model "
+    "(keras.layers.Rescaling), or write TFRecords (tfpipe write) and train from a "
+    "tfpipe.Pipeline, which decodes in parallel inside the graph",
     "tf.data": "map with num_parallel_calls=tf.data.AUTOTUNE, batch before a vectorised parse, "
     "interleave the file reads, cache decoded examples",
 }
