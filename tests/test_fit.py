@@ -111,6 +111,8 @@ def test_each_input_kind_trains(
     assert len(history.history["loss"]) == 2
     assert all(math.isfinite(v) for v in history.history["loss"])
     check_report(history.report, kind, 8)
+    stored_as = "jpeg" if kind in ("TFRecords", "Pipeline") else None
+    assert history.report.image_encoding == stored_as
     assert "tfpipe.fit report" in capsys.readouterr().out
     assert model.steps_per_execution == 1
 
