@@ -376,9 +376,9 @@ class ClassLabel(Feature):
         return hot
 
     def stored(self, proto: tf.train.Feature) -> Any:
-        values = list(proto.int64_list.value)
+        values = proto.int64_list.value
         if self.multi_label:
-            return values
+            return list(values)
         if len(values) != 1:
             raise DecodeError(f"expected one int64 label, found {len(values)} values")
         return values[0]

@@ -13,6 +13,7 @@ global shuffle of TFRecords possible every epoch.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import os
@@ -171,7 +172,7 @@ class TFRecordSource(SourceBase):
         self._index_files: list[Path | None] = [None] * len(files)
         offsets = self._build_indexes()
         self._offsets: list[np.ndarray] | None = offsets
-        self._starts = np.concatenate([[0], np.cumsum([len(o) for o in offsets])]).astype(np.int64)
+        self._starts = [0, *np.cumsum([len(o) for o in offsets]).tolist()]
         if self._starts[-1] == 0:
             raise SourceError(f"the TFRecord files {[str(f) for f in files]} hold no records")
 
@@ -207,12 +208,12 @@ class TFRecordSource(SourceBase):
         return [offsets[k] for k in range(len(self.files))]
 
     def __len__(self) -> int:
-        return int(self._starts[-1])
+        return self._starts[-1]
 
     def _locate(self, index: int) -> tuple[int, int]:
         index = self.check_index(index)
-        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
-        return shard, index - int(self._starts[shard])
+        shard = bisect.bisect_right(self._starts, index) - 1
+        return shard, index - self._starts[shard]
 
     def _shard_offsets(self) -> list[np.ndarray]:
         offsets = self._offsets
@@ -242,8 +243,9 @@ class TFRecordSource(SourceBase):
         """The serialized bytes of record `index`."""
         shard, local = self._locate(index)
         offsets = self._shard_offsets()[shard]
-        start = int(offsets[local])
-        end = int(offsets[local + 1]) if local + 1 < len(offsets) else self._sizes[shard]
+        bounds = offsets[local : local + 2].tolist()
+        start = bounds[0]
+        end = bounds[1] if len(bounds) == 2 else self._sizes[shard]
         length = end - start - _FRAME_OVERHEAD
         frame = os.pread(self._fd(shard), _FRAME_HEADER.size + length, start)
         if len(frame) != _FRAME_HEADER.size + length or _FRAME_HEADER.unpack_from(frame)[0] != (
