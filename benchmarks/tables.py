@@ -48,12 +48,12 @@ def table(report: dict[str, Any]) -> str:
                 f"{each}; median **{row['paired_ratio']:.2f}**."
             )
     for name, by_case in report["extra"].items():
-        if name.endswith("_in_one_process"):
+        if name.endswith("_batch_by_batch"):
             for case, result in by_case.items():
-                each = ", ".join(f"{r:.2f}" for r in result["ratios"])
+                each = ", ".join(f"{r:.3f}" for r in result["ratios"])
                 lines.append(
-                    f"\n{name.replace('_', ' ')}, {case}, each round: "
-                    f"{each}; median **{result['median']:.2f}**."
+                    f"\n{name.replace('_', ' ')}, {case}, each epoch: "
+                    f"{each}; median **{result['median']:.3f}**."
                 )
     return "\n".join(lines)
 
