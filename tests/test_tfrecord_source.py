@@ -52,6 +52,16 @@ def test_index_is_created_beside_the_shards_and_reads_every_record(tmp_path: Pat
     assert src.schema == SCHEMA
 
 
+def test_records_are_found_across_shards_with_an_empty_one_between(tmp_path: Path) -> None:
+    shards = [tmp_path / f"part-{k}.tfrecord" for k in range(3)]
+    for shard, ids in zip(shards, ([0, 1], [], [2, 3, 4]), strict=True):
+        rewrite_shard(shard, ids)
+    src = tfpipe.from_tfrecords(shards, schema=SCHEMA)
+    assert [int(src[i]["id"]) for i in range(len(src))] == [0, 1, 2, 3, 4]
+    assert src.origin(2) == f"record 0 of {shards[2]}"
+    assert src.origin(-4) == f"record 1 of {shards[0]}"
+
+
 def test_index_is_reused_when_shards_are_unchanged(tmp_path: Path) -> None:
     write_ids(tmp_path / "train", 9)
     tfpipe.from_tfrecords(tmp_path / "train")
