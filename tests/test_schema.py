@@ -165,3 +165,18 @@ def test_batched_parse_resizes_and_rescales_like_single_parse(encoding: str) -> 
         np.testing.assert_allclose(batch[i].numpy(), single.numpy(), rtol=1e-6)
     same_size = schema.parse(tf.constant(records), rescale=1 / 255)["image"].numpy()
     np.testing.assert_allclose(same_size[1] * 255, np.roll(RGB, 1), atol=1e-4)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one", "batch"])
+def test_images_stored_at_the_requested_size_are_not_resized(batched: bool) -> None:
+    feature = tfpipe.Image(shape=(8, 6, 3), encoding="raw")
+    decode = feature.decode_batch if batched else feature.decode_tensor
+    spec = tf.TensorSpec([None] if batched else [], tf.string)
+
+    def resize_ops(size: tuple[int, int]) -> list[str]:
+        graph = tf.function(lambda data: decode(data, size, rescale=1 / 255))
+        ops = graph.get_concrete_function(spec).graph.get_operations()
+        return [op.type for op in ops if op.type.startswith("Resize")]
+
+    assert resize_ops((8, 6)) == []
+    assert resize_ops((4, 3)) != []

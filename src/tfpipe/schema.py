@@ -228,8 +228,7 @@ class Image(Feature):
         `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT scale
         (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly.
         """
-        if size is not None and tuple(size) == self.shape[:2]:
-            size = None  # stored at that size already
+        size = self._resize_to(size)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
         elif self.encoding == "png":
@@ -240,6 +239,12 @@ class Image(Feature):
             image = tf.io.decode_image(parsed, channels=self.channels, expand_animations=False)
         image.set_shape((None, None, self.channels) if size else self.shape)
         return resize_and_scale(image, size, rescale)
+
+    def _resize_to(self, size: tuple[int, int] | None) -> tuple[int, int] | None:
+        """`size`, or None when the images are stored at that size already."""
+        if size is None or tuple(size) == self.shape[:2]:
+            return None
+        return size
 
     def decode_batch(
         self,
@@ -255,8 +260,7 @@ class Image(Feature):
         """
         if self.encoding == "raw":
             images = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), (-1, *self.shape))
-            same = size is None or tuple(size) == self.shape[:2]
-            return resize_and_scale(images, None if same else size, rescale)
+            return resize_and_scale(images, self._resize_to(size), rescale)
         target = size or self.shape[:2]
         return tf.map_fn(
             lambda data: self.decode_tensor(data, size, reduced, rescale),
