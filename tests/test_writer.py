@@ -157,6 +157,11 @@ def test_skip_counts_and_names_unreadable_inputs(tmp_path: Path) -> None:
     assert saved.skipped == info.skipped
 
 
+@pytest.mark.fault(
+    "truncated JPEG file in the source",
+    reader="write_tfrecords",
+    outcome="EncodeError naming the example and file; no shard left",
+)
 def test_corrupt_jpeg_raises_naming_the_file_and_leaves_nothing(tmp_path: Path) -> None:
     corrupt, _ = _folder_with_bad_images(tmp_path / "images")
     src = tfpipe.from_directory(tmp_path / "images")
@@ -302,6 +307,11 @@ tfpipe.write_tfrecords(Slow(), sys.argv[1], num_shards=4, shuffle=False, workers
 
 
 @pytest.mark.slow
+@pytest.mark.fault(
+    "writer killed with SIGKILL mid-write",
+    reader="write_tfrecords",
+    outcome="no metadata file; reading the prefix raises DataNotFoundError",
+)
 def test_killed_write_leaves_nothing_that_looks_complete(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
     old = tfpipe.from_arrays({"x": np.arange(8)})
