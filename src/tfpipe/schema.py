@@ -618,6 +618,11 @@ class Tensor(Feature):
             d is not None and d != n for d, n in zip(self.shape, array.shape, strict=True)
         ):
             raise ValueError(f"expected shape {self.shape}, got {array.shape}")
+        return self.convert(array)
+
+    def convert(self, array: np.ndarray) -> np.ndarray:
+        """`array` (any shape) as this dtype; raises ValueError naming the first value that
+        would become a different number (300 as uint8, 1e39 as float32)."""
         return _convert(array, self.dtype)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:

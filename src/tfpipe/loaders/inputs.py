@@ -186,7 +186,10 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
     if isinstance(feature, ClassLabel):
         return np.stack([feature.load(v) for v in array])
     if isinstance(feature, Tensor):
-        return array.astype(feature.dtype)
+        try:
+            return feature.convert(array)
+        except ValueError as e:
+            raise SourceError(f"{name}: {e}") from e
     if isinstance(feature, Text):
         return array.astype(str).astype(object)
     raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")
