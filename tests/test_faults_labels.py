@@ -363,6 +363,18 @@ def test_loaders_refuse_values_out_of_range() -> None:
         loader[0]
     with pytest.raises(tfpipe.SourceError, match=r"x: value 300 at index \(1,\)"):
         tfpipe.Pipeline(src).batch(2).build()
+    src = tfpipe.from_arrays({"x": np.array([7, 0.5]), "label": np.zeros(2, int)}, schema=schema)
+    with pytest.raises(tfpipe.SourceError, match=r"x: expected uint8, got non-integral"):
+        tfpipe.Pipeline(src).batch(2).build()
+
+
+def test_array_labels_given_as_names_split_by_class() -> None:
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(()), "label": tfpipe.ClassLabel(["b", "a"])})
+    src = tfpipe.from_arrays({"x": np.arange(4.0), "label": np.array(list("abab"))}, schema=schema)
+    assert src.labels().tolist() == [1, 0, 1, 0]
+    with pytest.warns(tfpipe.TfpipeWarning, match="class 0 has 2 example"):
+        parts = src.split({"p": 1 / 3, "q": 1 / 3, "r": 1 / 3})
+    assert sorted(len(p) for p in parts.values()) == [0, 2, 2]
 
 
 def test_float64_beyond_float32_in_a_float64_tensor_is_not_stored_as_inf() -> None:

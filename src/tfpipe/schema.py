@@ -610,8 +610,6 @@ class Tensor(Feature):
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"expected {self.dtype}, got {_describe(value)}")
-        if array.dtype.kind == "f" and not self.is_float and not np.all(np.mod(array, 1) == 0):
-            raise TypeError(f"expected {self.dtype}, got non-integral values {_describe(value)}")
         if self.variable and array.ndim == 1 and len(self.shape) > 1:
             array = array.reshape(-1, *self.shape[1:])
         if array.ndim != len(self.shape) or any(
@@ -644,6 +642,18 @@ class Tensor(Feature):
         return tf.cast(parsed, self.dtype)
 
 
+@functools.cache
+def _range(dtype: np.dtype[Any]) -> tuple[float, float, str]:
+    """The lowest and highest value of a dtype, and how errors show them."""
+    if dtype.kind == "b":
+        return 0, 1, "0 or 1"
+    if dtype.kind == "f":
+        top = float(np.finfo(dtype).max)
+        return -top, top, f"±{top:.8g}"
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max), f"[{info.min}, {info.max}]"
+
+
 def _convert(array: np.ndarray, dtype: str) -> np.ndarray:
     """`array` as `dtype`; raises ValueError naming the first value that would not survive.
 
@@ -651,22 +661,20 @@ def _convert(array: np.ndarray, dtype: str) -> np.ndarray:
     and inf themselves are data and pass.
     """
     target = np.dtype(dtype)
-    if np.can_cast(array.dtype, target) or array.size == 0:
+    if array.size == 0 or np.can_cast(array.dtype, target):
         return array.astype(target, copy=False)
-    if target.kind == "b":
-        bad = (array != 0) & (array != 1)
-        limits = "0 or 1"
-    elif target.kind == "f":
+    if array.dtype.kind == "f" and target.kind != "f" and not np.all(np.mod(array, 1) == 0):
+        raise TypeError(f"expected {target.name}, got non-integral values {_describe(array)}")
+    low, high, limits = _range(target)
+    if low <= array.min() and array.max() <= high:  # the common case; NaN takes the long way
+        return array.astype(target)
+    if target.kind == "f":
         with np.errstate(over="ignore"):
             bad = np.isinf(array.astype(target)) & np.isfinite(array)
-        limits = f"±{np.finfo(target).max:.8g}"
+    elif target.kind == "b":
+        bad = (array != 0) & (array != 1)
     else:
-        info = np.iinfo(target)
-        if array.dtype.kind == "f":
-            bad = ~((array >= info.min) & (array <= info.max))
-        else:
-            bad = (array < info.min) | (array > info.max)
-        limits = f"[{info.min}, {info.max}]"
+        bad = ~((array >= low) & (array <= high))
     if np.any(bad):
         position = tuple(int(i) for i in np.argwhere(bad)[0])
         at = f" at index {position}" if position else ""

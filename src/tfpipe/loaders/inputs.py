@@ -188,7 +188,7 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
     if isinstance(feature, Tensor):
         try:
             return feature.convert(array)
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise SourceError(f"{name}: {e}") from e
     if isinstance(feature, Text):
         return array.astype(str).astype(object)
