@@ -135,7 +135,10 @@ def fit(
             `keras.utils.PyDataset` (e.g. `tfpipe.SequenceLoader`), or the path of tfpipe
             TFRecords with one image and one class label (read by a default Pipeline that
             shuffles, batches and prefetches).
-        validation: the same kinds as `data`, evaluated after each epoch. Defaults to None.
+        validation: the same kinds as `data`, evaluated after each epoch. When the class names
+            of both are known (a Pipeline's or SequenceLoader's schema, a path's metadata), they
+            must be the same: a `SchemaError` names the feature and both lists otherwise.
+            Defaults to None.
         epochs: number of epochs. Defaults to 1.
         steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
             metadata and the batch size. Defaults to None (one pass over `data`).

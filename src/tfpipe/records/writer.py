@@ -356,7 +356,9 @@ def write_tfrecords(
     metadata `<prefix>.json` (schema, counts, shard sizes, class names) is written last. Each
     shard is written under a temporary name and renamed when complete, so an interrupted write
     never leaves a shard or metadata that looks complete. Shards of an earlier write to the
-    same prefix are removed after success.
+    same prefix are removed after success. One write at a time holds a prefix (an exclusive
+    lock on the hidden file `<prefix folder>/.<name>.lock`, released by the kernel if the
+    writer dies): a second one fails at once.
 
     With `shuffle=True` the examples are written in one global random permutation (shards are
     contiguous slices of it), so even a class-sorted folder comes out mixed; memory stays
@@ -373,7 +375,9 @@ def write_tfrecords(
         source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,
             when present, names the input in errors.
         prefix: the dataset path without suffix, e.g. "out/train"; folders are created.
-        schema: the schema of the records. Defaults to `source.schema`.
+        schema: the schema of the records. Class labels of the source are matched to its
+            `ClassLabel`s by name (another order, or more classes, is fine). Defaults to
+            `source.schema`.
         num_shards: the number of shards. Defaults to ~128 MiB per shard (estimated by encoding
             the first examples), and never fewer than min(8, number of examples).
         compression: None or "gzip" (or "zlib"). Defaults to None.
@@ -395,7 +399,9 @@ def write_tfrecords(
         EncodeError: an example cannot be read or encoded (naming it and the reason), or every
             example was skipped.
         SourceError: the source is empty or not indexable.
-        SchemaError: there is no schema.
+        SchemaError: there is no schema, or its class labels cannot be matched by name to the
+            source's (listing both).
+        TfpipeError: another write to the same prefix is running (naming its pid).
     """
     options = WriteOptions(num_shards, compression, shuffle, seed, workers, on_error, progress)
     schema = _check_source(source, schema)
