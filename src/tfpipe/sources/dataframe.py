@@ -133,7 +133,11 @@ class DataFrameSource(SourceBase):
                     raise SourceError(
                         f"{column}: rows {self.rows[first]} and {self.rows[row]} name the same "
                         f"image {str(self.paths[row])!r} with different labels "
-                        f"({values[first]} and {values[row]}); fix or remove one of the rows"
+                        f"({_label_text(self.schema[column], values[first])} and "
+                        f"{_label_text(self.schema[column], values[row])}); fix or remove one "
+                        "of the rows, "
+                        "or give an image several classes in one row with a list cell such as "
+                        "\"['cat', 'dog']\""
                     )
         row, first = repeats[0], firsts[groups[repeats[0]]]
         warnings.warn(
@@ -168,6 +172,14 @@ class DataFrameSource(SourceBase):
             if values and isinstance(values[0], int):
                 return np.asarray(values, np.int64)
         return None
+
+
+def _label_text(feature: Any, value: int | list[int]) -> str:
+    """A label as its class name(s) when the ClassLabel has names, else as index(es)."""
+    names = feature.names
+    if names is None:
+        return repr(value)
+    return repr([names[i] for i in value] if isinstance(value, list) else names[value])
 
 
 def _label_set(value: int | list[int]) -> frozenset[int]:

@@ -121,7 +121,8 @@ def _check_class_names(class_names: Any, found: list[str], root: Path) -> list[s
 
 
 class DirectorySource(SourceBase):
-    """Images in `root/<class name>/**/<file>`; classes are the sorted sub-folder names.
+    """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
+    sub-folder names.
 
     `src[i]` is `{"image": "<path>", "label": <class index>}`.
     """
