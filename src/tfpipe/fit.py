@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 import warnings
 from collections.abc import Sequence
@@ -21,8 +22,10 @@ import tensorflow as tf
 
 from tfpipe.adapters import Input, adapt
 from tfpipe.bench import batch_size_of, measure
-from tfpipe.errors import SchemaError, TfpipeWarning
+from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
+from tfpipe.info import DatasetInfo
 from tfpipe.report import FitReport
+from tfpipe.schema import Schema, check_same_class_names
 
 PROBE_SECONDS = 1.0
 INPUT_PROBE_SECONDS = 2.0
@@ -132,7 +135,10 @@ def fit(
             `keras.utils.PyDataset` (e.g. `tfpipe.SequenceLoader`), or the path of tfpipe
             TFRecords with one image and one class label (read by a default Pipeline that
             shuffles, batches and prefetches).
-        validation: the same kinds as `data`, evaluated after each epoch. Defaults to None.
+        validation: the same kinds as `data`, evaluated after each epoch. When the class names
+            of both are known (a Pipeline's or SequenceLoader's schema, a path's metadata), they
+            must be the same: a `SchemaError` names the feature and both lists otherwise.
+            Defaults to None.
         epochs: number of epochs. Defaults to 1.
         steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
             metadata and the batch size. Defaults to None (one pass over `data`).
@@ -160,6 +166,7 @@ def fit(
     _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
     steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
     if validation is not None:
+        _check_classes(data, validation)
         validation_batch_size = fit_kwargs.pop("validation_batch_size", None)
         checked = adapt(
             validation,
@@ -234,6 +241,24 @@ def _check_model(model: Any) -> None:
 def _check_count(value: Any, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
         raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
+
+
+def _schema_of(data: Any) -> Schema | None:
+    """The schema of an input when it is known: a Pipeline's, a loader's, a path's metadata."""
+    if isinstance(data, str | os.PathLike):
+        try:
+            return DatasetInfo.load(data).schema
+        except (DataNotFoundError, SchemaError):
+            return None  # adapt() says what is wrong with the path
+    schema = getattr(data, "schema", None)
+    return schema if isinstance(schema, Schema) else None
+
+
+def _check_classes(data: Any, validation: Any) -> None:
+    """Refuses train and validation inputs whose class names differ, when both are known."""
+    train, checked = _schema_of(data), _schema_of(validation)
+    if train is not None and checked is not None:
+        check_same_class_names(train, checked, ("data", "validation"))
 
 
 def _image_size(model: keras.Model) -> tuple[int, int] | None:

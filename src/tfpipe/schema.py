@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -344,13 +345,19 @@ class ClassLabel(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return (self.num_classes,) if self.multi_label else ()
 
+    @functools.cached_property
+    def positions(self) -> dict[str, int]:
+        """Class name -> index (empty without names)."""
+        return {name: i for i, name in enumerate(self.names or ())}
+
     def index(self, value: Any) -> int:
         """The class index of a name or an index; raises for unknown names and bad indices."""
         if isinstance(value, str | bytes) and self.names is not None:
             name = value.decode() if isinstance(value, bytes) else value
-            if name not in self.names:
+            position = self.positions.get(name)
+            if position is None:
                 raise ValueError(f"unknown class name {name!r}; expected one of {list(self.names)}")
-            return self.names.index(name)
+            return position
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             expected = "an int64 index or a class name" if self.names else "an int64 index"
             raise TypeError(f"expected {expected}, got {_describe(value)}")
@@ -403,6 +410,143 @@ def parse_list_cell(text: str) -> list[Any]:
     if not isinstance(value, list | tuple):
         raise ValueError(f"expected a list such as '[1, 0, 3]', got {_describe(text)}")
     return list(value)
+
+
+def _describe_label(label: ClassLabel) -> str:
+    text = f"names {list(label.names)}" if label.names is not None else "no names"
+    text += f", num_classes={label.num_classes}"
+    return text + (", multi_label=True" if label.multi_label else "")
+
+
+def label_mapping(
+    source: ClassLabel, target: ClassLabel, feature: str, sides: tuple[str, str]
+) -> np.ndarray | None:
+    """Source class index -> target class index, matched by name; None when indices agree.
+
+    Raises a SchemaError naming `feature` and both class lists (`sides` names the two, e.g.
+    ("the source", "schema=")) when they cannot be matched: a source name the target lacks, a
+    different `multi_label`, or a different number of classes when either side has no names.
+    """
+    if source == target:
+        return None
+    if source.multi_label != target.multi_label:
+        problem = "one is multi-label, the other is not"
+    elif source.names is not None and target.names is not None:
+        missing = [n for n in source.names if n not in target.positions]
+        if not missing:
+            mapping = np.asarray([target.positions[n] for n in source.names], np.int64)
+            return None if np.array_equal(mapping, np.arange(len(mapping))) else mapping
+        problem = f"{sides[1]} lacks the class(es) {missing}"
+    elif source.num_classes != target.num_classes:
+        problem = "without names on both sides, classes can only be matched by index"
+    else:
+        return None
+    raise SchemaError(
+        f"{feature}: the class labels of {sides[0]} and {sides[1]} cannot be matched by name "
+        f"({problem}). {sides[0]}: {_describe_label(source)}; {sides[1]}: "
+        f"{_describe_label(target)}. Use one class list for both, e.g. the same schema"
+    )
+
+
+def _remap(value: Any, mapping: np.ndarray) -> Any:
+    """A label value with its class indices mapped; names are left for the target to look up."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        value = parse_list_cell(value)
+    if isinstance(value, list | tuple | np.ndarray):
+        return [_remap(v, mapping) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        return value  # a name, or a bad value that ClassLabel.index names
+    if not 0 <= int(value) < len(mapping):
+        raise ValueError(
+            f"class index {int(value)} is out of range [0, {len(mapping)}) of the source's classes"
+        )
+    return int(mapping[int(value)])
+
+
+class Relabeling:
+    """Maps the class indices of a source's examples to a schema's class lists, by name.
+
+    A source whose `ClassLabel` lists ["cat", "dog"] gives index 0 for "cat"; written with a
+    schema that lists ["dog", "cat"], that example must be stored as 1. Features whose class
+    lists agree are left alone, so an empty `Relabeling` is false and costs nothing.
+
+    Example:
+        >>> relabel = Relabeling(Schema({"label": ClassLabel(names=["cat", "dog"])}),
+        ...                      Schema({"label": ClassLabel(names=["dog", "cat"])}))
+        >>> relabel({"label": 0})
+        {'label': 1}
+
+    Args:
+        source: the schema the examples' indices refer to.
+        target: the schema they are encoded or read with.
+        sides: how errors name the two. Defaults to ("the source", "schema=").
+
+    Raises:
+        SchemaError: a ClassLabel of both cannot be matched (see `label_mapping`).
+    """
+
+    def __init__(
+        self, source: Schema, target: Schema, sides: tuple[str, str] = ("the source", "schema=")
+    ) -> None:
+        self.mappings: dict[str, np.ndarray] = {}
+        for name, feature in target.items():
+            stored = source.get(name)
+            if isinstance(feature, ClassLabel) and isinstance(stored, ClassLabel):
+                mapping = label_mapping(stored, feature, name, sides)
+                if mapping is not None:
+                    self.mappings[name] = mapping
+
+    def __bool__(self) -> bool:
+        return bool(self.mappings)
+
+    def __call__(self, example: Mapping[str, Any], where: Where = "example") -> dict[str, Any]:
+        """The example with the class indices of every remapped feature rewritten."""
+        out = dict(example)
+        for name, mapping in self.mappings.items():
+            if name in out:
+                try:
+                    out[name] = _remap(out[name], mapping)
+                except ValueError as e:
+                    raise EncodeError(f"{name}: {e} in {_where(where)}") from e
+        return out
+
+
+def check_stored_labels(stored: Schema, given: Schema, where: str) -> None:
+    """Raises a SchemaError when reading records of `stored` with `given` changes labels.
+
+    Records hold class indices; a `schema=` that lists the classes in another order (or other
+    classes) would read them as other classes.
+    """
+    sides = (f"the metadata of {where}", "schema=")
+    for name, feature in given.items():
+        kept = stored.get(name)
+        if not (isinstance(feature, ClassLabel) and isinstance(kept, ClassLabel)):
+            continue
+        if label_mapping(kept, feature, name, sides) is not None:
+            raise SchemaError(
+                f"{name}: schema= lists the classes {list(feature.names or ())} but the records "
+                f"of {where} store indices of {list(kept.names or ())} (their metadata): "
+                "reading them with schema= would change the labels. Pass schema=None to use "
+                "the metadata's schema, or write the records again with the class order you want"
+            )
+
+
+def check_same_class_names(first: Schema, second: Schema, sides: tuple[str, str]) -> None:
+    """Raises a SchemaError when a ClassLabel both schemas have lists different class names."""
+    for name, feature in first.items():
+        other = second.get(name)
+        if not (isinstance(feature, ClassLabel) and isinstance(other, ClassLabel)):
+            continue
+        if feature.names is not None and other.names is not None and feature.names != other.names:
+            raise SchemaError(
+                f"{name}: {sides[0]} and {sides[1]} have different class names, so the same "
+                f"index means different classes. {sides[0]}: {list(feature.names)}; "
+                f"{sides[1]}: {list(other.names)}. Build both from one class list, e.g. "
+                "tfpipe.from_directory(test_dir, class_names=train_source.class_names), or "
+                "split one source with source.split(...)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,20 +610,23 @@ class Tensor(Feature):
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"expected {self.dtype}, got {_describe(value)}")
-        if array.dtype.kind == "f" and not self.is_float and not np.all(np.mod(array, 1) == 0):
-            raise TypeError(f"expected {self.dtype}, got non-integral values {_describe(value)}")
         if self.variable and array.ndim == 1 and len(self.shape) > 1:
             array = array.reshape(-1, *self.shape[1:])
         if array.ndim != len(self.shape) or any(
             d is not None and d != n for d, n in zip(self.shape, array.shape, strict=True)
         ):
             raise ValueError(f"expected shape {self.shape}, got {array.shape}")
-        return array.astype(self.dtype, copy=False)
+        return self.convert(array)
+
+    def convert(self, array: np.ndarray) -> np.ndarray:
+        """`array` (any shape) as this dtype; raises ValueError naming the first value that
+        would become a different number (300 as uint8, 1e39 as float32)."""
+        return _convert(array, self.dtype)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         flat = self.load(value).ravel()
         if self.is_float:
-            proto.float_list.value.extend(flat.astype(np.float32).tolist())
+            proto.float_list.value.extend(_convert(flat, "float32").tolist())
         else:
             proto.int64_list.value.extend(flat.astype(np.int64).tolist())
 
@@ -493,6 +640,50 @@ class Tensor(Feature):
         if self.variable and len(self.shape) > 1:
             parsed = tf.reshape(parsed, [-1, *self.shape[1:]])
         return tf.cast(parsed, self.dtype)
+
+
+@functools.cache
+def _range(dtype: np.dtype[Any]) -> tuple[float, float, str]:
+    """The lowest and highest value of a dtype, and how errors show them."""
+    if dtype.kind == "b":
+        return 0, 1, "0 or 1"
+    if dtype.kind == "f":
+        top = float(np.finfo(dtype).max)
+        return -top, top, f"±{top:.8g}"
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max), f"[{info.min}, {info.max}]"
+
+
+def _convert(array: np.ndarray, dtype: str) -> np.ndarray:
+    """`array` as `dtype`; raises ValueError naming the first value that would not survive.
+
+    numpy wraps integers (300 as uint8 is 44) and turns floats beyond the range into inf; NaN
+    and inf themselves are data and pass.
+    """
+    target = np.dtype(dtype)
+    if array.size == 0 or np.can_cast(array.dtype, target):
+        return array.astype(target, copy=False)
+    if array.dtype.kind == "f" and target.kind != "f" and not np.all(np.mod(array, 1) == 0):
+        raise TypeError(f"expected {target.name}, got non-integral values {_describe(array)}")
+    low, high, limits = _range(target)
+    if low <= array.min() and array.max() <= high:  # the common case; NaN takes the long way
+        return array.astype(target)
+    if target.kind == "f":
+        with np.errstate(over="ignore"):
+            bad = np.isinf(array.astype(target)) & np.isfinite(array)
+    elif target.kind == "b":
+        bad = (array != 0) & (array != 1)
+    else:
+        bad = ~((array >= low) & (array <= high))
+    if np.any(bad):
+        position = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = f" at index {position}" if position else ""
+        raise ValueError(
+            f"value {array[position].item()!r}{at} is outside the range of {target.name} "
+            f"({limits}) and would be stored as a different number; clip or rescale the data, "
+            "or declare a wider dtype"
+        )
+    return array.astype(target)
 
 
 @dataclasses.dataclass(frozen=True)

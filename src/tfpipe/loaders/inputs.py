@@ -20,7 +20,15 @@ from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.info import check_compression, tf_compression
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate
-from tfpipe.schema import ClassLabel, Image, Schema, Tensor, Text, resize_and_scale
+from tfpipe.schema import (
+    ClassLabel,
+    Image,
+    Schema,
+    Tensor,
+    Text,
+    check_stored_labels,
+    resize_and_scale,
+)
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -75,6 +83,8 @@ class RecordInput:
             schema = info.schema if info is not None else infer_schema(files)
         elif not isinstance(schema, Schema):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+        elif info is not None:
+            check_stored_labels(info.schema, schema, str(path))
         if compression == "auto":
             compression = info.compression if info is not None else common_compression(files)
         self.compression = check_compression(compression)
@@ -176,7 +186,10 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
     if isinstance(feature, ClassLabel):
         return np.stack([feature.load(v) for v in array])
     if isinstance(feature, Tensor):
-        return array.astype(feature.dtype)
+        try:
+            return feature.convert(array)
+        except (TypeError, ValueError) as e:
+            raise SourceError(f"{name}: {e}") from e
     if isinstance(feature, Text):
         return array.astype(str).astype(object)
     raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records.infer import PathArg, infer_schema, records
-from tfpipe.schema import Schema
+from tfpipe.schema import Schema, check_stored_labels
 
 
 def _is_prefix(text: str) -> bool:
@@ -98,6 +98,8 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
         schema = info.schema if info is not None else infer_schema(files)
     elif not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+    elif info is not None:
+        check_stored_labels(info.schema, schema, os.fspath(path))  # type: ignore[arg-type]
     compression = info.compression if info is not None else common_compression(files)
     check_first_record(schema, files)
     dataset = tf.data.TFRecordDataset(

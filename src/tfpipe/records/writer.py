@@ -8,7 +8,9 @@ source[i] ──schema.encode()──▶ bytes ──▶ .train-00003-of-00008.t
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import fcntl
 import importlib.metadata
 import itertools
 import math
@@ -17,7 +19,7 @@ import re
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.info import (
     DatasetInfo,
     ShardInfo,
@@ -36,7 +38,7 @@ from tfpipe.info import (
     shard_name,
     tf_compression,
 )
-from tfpipe.schema import Schema
+from tfpipe.schema import Relabeling, Schema
 
 TARGET_SHARD_BYTES = 128 * 2**20
 MIN_SHARDS = 8
@@ -118,6 +120,8 @@ class _Encoder:
         self.schema = schema
         self.skip = skip
         self.origin = getattr(source, "origin", None)
+        own = getattr(source, "schema", None)
+        self.relabel = Relabeling(own, schema) if isinstance(own, Schema) else None
 
     def origin_of(self, index: int) -> str:
         """Where an example comes from, e.g. "cats/017.jpg" (else "example 17")."""
@@ -146,6 +150,8 @@ class _Encoder:
                 example = self.source[index]
             except _SOURCE_ERRORS as e:
                 raise EncodeError(f"cannot read {self.describe(index)} from the source: {e}") from e
+            if self.relabel and isinstance(example, Mapping):
+                example = self.relabel(example, where=lambda: self.describe(index))
             return self.schema.encode(example, where=lambda: self.describe(index))
         except EncodeError as e:
             if not self.skip:
@@ -233,6 +239,61 @@ class _ShardWriter:
                 os.unlink(entry.path)
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+@contextlib.contextmanager
+def _writer_lock(prefix: Path) -> Iterator[None]:
+    """Holds an exclusive `flock` on `<folder>/.<name>.lock` while one write to `prefix` runs.
+
+    A second writer (process or thread) fails at once, naming the pid that holds the lock. The
+    kernel releases the lock when its process dies, so a killed writer leaves no stale lock;
+    the holder removes the file when it is done (a writer that opened the file before that
+    locks the new one instead). On a filesystem without locks, the write goes on unlocked with
+    a warning.
+    """
+    path = prefix.parent / f".{prefix.name}.lock"
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if holder == str(os.getpid()):
+                holder += ", this process: another thread"
+            raise TfpipeError(
+                f"prefix {str(prefix)!r} is being written by another write_tfrecords (pid "
+                f"{holder}; lock file {str(path)!r}). Wait for that write to finish, or write "
+                "to another prefix"
+            ) from None
+        except OSError as e:
+            os.close(fd)
+            warnings.warn(
+                f"cannot lock {str(path)!r} ({e}): this filesystem has no file locks, so a "
+                "concurrent write to the same prefix would not be detected",
+                TfpipeWarning,
+                stacklevel=4,
+            )
+            yield
+            return
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the holder removed the file after we opened it: lock the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+
+
 def _check_source(source: Any, schema: Schema | None) -> Schema:
     if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
         raise SourceError(
@@ -295,7 +356,9 @@ def write_tfrecords(
     metadata `<prefix>.json` (schema, counts, shard sizes, class names) is written last. Each
     shard is written under a temporary name and renamed when complete, so an interrupted write
     never leaves a shard or metadata that looks complete. Shards of an earlier write to the
-    same prefix are removed after success.
+    same prefix are removed after success. One write at a time holds a prefix (an exclusive
+    lock on the hidden file `<prefix folder>/.<name>.lock`, released by the kernel if the
+    writer dies): a second one fails at once.
 
     With `shuffle=True` the examples are written in one global random permutation (shards are
     contiguous slices of it), so even a class-sorted folder comes out mixed; memory stays
@@ -312,7 +375,9 @@ def write_tfrecords(
         source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,
             when present, names the input in errors.
         prefix: the dataset path without suffix, e.g. "out/train"; folders are created.
-        schema: the schema of the records. Defaults to `source.schema`.
+        schema: the schema of the records. Class labels of the source are matched to its
+            `ClassLabel`s by name (another order, or more classes, is fine). Defaults to
+            `source.schema`.
         num_shards: the number of shards. Defaults to ~128 MiB per shard (estimated by encoding
             the first examples), and never fewer than min(8, number of examples).
         compression: None or "gzip" (or "zlib"). Defaults to None.
@@ -334,16 +399,28 @@ def write_tfrecords(
         EncodeError: an example cannot be read or encoded (naming it and the reason), or every
             example was skipped.
         SourceError: the source is empty or not indexable.
-        SchemaError: there is no schema.
+        SchemaError: there is no schema, or its class labels cannot be matched by name to the
+            source's (listing both).
+        TfpipeError: another write to the same prefix is running (naming its pid).
     """
     options = WriteOptions(num_shards, compression, shuffle, seed, workers, on_error, progress)
     schema = _check_source(source, schema)
     path = _check_prefix(prefix)
-    total = len(source)
-    if options.num_shards is not None and options.num_shards > total:
+    if options.num_shards is not None and options.num_shards > len(source):
         raise ValueError(
-            f"num_shards={options.num_shards} is more than the {total} examples of the source"
+            f"num_shards={options.num_shards} is more than the {len(source)} examples of the source"
         )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _writer_lock(path):
+        info = _write(source, path, schema, options)
+    if info.skipped:
+        _warn_skipped(list(info.skipped), len(source))
+    return info
+
+
+def _write(source: Any, path: Path, schema: Schema, options: WriteOptions) -> DatasetInfo:
+    """The write itself, while this process holds the prefix's lock."""
+    total = len(source)
     order = (
         np.random.default_rng(options.seed).permutation(total)
         if options.shuffle
@@ -358,7 +435,6 @@ def write_tfrecords(
         [r for r in head if isinstance(r, bytes)], total
     )
     bounds = [round(k * total / num_shards) for k in range(num_shards + 1)]
-    path.parent.mkdir(parents=True, exist_ok=True)
     shards = _ShardWriter(path, bounds, options.compression)
     skipped: list[SkippedExample] = []
     bar = tqdm(total=total, unit="ex", desc=f"writing {path.name}", disable=not options.progress)
@@ -399,6 +475,4 @@ def write_tfrecords(
     )
     info.save()
     shards.remove_stale()
-    if skipped:
-        _warn_skipped(skipped, total)
     return info

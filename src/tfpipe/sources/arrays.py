@@ -65,7 +65,10 @@ class ArraySource(SourceBase):
     def labels(self) -> np.ndarray | None:
         for name, feature in self.schema.items():
             if isinstance(feature, ClassLabel) and not feature.multi_label:
-                return self.arrays[name]
+                values = self.arrays[name]
+                if values.dtype.kind in "iu":
+                    return values
+                return np.asarray([feature.index(v) for v in values], np.int64)  # class names
         return None
 
 

@@ -45,6 +45,11 @@ class SourceBase:
         """The class index of every example, for stratified splits; None when unknown."""
         return None
 
+    def groups(self) -> np.ndarray | None:
+        """A group number per example; `split` keeps each group (e.g. rows of one image file)
+        in one split. None when every example is a group of its own."""
+        return None
+
     def check_index(self, index: int) -> int:
         """Normalizes a possibly negative index; raises IndexError when out of range."""
         size = len(self)
@@ -99,6 +104,10 @@ class Subset(SourceBase):
         labels = self.source.labels()
         return None if labels is None else labels[self.indices]
 
+    def groups(self) -> np.ndarray | None:
+        groups = self.source.groups()
+        return None if groups is None else groups[self.indices]
+
 
 def _allocate(count: int, fractions: Sequence[float]) -> list[int]:
     """Splits `count` items by `fractions` with the largest-remainder method (sums to count)."""
@@ -132,13 +141,19 @@ def split(
             TfpipeWarning,
             stacklevel=3,
         )
-    groups = (
-        [np.arange(len(source))]
-        if labels is None
-        else [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    # Units are what gets assigned: examples, or groups of examples of one image.
+    members = source.groups()
+    if members is None:
+        members = np.arange(len(source))
+    ids, firsts = np.unique(members, return_index=True)
+    unit_labels = None if labels is None else labels[firsts]
+    classes = (
+        [np.arange(len(firsts))]
+        if unit_labels is None
+        else [np.flatnonzero(unit_labels == c) for c in np.unique(unit_labels)]
     )
-    if labels is not None:
-        small = [(int(labels[g[0]]), len(g)) for g in groups if len(g) < len(values)]
+    if unit_labels is not None:
+        small = [(int(unit_labels[g[0]]), len(g)) for g in classes if len(g) < len(values)]
         if small:
             label, count = small[0]
             warnings.warn(
@@ -149,12 +164,12 @@ def split(
                 stacklevel=3,
             )
     parts: list[list[np.ndarray]] = [[] for _ in values]
-    for group in groups:
+    for group in classes:
         shuffled = rng.permutation(group)
         bounds = np.cumsum([0, *_allocate(len(group), values)])
         for k in range(len(values)):
             parts[k].append(shuffled[bounds[k] : bounds[k + 1]])
     return {
-        name: Subset(source, np.sort(np.concatenate(chunks)))
+        name: Subset(source, np.flatnonzero(np.isin(members, ids[np.concatenate(chunks)])))
         for name, chunks in zip(fractions, parts, strict=True)
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tfpipe.errors import DataNotFoundError, SourceError
+from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, parse_list_cell
 from tfpipe.sources.base import SourceBase
 
@@ -113,6 +114,41 @@ class DataFrameSource(SourceBase):
         self.rows = np.asarray(df.index)
         self.schema = schema if schema is not None else Schema(features)
         self.schema.check_names(list(features), "label_cols")
+        self._groups = self._check_duplicates(path_col)
+
+    def _check_duplicates(self, path_col: str) -> np.ndarray | None:
+        """Group numbers of rows naming one image file (None when no file repeats).
+
+        Rows of one image must agree on every label; repeats are warned about once.
+        """
+        keys = [os.path.normpath(os.path.abspath(p)) for p in self.paths]
+        _, firsts, groups = np.unique(keys, return_index=True, return_inverse=True)
+        repeats = np.flatnonzero(firsts[groups] != np.arange(len(keys)))
+        if not len(repeats):
+            return None
+        for row in repeats:
+            first = firsts[groups[row]]
+            for column, values in self.label_values.items():
+                if _label_set(values[row]) != _label_set(values[first]):
+                    raise SourceError(
+                        f"{column}: rows {self.rows[first]} and {self.rows[row]} name the same "
+                        f"image {str(self.paths[row])!r} with different labels "
+                        f"({_label_text(self.schema[column], values[first])} and "
+                        f"{_label_text(self.schema[column], values[row])}); fix or remove one "
+                        "of the rows, "
+                        "or give an image several classes in one row with a list cell such as "
+                        "\"['cat', 'dog']\""
+                    )
+        row, first = repeats[0], firsts[groups[repeats[0]]]
+        warnings.warn(
+            f"{path_col}: {len(repeats)} row(s) repeat the image of an earlier row (first: row "
+            f"{self.rows[row]} repeats row {self.rows[first]}, {str(self.paths[row])!r}); they "
+            "are kept, so these images count more in training, and split() keeps all rows of "
+            "one image in one split",
+            TfpipeWarning,
+            stacklevel=4,
+        )
+        return np.asarray(groups, np.int64).ravel()
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -128,11 +164,26 @@ class DataFrameSource(SourceBase):
         index = self.check_index(index)
         return f"row {self.rows[index]} ({self.paths[index]})"
 
+    def groups(self) -> np.ndarray | None:
+        return self._groups
+
     def labels(self) -> np.ndarray | None:
         for values in self.label_values.values():
             if values and isinstance(values[0], int):
                 return np.asarray(values, np.int64)
         return None
+
+
+def _label_text(feature: Any, value: int | list[int]) -> str:
+    """A label as its class name(s) when the ClassLabel has names, else as index(es)."""
+    names = feature.names
+    if names is None:
+        return repr(value)
+    return repr([names[i] for i in value] if isinstance(value, list) else names[value])
+
+
+def _label_set(value: int | list[int]) -> frozenset[int]:
+    return frozenset(value) if isinstance(value, list) else frozenset([value])
 
 
 def _indices(feature: ClassLabel, value: Any, column: str, row: Any) -> int | list[int]:

@@ -3,21 +3,126 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tfpipe.errors import DataNotFoundError, SourceError
+from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.schema import ClassLabel, Image, Schema
 from tfpipe.sources.base import SourceBase
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
 
+class _Walk:
+    """The wanted files under class folders: each real file once, each folder once.
+
+    Following links, a link to a folder already on the walk's path (a loop) is skipped and
+    counted in `loops`; a folder or file reached a second time any other way would be read
+    twice (under one class, or under two) and raises a SourceError naming both paths. An
+    unreadable folder raises too, instead of being left out.
+    """
+
+    def __init__(self, root: Path, follow_links: bool, wanted: tuple[str, ...]) -> None:
+        self.follow_links = follow_links
+        self.wanted = wanted
+        self.root_key = _key(os.stat(root))
+        self.folders: dict[tuple[int, int], str] = {self.root_key: str(root)}
+        self.files: dict[tuple[int, int], str] = {}
+        self.loops: list[str] = []
+
+    def classes(self, root: Path) -> list[str]:
+        """The sub-folders of `root` (no hidden ones), sorted."""
+        return sorted(
+            entry.name
+            for entry in _entries(str(root))
+            if entry.is_dir(follow_symlinks=self.follow_links) and not entry.name.startswith(".")
+        )
+
+    def files_of(self, folder: str) -> Iterator[str]:
+        """The wanted files under the class folder `folder`, as `os.walk` orders them."""
+        return self._walk(folder, (self.root_key,))
+
+    def _walk(self, folder: str, ancestors: tuple[tuple[int, int], ...]) -> Iterator[str]:
+        key = _key(os.stat(folder))
+        if key in ancestors:
+            self.loops.append(folder)
+            return
+        if self.folders.setdefault(key, folder) != folder:
+            raise SourceError(
+                f"folder {folder!r} is the folder {self.folders[key]!r} again (through a "
+                "symbolic link), so its images would be read twice; remove one of the links, "
+                "or pass follow_links=False"
+            )
+        entries = _entries(folder)
+        folders = []
+        for entry in entries:
+            if entry.is_dir():
+                if self.follow_links or not entry.is_symlink():
+                    folders.append(entry.path)
+            elif entry.name.lower().endswith(self.wanted) and not entry.name.startswith("."):
+                self._once(entry, key[0])
+                yield entry.path
+        for path in folders:
+            yield from self._walk(path, (*ancestors, key))
+
+    def _once(self, entry: os.DirEntry[str], device: int) -> None:
+        try:
+            key = _key(entry.stat()) if entry.is_symlink() else (device, entry.inode())
+        except OSError:
+            return  # a broken link: encoding it names the file
+        first = self.files.setdefault(key, entry.path)
+        if first != entry.path:
+            raise SourceError(
+                f"image {entry.path!r} is the file {first!r} again (a link), so it would be "
+                "read twice, or under two classes; remove one of them"
+            )
+
+
+def _entries(folder: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as scan:
+            return sorted(scan, key=lambda e: e.name)
+    except OSError as e:
+        raise SourceError(f"cannot list the folder {folder!r}: {e}") from e
+
+
+def _key(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
+
+
+def _check_class_names(class_names: Any, found: list[str], root: Path) -> list[str]:
+    """`class_names` validated against the sub-folders `found`; warns about missing folders."""
+    if isinstance(class_names, str) or not isinstance(class_names, Sequence):
+        raise ValueError(
+            f"class_names must be a list of class folder names. Received: {class_names!r}"
+        )
+    names = list(class_names)
+    if not names or len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"class_names must be unique strings. Received: {names}")
+    extra = [n for n in found if n not in names]
+    if extra:
+        raise SourceError(
+            f"class_names: {str(root)!r} has the class folder(s) {extra}, which are not in "
+            f"class_names={names}; add them to the list, or move them out of the folder"
+        )
+    absent = [n for n in names if n not in found]
+    if absent:
+        warnings.warn(
+            f"from_directory({str(root)!r}): {len(absent)} of the {len(names)} classes have no "
+            f"folder and so no examples: {absent}; their indices stay as in class_names",
+            TfpipeWarning,
+            stacklevel=4,
+        )
+    return names
+
+
 class DirectorySource(SourceBase):
-    """Images in `root/<class name>/**/<file>`; classes are the sorted sub-folder names.
+    """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
+    sub-folder names.
 
     `src[i]` is `{"image": "<path>", "label": <class index>}`.
     """
@@ -28,6 +133,7 @@ class DirectorySource(SourceBase):
         extensions: Sequence[str] = IMAGE_EXTENSIONS,
         follow_links: bool = False,
         image_shape: tuple[int | None, int | None, int] = (None, None, 3),
+        class_names: Sequence[str] | None = None,
     ) -> None:
         self.root = Path(root)
         if not self.root.is_dir():
@@ -37,28 +143,34 @@ class DirectorySource(SourceBase):
                 f"extensions must be a non-empty list such as ['.jpg'], got {extensions!r}"
             )
         wanted = tuple(e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions)
-        self.class_names = sorted(
-            entry.name
-            for entry in os.scandir(self.root)
-            if entry.is_dir(follow_symlinks=follow_links) and not entry.name.startswith(".")
-        )
-        if not self.class_names:
+        walk = _Walk(self.root, follow_links, wanted)
+        found = walk.classes(self.root)
+        if not found:
             raise SourceError(
                 f"root: {str(self.root)!r} has no class sub-folders; expected "
                 "root/<class name>/<image files>"
             )
+        self.class_names = (
+            found if class_names is None else _check_class_names(class_names, found, self.root)
+        )
         paths: list[str] = []
         labels: list[int] = []
         for label, name in enumerate(self.class_names):
-            for folder, dirs, files in os.walk(self.root / name, followlinks=follow_links):
-                dirs.sort()
-                for file in sorted(files):
-                    if file.lower().endswith(wanted) and not file.startswith("."):
-                        paths.append(os.path.join(folder, file))
-                        labels.append(label)
+            if name in found:
+                files = list(walk.files_of(str(self.root / name)))
+                paths += files
+                labels += [label] * len(files)
         if not paths:
             raise SourceError(
                 f"root: found no files with extensions {list(wanted)} under {str(self.root)!r}"
+            )
+        if walk.loops:
+            warnings.warn(
+                f"from_directory({str(self.root)!r}): skipped {len(walk.loops)} link(s) that "
+                f"loop back to a folder above them (first: {walk.loops[0]!r}); their images "
+                "are read once, from the folder itself",
+                TfpipeWarning,
+                stacklevel=3,
             )
         self.paths = np.asarray(paths)
         self._labels = np.asarray(labels, np.int64)
@@ -89,20 +201,31 @@ def from_directory(
     extensions: Sequence[str] = IMAGE_EXTENSIONS,
     follow_links: bool = False,
     image_shape: tuple[int | None, int | None, int] = (None, None, 3),
+    class_names: Sequence[str] | None = None,
 ) -> DirectorySource:
     """A source over `root/<class>/<image>` folders, like Keras's `image_dataset_from_directory`.
 
+    Classes are numbered in the order of `class_names`, else of the sorted sub-folder names,
+    which differ between folders that do not hold the same classes: give a test folder the
+    training folder's class names, so that an index means the same class in both.
+
     Example:
-        >>> src = tfpipe.from_directory("flowers")
-        >>> src.class_names, len(src)
-        (['daisy', 'rose'], 1200)
+        >>> train = tfpipe.from_directory("flowers/train")
+        >>> train.class_names, len(train)
+        (['daisy', 'rose', 'tulip'], 1200)
+        >>> test = tfpipe.from_directory("flowers/test", class_names=train.class_names)
 
     Args:
         root: the folder holding one sub-folder per class.
         extensions: file endings that count as images (case-insensitive).
             Defaults to .jpg, .jpeg, .png, .bmp, .gif.
-        follow_links: follow symbolic links to folders. Defaults to False.
+        follow_links: follow symbolic links to folders. A link back to a folder above it (a
+            loop) is skipped, with one warning counting them; a folder or image reached twice
+            any other way raises a `SourceError` naming both paths. Defaults to False.
         image_shape: the `Image` shape of the inferred schema; give height and width to store
             images resized. Defaults to (None, None, 3).
+        class_names: the classes, in index order. A sub-folder not in the list raises a
+            `SourceError` naming it; a listed class without a folder is allowed (it has no
+            examples) and warned about. Defaults to None (the sorted sub-folder names).
     """
-    return DirectorySource(root, extensions, follow_links, image_shape)
+    return DirectorySource(root, extensions, follow_links, image_shape, class_names)

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
-from tfpipe.schema import Schema
+from tfpipe.schema import Schema, check_stored_labels
 from tfpipe.sources.base import SourceBase
 
 INDEX_FOLDER = ".tfpipe-index"
@@ -336,6 +336,17 @@ def from_tfrecords(
             )
     if schema is None:
         schema = _find_schema(path, files)
+    elif isinstance(schema, Schema):
+        _check_labels(path, files, schema)
     if not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
     return TFRecordSource(files, schema, cache_dir)
+
+
+def _check_labels(path: Any, files: list[Path], schema: Schema) -> None:
+    """Refuses a schema= that would read the stored class indices as other classes."""
+    try:
+        stored = _find_schema(path, files)
+    except SchemaError:  # no (readable) metadata: schema= is the only description
+        return
+    check_stored_labels(stored, schema, str(path))
