@@ -349,11 +349,11 @@ def from_tfrecords(
                 "cannot be read at random offsets; write the dataset with compression=None, or "
                 "read it sequentially with a tf.data pipeline"
             )
+    declared = check_sizes(files)
     if schema is None:
         schema = _find_schema(path, files)
     if not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
-    declared = check_sizes(files)
     source = TFRecordSource(files, schema, cache_dir)
     check_counts(files, source.shard_counts, declared)
     return source
