@@ -308,4 +308,4 @@ def test_a_shard_emptied_by_skip_mode_is_read(tmp_path: Path, read: Reader) -> N
     assert info.files[1].stat().st_size == 0
     kept = [0, 1, 2, 3, 8, 9, 10, 11]
     for path in (tmp_path / "train", tmp_path, info.files):
-        assert read(path) == kept
+        assert sorted(read(path)) == kept
