@@ -225,6 +225,26 @@ class TFRecordSource(SourceBase):
                 os.close(opened)
         return fd
 
+    def frame(self, index: int) -> tuple[int, int, int, bytes]:
+        """The shard, index in the shard, byte offset and whole frame of record `index`.
+
+        Raises:
+            SourceError: the stored length is not the indexed one (the shard changed).
+        """
+        shard, local = self._locate(index)
+        offsets = self._shard_offsets()[shard]
+        bounds = offsets[local : local + 2].tolist()
+        start = bounds[0]
+        end = bounds[1] if len(bounds) == 2 else self._sizes[shard]
+        frame = os.pread(self._fd(shard), end - start, start)
+        stored_length = _FRAME_HEADER.unpack_from(frame)[0] if frame else -1
+        if len(frame) != end - start or stored_length != end - start - _FRAME_OVERHEAD:
+            raise SourceError(
+                f"TFRecord file {str(self.files[shard])!r} changed since it was indexed "
+                f"(record {local} at byte offset {start}); create the source again"
+            )
+        return shard, local, start, frame
+
     def read(self, index: int) -> bytes:
         """The serialized bytes of record `index`, with the checksums of its frame verified.
 
@@ -233,23 +253,12 @@ class TFRecordSource(SourceBase):
                 shard changed since it was indexed; the message names the shard, the record
                 and its byte offset.
         """
-        shard, local = self._locate(index)
-        offsets = self._shard_offsets()[shard]
-        bounds = offsets[local : local + 2].tolist()
-        start = bounds[0]
-        end = bounds[1] if len(bounds) == 2 else self._sizes[shard]
-        length = end - start - _FRAME_OVERHEAD
-        frame = os.pread(self._fd(shard), end - start, start)
-        stored_length, length_crc = _FRAME_HEADER.unpack_from(frame) if frame else (-1, 0)
-        if len(frame) != end - start or stored_length != length:
-            raise SourceError(
-                f"TFRecord file {str(self.files[shard])!r} changed since it was indexed "
-                f"(record {local} at byte offset {start}); create the source again"
-            )
-        if masked_crc32c(frame[:8]) != length_crc:
+        shard, local, start, frame = self.frame(index)
+        end = len(frame) - _DATA_CRC.size
+        if masked_crc32c(frame[:8]) != _FRAME_HEADER.unpack_from(frame)[1]:
             raise self._corrupt(shard, local, start, "length")
-        data = frame[_FRAME_HEADER.size : _FRAME_HEADER.size + length]
-        if masked_crc32c(data) != _DATA_CRC.unpack_from(frame, _FRAME_HEADER.size + length)[0]:
+        data = frame[_FRAME_HEADER.size : end]
+        if masked_crc32c(data) != _DATA_CRC.unpack_from(frame, end)[0]:
             raise self._corrupt(shard, local, start, "data")
         return data
 
