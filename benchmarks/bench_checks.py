@@ -13,6 +13,11 @@ cost is per record.
 The same two sources are then read as `SequenceLoader` batches (64 images decoded and resized
 to 128x128 float32), read directly rather than through Keras's adapter so that nothing but the
 loader is timed: what the checksum costs next to the JPEG decode it guards.
+
+On a shared machine the fresh-process runs drift by more than the cost measured, so the same
+comparison is also made in one process (`*_batch_by_batch`): the two sources take turns, pass
+by pass for the reads and a few batches at a time for the loaders (which goes first
+alternates), and each turn gives a ratio (speed with CRC / speed without) at the same moment.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import compare, scale
+from benchmarks.harness import compare, run_isolated, scale
 
 PASSES = 5
 BATCH_SIZE = 64
@@ -87,6 +92,54 @@ def loader_batches(prefix: str, checked: bool) -> dict[str, Any]:
     }
 
 
+def _turns(count: int, run: Any) -> tuple[list[float], list[list[float]]]:
+    """`count` turns of `run(turn, which)` for which in (0: no CRC, 1: CRC), the first one
+    alternating; returns the ratio of each turn (seconds without / with) and all seconds."""
+    seconds: list[list[float]] = [[], []]
+    for turn in range(count):
+        for which in (turn % 2, 1 - turn % 2):
+            started = time.perf_counter()
+            run(turn, which)
+            seconds[which].append(time.perf_counter() - started)
+    return [a / b for a, b in zip(*seconds, strict=True)], seconds
+
+
+def interleaved(prefix: str) -> dict[str, Any]:
+    """Reads (pass by pass) and loader batches (4 at a time) with and without the CRC, taking
+    turns in one process; per-turn ratios of speed with / without, and µs per record read."""
+    import statistics
+
+    import numpy as np
+
+    from tfpipe import SequenceLoader
+
+    sources = [_source(prefix, False), _source(prefix, True)]
+    order = np.random.default_rng(0).permutation(len(sources[0])).tolist()
+
+    def one_pass(_: int, which: int) -> None:
+        read = sources[which].read
+        for index in order:
+            read(index)
+
+    one_pass(0, 0), one_pass(0, 1)  # warm up
+    read_ratios, read_seconds = _turns(scale(20, 4), one_pass)
+    loaders = [
+        SequenceLoader(s, batch_size=BATCH_SIZE, image_size=IMAGE_SIZE, seed=0) for s in sources
+    ]
+
+    def four_batches(turn: int, which: int) -> None:
+        for index in range(4 * turn, 4 * turn + 4):
+            loaders[which][index % len(loaders[which])]
+
+    four_batches(0, 0), four_batches(0, 1)  # warm up
+    batch_ratios, _ = _turns(scale(15, 2), four_batches)
+    return {
+        "reads": {"ratios": read_ratios, "median": statistics.median(read_ratios)},
+        "batches": {"ratios": batch_ratios, "median": statistics.median(batch_ratios)},
+        "us_per_record": [1e6 * statistics.median(s) / len(order) for s in read_seconds],
+    }
+
+
 def main() -> None:
     from tfpipe import from_directory, from_tfrecords, write_tfrecords
     from tfpipe.synthetic import make_image_folder
@@ -99,10 +152,23 @@ def main() -> None:
         prefix = work / "records" / "train"
         info = write_tfrecords(from_directory(root), prefix, num_shards=4, progress=False)
         from_tfrecords(prefix)  # build the index once, outside the timed cases
+        turns = run_isolated(interleaved, str(prefix))
+        without, with_crc = turns["us_per_record"]
+        print(
+            f"in one process, taking turns: {without:.2f} µs per record read without the CRC, "
+            f"{with_crc:.2f} µs with it (+{with_crc - without:.2f} µs); speed with / without: "
+            f"reads {turns['reads']['median']:.3f}, SequenceLoader batches "
+            f"{turns['batches']['median']:.3f}"
+        )
         extra = {
             "records": info.num_examples,
             "mean_record_bytes": round(info.num_bytes / info.num_examples),
             "passes": PASSES,
+            "crc_over_no_crc_batch_by_batch": {
+                "random reads, pass by pass": turns["reads"],
+                "SequenceLoader, 4 batches at a time": turns["batches"],
+            },
+            "us_per_record_read_turn_by_turn": {"without CRC": without, "with CRC": with_crc},
         }
         baseline = "pread of the frame, no CRC (before)"
         reads = compare(
