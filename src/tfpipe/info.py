@@ -20,7 +20,7 @@ from tfpipe.schema import ClassLabel, Schema
 FORMAT_VERSION = 1
 _COMPRESSION_SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}
 _GZIP_MAGIC = b"\x1f\x8b"
-_TEMPORARY = re.compile(r"\..+\.tmp-\d+")
+_TEMPORARY = re.compile(r"\..+\.tmp-.*")  # a writer's `.<name>.tmp-<pid>`
 
 
 def check_compression(compression: str | None) -> str | None:
@@ -199,7 +199,11 @@ class DatasetInfo:
 
 
 def resolve_files(path: str | os.PathLike[str] | list[str | os.PathLike[str]]) -> list[Path]:
-    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them."""
+    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them.
+
+    Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
+    globs; naming a temporary file raises `SourceError`.
+    """
     if isinstance(path, list | tuple):
         return [f for p in path for f in resolve_files(p)]
     text = os.fspath(path)
