@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.records.reader import locate
 from tfpipe.sources.tfrecords import scan_offsets
 
 SCHEMA = tfpipe.Schema(
@@ -324,6 +325,7 @@ def test_a_shard_the_metadata_does_not_list_is_refused(data: Path, read: Reader)
 def test_a_glob_of_some_shards_is_checked_and_sized_by_the_metadata(data: Path) -> None:
     some = str(data / "train-0000[01]-of-00003.tfrecord")
     expected = list(range(16))
+    assert locate(some)[1:] == (tfpipe.DatasetInfo.load(data / "train"), 16)  # schema and all
     assert from_tfrecords(some) == expected
     dataset = tfpipe.read_tfrecords(some, schema=SCHEMA)
     assert len(dataset) == 16 and [int(e["id"]) for e in dataset] == expected

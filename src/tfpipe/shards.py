@@ -30,7 +30,11 @@ class Declared:
     """A file's entry in its dataset's metadata file."""
 
     shard: ShardInfo
-    metadata: Path
+    info: DatasetInfo
+
+    @property
+    def metadata(self) -> Path:
+        return self.info.metadata_path
 
 
 def _group(file: Path) -> tuple[Path, str, int] | None:
@@ -51,7 +55,7 @@ def _declared_by(metadata: Path, files: list[Path]) -> dict[Path, Declared]:
                 f"lists {[s.file for s in info.shards][:3]}...): a leftover of another write? "
                 "Remove it, or read the dataset by its prefix"
             )
-        declared[file] = Declared(shard, metadata)
+        declared[file] = Declared(shard, info)
     return declared
 
 
@@ -160,3 +164,11 @@ def declared_examples(files: Sequence[Path], declared: dict[Path, Declared]) -> 
     if any(file not in declared for file in files):
         return None
     return sum(declared[file].shard.num_examples for file in files)
+
+
+def one_dataset(files: Sequence[Path], declared: dict[Path, Declared]) -> DatasetInfo | None:
+    """The dataset all of `files` belong to, when one metadata file describes them all."""
+    infos = {id(entry.info): entry.info for entry in declared.values()}
+    if len(infos) != 1 or len(declared) != len(files):
+        return None
+    return next(iter(infos.values()))

@@ -12,7 +12,7 @@ from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records.infer import PathArg, infer_schema, records
 from tfpipe.schema import Schema
-from tfpipe.shards import check_sizes, declared_examples
+from tfpipe.shards import check_sizes, declared_examples, one_dataset
 
 
 def _is_prefix(text: str) -> bool:
@@ -21,13 +21,15 @@ def _is_prefix(text: str) -> bool:
 
 
 def locate(path: PathArg) -> tuple[list[Path], DatasetInfo | None, int | None]:
-    """The TFRecord files at `path`, the dataset metadata when `path` is a tfpipe prefix, and
-    the number of examples their metadata declares (None when a file has no metadata).
+    """The TFRecord files at `path`, the metadata of the one dataset they belong to (whether
+    named by its prefix, a folder, a glob or a list), and the number of examples their
+    metadata declares (None when a file has no metadata).
 
     Each file's size is checked against its metadata (see `tfpipe.shards.check_sizes`).
     """
     files, info = _files_at(path)
-    return files, info, declared_examples(files, check_sizes(files))
+    declared = check_sizes(files)
+    return files, info or one_dataset(files, declared), declared_examples(files, declared)
 
 
 def _files_at(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
@@ -79,8 +81,9 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
     """A `tf.data.Dataset` of decoded example dicts (unbatched), in the order written.
 
     Images come out as uint8 `(H, W, C)`, class labels as int64, texts as `tf.string`. The
-    schema comes from `schema=`, else the metadata file of a tfpipe dataset, else
-    `infer_schema` (files written by plain TensorFlow scripts or TFDS). Gzip files are detected.
+    schema comes from `schema=`, else the metadata file of the tfpipe dataset the files belong
+    to (named by its prefix, a folder, a glob or a list), else `infer_schema` (files written
+    by plain TensorFlow scripts or TFDS). Gzip files are detected.
     The first record is checked against the schema right away; a mismatch raises a
     `DecodeError` naming the feature and the file.
 
