@@ -256,7 +256,7 @@ def test_missing_and_empty_paths_are_clear_errors(tmp_path):
         tfpipe.Pipeline(str(tmp_path / "nothing"))
     empty = tmp_path / "empty.tfrecord"
     empty.write_bytes(b"")
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"empty\.tfrecord.*is empty"):
+    with pytest.raises(tfpipe.SourceError, match=r"empty\.tfrecord.*is empty"):
         tfpipe.Pipeline(str(empty), schema=tfpipe.Schema({"id": tfpipe.Tensor()}))
     with pytest.raises(ValueError, match="list of TFRecord files is empty"):
         tfpipe.Pipeline([])
@@ -362,14 +362,14 @@ def test_build_declares_the_epoch_length_and_fails_when_records_are_missing(reco
         tfpipe.Pipeline(records).filter(lambda ex: ex["id"] > 3).batch(5).build().cardinality() < 0
     )
 
-    # Metadata that over-counts its records: iteration fails instead of ending early.
+    # Metadata whose total over-counts its shards is refused before anything is read.
     info = tfpipe.DatasetInfo.load(records)
     for shard in info.files:
         (tmp_path / shard.name).write_bytes(shard.read_bytes())
     text = Path(f"{records}.json").read_text().replace('"num_examples": 24', '"num_examples": 30')
     (tmp_path / "train.json").write_text(text)
-    with pytest.raises(tf.errors.OpError, match="expected to contain 6 elements"):
-        list(tfpipe.Pipeline(str(tmp_path / "train")).batch(5).build())
+    with pytest.raises(tfpipe.SchemaError, match=r"train\.json.*declares 30 examples.*up to 24"):
+        tfpipe.Pipeline(str(tmp_path / "train"))
 
 
 def test_record_shuffle_buffer_holds_at_most_32_mib(tmp_path):

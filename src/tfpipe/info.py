@@ -10,15 +10,17 @@ import dataclasses
 import glob
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from tfpipe.errors import DataNotFoundError, SchemaError
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.schema import ClassLabel, Schema
 
 FORMAT_VERSION = 1
 _COMPRESSION_SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}
 _GZIP_MAGIC = b"\x1f\x8b"
+_TEMPORARY = re.compile(r"\..+\.tmp-.*")  # a writer's `.<name>.tmp-<pid>`
 
 
 def check_compression(compression: str | None) -> str | None:
@@ -182,6 +184,12 @@ class DatasetInfo:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise SchemaError(f"metadata file {str(path)!r} is not valid: {e!r}") from e
+        listed = sum(shard.num_examples for shard in info.shards)
+        if listed != info.num_examples:
+            raise SchemaError(
+                f"metadata file {str(path)!r} is not valid: it declares {info.num_examples} "
+                f"examples, but its shards add up to {listed}; write the dataset again"
+            )
         missing = [str(f) for f in info.files if not f.is_file()]
         if missing:
             raise DataNotFoundError(
@@ -191,13 +199,22 @@ class DatasetInfo:
 
 
 def resolve_files(path: str | os.PathLike[str] | list[str | os.PathLike[str]]) -> list[Path]:
-    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them."""
+    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them.
+
+    Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
+    globs; naming a temporary file raises `SourceError`.
+    """
     if isinstance(path, list | tuple):
         return [f for p in path for f in resolve_files(p)]
     text = os.fspath(path)
     if metadata_path(text).is_file() or text.endswith(".json"):
         return DatasetInfo.load(text).files
     if os.path.isfile(text):
+        if _TEMPORARY.fullmatch(os.path.basename(text)):
+            raise SourceError(
+                f"{text!r} is the temporary file of a write in progress (or of a killed one); "
+                "read the finished shards or the dataset prefix instead"
+            )
         return [Path(text)]
     if os.path.isdir(text):
         files = sorted(Path(text).glob("*.tfrecord*"))
@@ -205,6 +222,7 @@ def resolve_files(path: str | os.PathLike[str] | list[str | os.PathLike[str]]) -
         files = sorted(Path(p) for p in glob.glob(text) if os.path.isfile(p))
         if not files:
             files = sorted(Path(p) for p in glob.glob(f"{text}-*-of-*.tfrecord*"))
+    files = [f for f in files if not f.name.startswith(".")]  # temporary files of writes
     if not files:
         raise DataNotFoundError(
             f"no TFRecord files at {text!r} (tried it as a file, a folder, a glob and a prefix)"

@@ -9,14 +9,13 @@ then decoded per batch; a `PyDataset` gives decoded examples directly.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
+from tfpipe.errors import SchemaError, SourceError
 from tfpipe.info import check_compression, tf_compression
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate
@@ -74,11 +73,8 @@ class RecordInput:
     decoded = False
 
     def __init__(self, path: Any, schema: Schema | None, compression: str | None) -> None:
-        files, info = locate(path)
+        files, info, count = locate(path)
         self.files = [str(f) for f in files]
-        empty = [f for f in self.files if os.path.getsize(f) == 0]
-        if empty:
-            raise DataNotFoundError(f"source: TFRecord file {empty[0]!r} is empty")
         if schema is None:
             schema = info.schema if info is not None else infer_schema(files)
         elif not isinstance(schema, Schema):
@@ -90,7 +86,7 @@ class RecordInput:
         self.compression = check_compression(compression)
         first_bytes = check_first_record(schema, files)
         self.schema = schema
-        self.num_examples = info.num_examples if info is not None else None
+        self.num_examples = count
         self.record_bytes = (
             info.num_bytes / info.num_examples
             if info is not None and info.num_examples

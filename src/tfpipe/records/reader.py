@@ -12,6 +12,7 @@ from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records.infer import PathArg, infer_schema, records
 from tfpipe.schema import Schema, check_stored_labels
+from tfpipe.shards import check_sizes, declared_examples, one_dataset
 
 
 def _is_prefix(text: str) -> bool:
@@ -19,10 +20,21 @@ def _is_prefix(text: str) -> bool:
     return not (os.path.exists(text) or glob.has_magic(text) or text.endswith(".json"))
 
 
-def locate(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
-    """The TFRecord files at `path`, and the dataset metadata when `path` is a tfpipe prefix."""
+def locate(path: PathArg) -> tuple[list[Path], DatasetInfo | None, int | None]:
+    """The TFRecord files at `path`, the metadata of the one dataset they belong to (whether
+    named by its prefix, a folder, a glob or a list), and the number of examples their
+    metadata declares (None when a file has no metadata).
+
+    Each file's size is checked against its metadata (see `tfpipe.shards.check_sizes`).
+    """
+    files, info = _files_at(path)
+    declared = check_sizes(files)
+    return files, info or one_dataset(files, declared), declared_examples(files, declared)
+
+
+def _files_at(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
     if not isinstance(path, str | os.PathLike):
-        return [f for f in resolve_files(list(path)) if not f.name.startswith(".")], None
+        return resolve_files(list(path)), None
     text = os.fspath(path)
     if metadata_path(text).is_file() or text.endswith(".json"):
         info = DatasetInfo.load(text)
@@ -39,7 +51,7 @@ def locate(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
             f"path {text!r} is not a file, folder or glob, and the dataset metadata file "
             f"{str(metadata_path(text))!r} does not exist{hint}"
         )
-    return [f for f in resolve_files(text) if not f.name.startswith(".")], None
+    return resolve_files(text), None
 
 
 def common_compression(files: list[Path]) -> str | None:
@@ -69,10 +81,19 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
     """A `tf.data.Dataset` of decoded example dicts (unbatched), in the order written.
 
     Images come out as uint8 `(H, W, C)`, class labels as int64, texts as `tf.string`. The
-    schema comes from `schema=`, else the metadata file of a tfpipe dataset, else
-    `infer_schema` (files written by plain TensorFlow scripts or TFDS). Gzip files are detected.
+    schema comes from `schema=`, else the metadata file of the tfpipe dataset the files belong
+    to (named by its prefix, a folder, a glob or a list), else `infer_schema` (files written
+    by plain TensorFlow scripts or TFDS). Gzip files are detected.
     The first record is checked against the schema right away; a mismatch raises a
     `DecodeError` naming the feature and the file.
+
+    Nothing is read silently short. Where a metadata file (`<prefix>.json`) describes the
+    files, even when they are named by a folder, glob or list, each file's size must be the
+    one it declares (truncated, appended-to and undeclared zero-byte files fail at once), and
+    the dataset has the declared length (`len(ds)`; an epoch that holds another count fails).
+    Shards named `<prefix>-NNNNN-of-NNNNN` without metadata must all be there, and a
+    warning says their counts cannot be checked; other files' counts are not checked.
+    Temporary files of writes (`.name.tmp-<pid>`) are never read.
 
     Example:
         >>> ds = tfpipe.read_tfrecords("out/train")
@@ -89,11 +110,12 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
         The dataset; batch, shuffle and prefetch it as usual (or use tfpipe's loaders).
 
     Raises:
-        DataNotFoundError: no metadata for a prefix (e.g. after an interrupted write), or no
-            TFRecord files at `path`.
+        DataNotFoundError: no metadata for a prefix (e.g. after an interrupted write), no
+            TFRecord files at `path`, or shards of a dataset are missing.
         DecodeError: the first record does not match the schema, or a file is not a TFRecord.
+        SourceError: a file's size differs from its metadata's, or a file is empty.
     """
-    files, info = locate(path)
+    files, info, count = locate(path)
     if schema is None:
         schema = info.schema if info is not None else infer_schema(files)
     elif not isinstance(schema, Schema):
@@ -105,4 +127,8 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
     dataset = tf.data.TFRecordDataset(
         [str(f) for f in files], compression_type=tf_compression(compression)
     )
-    return dataset.map(schema.parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.map(schema.parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if count is not None:
+        # The metadata's count: len(dataset) works, and a count that differs fails the epoch.
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
+    return dataset.prefetch(tf.data.AUTOTUNE)
