@@ -121,7 +121,7 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
     elif not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
     elif info is not None:
-        check_stored_labels(info.schema, schema, os.fspath(path))  # type: ignore[arg-type]
+        check_stored_labels(info.schema, schema, str(info.metadata_path))
     compression = info.compression if info is not None else common_compression(files)
     check_first_record(schema, files)
     dataset = tf.data.TFRecordDataset(
