@@ -7,7 +7,12 @@ import gc
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,7 @@ import pandas as pd
 import pytest
 
 import tfpipe
+from tfpipe.loaders.workers import WatchedPool
 
 COUNT = 22
 ID_SCHEMA = tfpipe.Schema(
@@ -289,6 +295,100 @@ def test_corrupt_image_in_a_worker_stops_fit_with_the_path(
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     with pytest.raises(Exception, match=str(corrupt)):
         model.fit(loader, epochs=1, verbose=0)
+
+
+_KILLED_WORKER_FIT = """
+import gc, multiprocessing, os, signal, sys
+import keras, numpy as np, tfpipe
+
+class KilledOnce:
+    # Example 21 SIGKILLs the worker process loading it, as the out-of-memory killer would.
+    schema = tfpipe.Schema(
+        {"x": tfpipe.Tensor(shape=(1,)), "id": tfpipe.Tensor(shape=(), dtype="int64")}
+    )
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        if multiprocessing.parent_process() is not None:  # a worker, not the main process
+            open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+            if i == 21:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return {"x": np.float32([i]), "id": np.int64(i)}
+
+def train(fit):
+    loader = tfpipe.SequenceLoader(KilledOnce(), batch_size=4, x="x", y="id", shuffle=False,
+                                   workers=2, use_multiprocessing=True)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    try:
+        fit(model, loader)
+    except Exception as e:
+        print("RAISED", type(e).__name__, str(e).replace(chr(10), " "))
+    else:
+        print("FINISHED")
+    gc.collect()
+    print("CHILDREN", len(multiprocessing.active_children()))
+
+train(lambda model, loader: model.fit(loader, epochs=2, verbose=0))
+train(lambda model, loader: tfpipe.fit(model, loader, epochs=2, verbose=0, report=False))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "worker process killed by SIGKILL (OOM killer)",
+    reader="SequenceLoader (model.fit, tfpipe.fit)",
+    outcome="TfpipeError naming the pid and signal; no hang, no process left",
+)
+def test_killed_worker_process_stops_fit_with_an_error(tmp_path: Path) -> None:
+    script = tmp_path / "killed_worker_fit.py"
+    script.write_text(_KILLED_WORKER_FIT)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    run = subprocess.run(
+        [sys.executable, str(script), str(pids)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    raised = [line for line in lines if line.startswith(("RAISED", "FINISHED"))]
+    assert len(raised) == 2, run.stdout
+    workers = {int(p.name) for p in pids.iterdir()}
+    for line in raised:  # model.fit, then tfpipe.fit
+        found = re.search(
+            r"TfpipeError: PyDataset worker process (\d+) was killed by SIGKILL", line
+        )
+        assert found, line
+        assert int(found.group(1)) in workers
+        assert "out-of-memory killer" in line and "use_multiprocessing=False" in line
+    assert [line for line in lines if line.startswith("CHILDREN")] == ["CHILDREN 0"] * 2
+    for pid in workers:  # no orphan outlived the training process
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _killed() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_watched_pool_fails_pending_results_when_a_worker_dies() -> None:
+    with WatchedPool(2) as pool:
+        assert pool.apply_async(abs, (-3,)).get(timeout=20) == 3
+        pending = [pool.apply_async(time.sleep, (0.2,)) for _ in range(2)]
+        with pytest.raises(tfpipe.TfpipeError, match=r"killed by SIGKILL \(exit code -9\)"):
+            pool.apply_async(_killed).get(timeout=20)
+        for result in pending:
+            result.wait(timeout=20)
+            assert result.ready()
+        with pytest.raises(tfpipe.TfpipeError, match="worker process"):
+            pool.apply_async(abs, (-3,)).get(timeout=20)  # the pool stays broken
+
+
+def test_watched_pool_without_deaths_behaves_like_a_pool() -> None:
+    pool = WatchedPool(2)
+    assert pool.map(abs, [-1, -2, -3]) == [1, 2, 3]
+    pool.close()
+    pool.join()
+    pool.terminate()
 
 
 def test_loader_pickles_small_and_the_same() -> None:

@@ -22,6 +22,7 @@ import keras
 import numpy as np
 
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.loaders import workers as _workers
 from tfpipe.schema import Feature, Image, Schema, Tensor, Text
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
@@ -197,6 +198,8 @@ class SequenceLoader(keras.utils.PyDataset):
         super().__init__(
             workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
         )
+        if use_multiprocessing:
+            _workers.install()  # a killed worker process then fails fit instead of hanging it
         schema = getattr(source, "schema", None)
         if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
             raise SourceError(
