@@ -93,6 +93,13 @@ def test_batches_cover_the_source_with_a_partial_last_batch() -> None:
         loader[6]
 
 
+def test_examples_per_epoch_leaves_out_a_dropped_partial_batch() -> None:
+    loader = tfpipe.SequenceLoader(id_source(), batch_size=5, x="x", y="id")
+    assert loader.examples_per_epoch() == COUNT
+    dropped = tfpipe.SequenceLoader(id_source(), batch_size=5, x="x", y="id", drop_remainder=True)
+    assert dropped.examples_per_epoch() == len(epoch_ids(dropped)) == 20
+
+
 def test_every_example_once_per_epoch_in_a_new_order() -> None:
     loader = tfpipe.SequenceLoader(id_source(), batch_size=4, x="x", y="id", seed=7)
     orders = []
@@ -418,7 +425,22 @@ def test_loader_pickles_small_and_the_same() -> None:
         ({"x": 3}, ValueError, r"x must be a feature name"),
         ({"seed": -1}, ValueError, r"seed must be a non-negative int"),
         ({"batch_size": 64, "drop_remainder": True}, tfpipe.SourceError, r"fewer than batch_si"),
+        ({"batch_size": True}, ValueError, r"Received: batch_size=True"),
+        ({"batch_size": 4.0}, ValueError, r"Received: batch_size=4\.0"),
+        ({"max_queue_size": 0}, ValueError, r"Received: max_queue_size=0"),
+        ({"seed": True}, ValueError, r"Received: seed=True"),
+        ({"image_size": (16.0, 16)}, ValueError, r"image_size=\(16\.0, 16\)"),
+        ({"rescale": True}, ValueError, r"rescale must be a finite number > 0 or None\. Rec"),
+        ({"rescale": float("nan")}, ValueError, r"Received: rescale=nan"),
+        ({"rescale": float("-inf")}, ValueError, r"Received: rescale=-inf"),
+        ({"rescale": 0.0}, ValueError, r"Received: rescale=0\.0"),
+        ({"rescale": -1.0}, ValueError, r"Received: rescale=-1\.0"),
     ],
+)
+@pytest.mark.fault(
+    "bool, NaN, inf, 0 or negative numeric argument",
+    reader="SequenceLoader",
+    outcome="ValueError naming the argument and the value",
 )
 def test_bad_arguments_give_clear_errors(
     kwargs: dict[str, Any], error: type[Exception], match: str
