@@ -134,11 +134,23 @@ def _watch(
                     break
         if broken:
             _fail_pending(cache, broken[0])
-        alive = [w.sentinel for w in list(workers) if w.exitcode is None]
+        alive = _sentinels(workers)
         if alive:
             multiprocessing.connection.wait(alive, timeout=_POLL_S)
         else:
             time.sleep(_POLL_S)
+
+
+def _sentinels(workers: list[Any]) -> list[int]:
+    """The exit sentinels of the started workers that have not exited."""
+    found = []
+    for worker in list(workers):
+        try:
+            if worker.exitcode is None:
+                found.append(worker.sentinel)
+        except ValueError:  # registered by the pool, not started yet
+            pass
+    return found
 
 
 def _terminating(pool: WatchedPool) -> bool:
