@@ -1,7 +1,7 @@
 """`tfpipe.fit`: one training entry point that keeps the model fed and measures how well.
 
-data ──adapt()──▶ Input ──probe the model on one batch in memory (state restored)
-                        ├─ choose steps_per_execution when steps are short
+data ──adapt()──▶ Input ──probe the model on one full batch in memory (state restored)
+                        ├─ choose steps_per_execution when steps are short and epochs sized
                         ├─ benchmark the input alone (report=True)
                         └─ model.fit(...) + a callback timing the steps ──▶ History.report
 """
@@ -120,7 +120,8 @@ def fit(
     optimizer and metric state are restored afterwards) times the model alone. When a step is
     shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
-    of this call and keeps it when it is at least 10% faster. A finite tf.data input is
+    of this call and keeps it when it is at least 10% faster; only when the length of an epoch
+    is known (it divides it), else it stays 1 and the report says why. A finite tf.data input is
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
@@ -145,8 +146,9 @@ def fit(
         steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
             metadata and the batch size. Defaults to None (one pass over `data`).
         callbacks: Keras callbacks. Defaults to None.
-        batch_size: batch size of the Pipeline built for a path (ignored, with a warning, for
-            other inputs, which are already batched). Defaults to 32 for a path.
+        batch_size: batch size of the Pipeline built for a path, a positive int (ignored,
+            with a warning, for other inputs, which are already batched). Defaults to 32 for
+            a path.
         report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.

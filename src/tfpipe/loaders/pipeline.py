@@ -132,8 +132,8 @@ class Pipeline:
         reduced_decode: decode JPEGs larger than twice `image_size` at a reduced DCT scale
             (1/2, 1/4, 1/8) before resizing: much faster, but pixels differ slightly from a
             full decode + resize. Defaults to False.
-        rescale: cast images to float32 and multiply by this (e.g. `1 / 255`). Defaults to None
-            (uint8 images).
+        rescale: cast images to float32 and multiply by this finite number > 0 (e.g.
+            `1 / 255`). Defaults to None (uint8 images).
         compression: None, "gzip" or "zlib" for TFRecords. Defaults to "auto" (from the
             metadata, else the file suffix and first bytes).
     """

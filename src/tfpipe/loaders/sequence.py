@@ -140,9 +140,12 @@ class SequenceLoader(keras.utils.PyDataset):
             (decoded uint8 images at `image_size`) with a `numpy.random.Generator` seeded from
             `(seed, epoch, example index)`. Defaults to None.
         dtype: the dtype of image batches. Defaults to "float32".
-        rescale: multiply pixels by this; None keeps 0..255. Defaults to 1/255.
+        rescale: multiply pixels by this finite number > 0; None keeps 0..255. Defaults to
+            1/255.
         workers: threads (or processes) Keras loads batches with. Defaults to 1.
-        use_multiprocessing: use worker processes instead of threads. Defaults to False.
+        use_multiprocessing: use worker processes instead of threads; a worker killed by the
+            kernel (out of memory) stops training with a `TfpipeError` naming it, instead of
+            hanging it (see `tfpipe.loaders.workers.WatchedPool`). Defaults to False.
         max_queue_size: batches Keras prepares ahead. Defaults to 10.
     """
 
