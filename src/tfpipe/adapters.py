@@ -228,7 +228,6 @@ def _from_path(
     return _from_dataset(
         pipeline.build(),
         "TFRecords",
-        steps_per_pass=pipeline.batches_per_epoch(),
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
         image_encoding=_image_encoding(info.schema),

@@ -188,7 +188,7 @@ def fit(
         )
     fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False
 
-    batch, batch_size = _full_batch(train)
+    batch, size = _full_batch(train)
     probe = _probe_model(model, batch, steps or train.steps)
     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
     dataset = _prefetch_to_device(dataset, _accelerator(model))
@@ -213,10 +213,10 @@ def fit(
         )
         history.report = FitReport.build(
             input_alone=input_alone,
-            model_examples_per_s=batch_size / probe.step_seconds,
-            achieved_examples_per_s=_examples_per_step(train, batch_size) / timer.step_seconds,
+            model_examples_per_s=size / probe.step_seconds,
+            achieved_examples_per_s=_examples_per_step(train, size) / timer.step_seconds,
             input_kind=train.kind,
-            batch_size=batch_size,
+            batch_size=size,
             steps_per_execution=probe.steps_per_execution,
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
