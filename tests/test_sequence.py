@@ -390,6 +390,11 @@ def test_watched_pool_fails_pending_results_when_a_worker_dies() -> None:
             pool.apply_async(abs, (-3,)).get(timeout=20)  # the pool stays broken
 
 
+def test_watched_pool_names_an_exit_code_that_is_not_a_signal() -> None:
+    with WatchedPool(1) as pool, pytest.raises(tfpipe.TfpipeError, match="exited with code 3"):
+        pool.apply_async(os._exit, (3,)).get(timeout=20)
+
+
 def test_watched_pool_without_deaths_behaves_like_a_pool() -> None:
     pool = WatchedPool(2)
     assert pool.map(abs, [-1, -2, -3]) == [1, 2, 3]

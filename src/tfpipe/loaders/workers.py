@@ -46,7 +46,7 @@ def _register(workers: list[Any], ctx: Any, *args: Any, **kwargs: Any) -> Any:
     return process
 
 
-def describe_exit(exitcode: int) -> str:
+def _describe_exit(exitcode: int) -> str:
     """How a process ended, from its `exitcode` (negative: the signal that killed it)."""
     if exitcode < 0:
         try:
@@ -57,7 +57,7 @@ def describe_exit(exitcode: int) -> str:
     return f"exited with code {exitcode}"
 
 
-def worker_died_error(pid: int, exitcode: int, pending: int) -> TfpipeError:
+def _worker_died_error(pid: int, exitcode: int, pending: int) -> TfpipeError:
     """The error every pending batch fails with after worker `pid` died."""
     why = (
         "SIGKILL is what the out-of-memory killer sends: "
@@ -65,7 +65,7 @@ def worker_died_error(pid: int, exitcode: int, pending: int) -> TfpipeError:
         else "a worker dies like this when it runs out of memory or crashes in native code: "
     )
     return TfpipeError(
-        f"PyDataset worker process {pid} {describe_exit(exitcode)} while loading batches; "
+        f"PyDataset worker process {pid} {_describe_exit(exitcode)} while loading batches; "
         f"{pending} pending batch(es) failed with it, so training stops here rather than go on "
         f"without them (no batch is dropped silently). {why}lower batch_size, workers or "
         "max_queue_size, or load in threads with use_multiprocessing=False"
@@ -130,7 +130,7 @@ def _watch(
             for worker in list(workers):
                 code = worker.exitcode
                 if code is not None and (code != 0 or (running and not retires)):
-                    broken.append(worker_died_error(worker.pid, code, len(cache)))
+                    broken.append(_worker_died_error(worker.pid, code, len(cache)))
                     break
         if broken:
             _fail_pending(cache, broken[0])
