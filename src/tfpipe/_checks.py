@@ -17,6 +17,16 @@ def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def is_positive(value: Any) -> bool:
+    """A finite real number > 0, but not a bool."""
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and float(value) > 0
+    )
+
+
 def check_int(name: str, value: Any, *, minimum: int = 1, or_none: bool = False) -> Any:
     """`value` as an int >= `minimum` (None passes when `or_none`); else a `ValueError`.
 
@@ -43,12 +53,7 @@ def check_positive(name: str, value: Any, *, or_none: bool = False) -> Any:
     """
     if value is None and or_none:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not is_positive(value):
         raise ValueError(
             f"{name} must be a finite number > 0{' or None' if or_none else ''}. "
             f"Received: {name}={value!r}"
