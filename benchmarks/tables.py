@@ -17,7 +17,15 @@ PAGE = ROOT / "docs" / "performance.md"
 BLOCK = re.compile(
     r"(<!-- BENCHMARK TABLES:[^\n]*-->\n).*?(<!-- END BENCHMARK TABLES -->)", re.DOTALL
 )
-ORDER = ("write_copy", "write_resize", "sequence", "pipeline_tfrecord", "pipeline_folder", "fit")
+ORDER = (
+    "write_copy",
+    "write_resize",
+    "sequence",
+    "workers",
+    "pipeline_tfrecord",
+    "pipeline_folder",
+    "fit",
+)
 
 
 def table(report: dict[str, Any]) -> str:

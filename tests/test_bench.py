@@ -100,3 +100,6 @@ def test_cli_bench_prints_the_throughput(
     assert status == 0
     output = capsys.readouterr().out
     assert "examples/s" in output and "batches/s of 4" in output and "3 batches timed" in output
+    assert main(["bench", prefix, "--batches", "3", "--batch-size", "0"]) == 2
+    error = capsys.readouterr().err
+    assert "batch_size must be a positive int or None. Received: batch_size=0" in error

@@ -19,7 +19,15 @@ import tensorflow as tf
 import tfpipe
 from tfpipe.adapters import adapt
 from tfpipe.bench import Throughput
-from tfpipe.fit import _accelerator, _one_iterator, _prefetch_to_device, _probe_model, _state
+from tfpipe.fit import (
+    _accelerator,
+    _examples_per_step,
+    _full_batch,
+    _one_iterator,
+    _prefetch_to_device,
+    _probe_model,
+    _state,
+)
 
 fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
 
@@ -342,6 +350,111 @@ def test_bad_arguments_are_clear_errors() -> None:
     uncompiled = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     with pytest.raises(ValueError, match=r"model\.compile"):
         tfpipe.fit(uncompiled, arrays_dataset())
+
+
+def short_batch_first(count: int = 36, batch: int = 8) -> tf.data.Dataset:
+    """Batches of 8 whose first is the short last one (4), as a non-deterministic pipeline
+    may yield them; no static batch dimension tells the true size."""
+    batches = arrays_dataset(count, batch)
+    return batches.skip(count // batch).concatenate(batches.take(count // batch))
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "short last batch yielded first",
+    reader="tfpipe.fit (FitReport)",
+    outcome="report uses the true batch size and counts examples",
+)
+def test_report_takes_the_true_batch_size_not_the_first_batch() -> None:
+    data = short_batch_first()
+    assert [len(x) for x, _ in data] == [4, 8, 8, 8, 8]
+    batch, size = _full_batch(adapt(data))
+    assert size == 8 and len(batch[0]) == 8
+    history = tfpipe.fit(tiny_cnn(), data, epochs=2, verbose=0)
+    assert history.report.batch_size == 8
+    assert "batches of 8" in str(history.report)
+
+
+def test_inputs_declare_their_batch_size_and_examples(records: str, image_folder: Path) -> None:
+    pipeline = tfpipe.Pipeline(records, image_size=SIZE).batch(8).as_supervised("image", "label")
+    loader = tfpipe.SequenceLoader(
+        tfpipe.from_directory(image_folder), batch_size=8, image_size=SIZE
+    )
+    dropped = arrays_dataset().unbatch().batch(8, drop_remainder=True)
+    declared = {
+        "Pipeline": adapt(pipeline),
+        "PyDataset": adapt(loader),
+        "TFRecords": adapt(records, batch_size=8, image_size=SIZE),
+        "tf.data": adapt(dropped),
+    }
+    for kind, source in declared.items():
+        assert (source.kind, source.batch_size) == (kind, 8)
+    assert [declared[k].examples for k in ("Pipeline", "PyDataset", "TFRecords")] == [36] * 3
+    assert _examples_per_step(declared["Pipeline"], 8) == 36 / 5  # the last batch holds 4
+    assert adapt(arrays_dataset()).batch_size is None  # the last batch is short: not static
+    assert _examples_per_step(adapt(arrays_dataset()), 8) == 8
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "records without metadata (epoch of unknown length)",
+    reader="tfpipe.fit",
+    outcome="steps_per_execution stays 1, and the report says why",
+)
+def test_unknown_epoch_length_keeps_one_step_per_execution(
+    records: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Steps count as short and any larger value as a gain: only the unknown length stops it.
+    monkeypatch.setattr(fit_module, "SHORT_STEP_S", 1e3)
+    monkeypatch.setattr(fit_module, "TARGET_EXECUTION_S", 1e3)
+    monkeypatch.setattr(fit_module, "MIN_GAIN", -1e9)
+    schema = tfpipe.DatasetInfo.load(records).schema
+    shards = sorted(str(p) for p in Path(records).parent.glob("train-*.tfrecord"))
+    pipeline = (
+        tfpipe.Pipeline(shards, schema=schema, image_size=SIZE, rescale=1 / 255)
+        .batch(8)
+        .as_supervised("image", "label")
+    )
+    assert adapt(pipeline).steps is None
+    history = tfpipe.fit(tiny_cnn(), pipeline, epochs=2, verbose=0)
+    assert (history.report.steps_per_execution, history.report.steps_per_execution_chosen) == (
+        1,
+        False,
+    )
+    assert "the length of an epoch is unknown" in history.report.advice[-1]
+    known = tfpipe.fit(tiny_cnn(), records, batch_size=4, epochs=1, verbose=0)  # 9 steps
+    assert (known.report.steps_per_execution, known.report.steps_per_execution_chosen) == (3, True)
+    assert not any("unknown" in line for line in known.report.advice)
+
+
+@pytest.mark.fault(
+    "bool, NaN, inf, 0 or negative numeric argument",
+    reader="tfpipe.fit, tfpipe.benchmark",
+    outcome="ValueError naming the argument and the value",
+)
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda d, r: tfpipe.fit(tiny_cnn(), r, batch_size=0), r"Received: batch_size=0$"),
+        (lambda d, r: tfpipe.fit(tiny_cnn(), r, batch_size=True), r"Received: batch_size=True"),
+        (lambda d, r: tfpipe.fit(tiny_cnn(), d, epochs=True), r"Received: epochs=True"),
+        (lambda d, r: tfpipe.fit(tiny_cnn(), d, steps_per_epoch=2.5), r"steps_per_epoch=2\.5"),
+        (
+            lambda d, r: tfpipe.fit(tiny_cnn(), r, validation=r, validation_batch_size=-8),
+            r"validation_batch_size must be a positive int or None\. Received: validation_b",
+        ),
+        (lambda d, r: tfpipe.benchmark(d, batches=True), r"Received: batches=True"),
+        (lambda d, r: tfpipe.benchmark(d, warmup=-1), r"warmup must be a non-negative int"),
+        (lambda d, r: tfpipe.benchmark(d, max_seconds=math.nan), r"max_seconds=nan"),
+        (lambda d, r: tfpipe.benchmark(r, batch_size=0), r"Received: batch_size=0$"),
+        (lambda d, r: tfpipe.benchmark(r, image_size=(16, 0)), r"image_size=\(16, 0\)"),
+    ],
+)
+def test_numeric_arguments_refuse_bools_nan_inf_and_non_positive(
+    records: str, call: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        call(arrays_dataset(), records)
 
 
 def report_of(

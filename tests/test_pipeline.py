@@ -290,11 +290,11 @@ def test_filter_keeps_matching_examples(records):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda p: p.batch(0), "batch_size must be an int >= 1"),
-        (lambda p: p.shuffle(seed=-1), "seed must be an int >= 0"),
+        (lambda p: p.batch(0), "batch_size must be a positive int"),
+        (lambda p: p.shuffle(seed=-1), "seed must be a non-negative int"),
         (lambda p: p.shard(2, 2), r"index must be an int in \[0, 2\)"),
-        (lambda p: p.take(0), "count must be an int >= 1"),
-        (lambda p: p.options(threads=0), "threads must be an int >= 1"),
+        (lambda p: p.take(0), "count must be a positive int"),
+        (lambda p: p.options(threads=0), "threads must be a positive int"),
         (lambda p: p.options(deterministic="yes"), "deterministic must be"),
         (lambda p: p.map("not a function"), r"map\(\) needs a function"),
         (lambda p: p.as_supervised("image"), "as_supervised: y must be"),
@@ -304,6 +304,40 @@ def test_filter_keeps_matching_examples(records):
 def test_bad_options_name_the_argument(records, call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call(tfpipe.Pipeline(records))
+
+
+@pytest.mark.fault(
+    "bool, NaN, inf, 0 or negative numeric argument",
+    reader="Pipeline",
+    outcome="ValueError naming the argument and the value",
+)
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda r: tfpipe.Pipeline(r, rescale=True), r"rescale must be a finite number > 0 or No"),
+        (lambda r: tfpipe.Pipeline(r, rescale=float("nan")), r"Received: rescale=nan"),
+        (lambda r: tfpipe.Pipeline(r, rescale=float("inf")), r"Received: rescale=inf"),
+        (lambda r: tfpipe.Pipeline(r, rescale=0), r"Received: rescale=0"),
+        (lambda r: tfpipe.Pipeline(r, rescale=-1 / 255), r"Received: rescale=-0\.0039"),
+        (lambda r: tfpipe.Pipeline(r, image_size=(True, 4)), r"image_size=\(True, 4\)"),
+        (lambda r: tfpipe.Pipeline(r).batch(True), r"Received: batch_size=True"),
+        (lambda r: tfpipe.Pipeline(r).batch(8.0), r"Received: batch_size=8\.0"),
+        (lambda r: tfpipe.Pipeline(r).shuffle(buffer_size=float("nan")), r"buffer_size=nan"),
+        (lambda r: tfpipe.Pipeline(r).shuffle(seed=True), r"Received: seed=True"),
+        (lambda r: tfpipe.Pipeline(r).prefetch(0), r"Received: buffer_size=0"),
+        (lambda r: tfpipe.Pipeline(r).repeat(0), r"Received: count=0"),
+        (lambda r: tfpipe.Pipeline(r).shard(2, True), r"Received: index=True"),
+        (lambda r: tfpipe.Pipeline(r).options(ram_budget_mb=-5), r"ram_budget_mb=-5"),
+    ],
+)
+def test_numeric_arguments_refuse_bools_nan_inf_and_non_positive(records, make, message):
+    with pytest.raises(ValueError, match=message):
+        make(records)
+
+
+def test_numpy_ints_are_accepted(records):
+    pipeline = tfpipe.Pipeline(records, image_size=(np.int64(8), 8), rescale=np.float32(0.5))
+    assert pipeline.batch(np.int64(4)).batch_size == 4
 
 
 def test_variable_size_images_need_image_size(image_folder):
@@ -386,3 +420,17 @@ def test_record_shuffle_buffer_holds_at_most_32_mib(tmp_path):
         32 * 2**20 // per_record
     )  # ~680 records, not 1000
     assert buffer(tfpipe.Pipeline(str(tmp_path / "big")).shuffle(buffer_size=900)) == 900
+
+
+def test_declared_batch_size_and_examples_per_epoch(records):
+    pipeline = tfpipe.Pipeline(records)
+    assert pipeline.batch_size is None and pipeline.examples_per_epoch() == NUM
+    assert pipeline.batch(5).batch_size == 5
+    assert (pipeline.batch(5).examples_per_epoch(), pipeline.batch(5).batches_per_epoch()) == (
+        NUM,
+        5,
+    )
+    dropped = pipeline.take(7).batch(5, drop_remainder=True)
+    assert (dropped.examples_per_epoch(), dropped.batches_per_epoch()) == (5, 1)
+    assert sum(len(b["label"]) for b in dropped.build()) == 5
+    assert pipeline.filter(lambda ex: ex["label"] == 1).batch(5).examples_per_epoch() is None

@@ -148,6 +148,8 @@ def test_bad_declarations_raise_schema_error() -> None:
         tfpipe.Image(shape=(8, 8, 2))
     with pytest.raises(tfpipe.SchemaError, match="raw"):
         tfpipe.Image(encoding="raw")
+    with pytest.raises(tfpipe.SchemaError, match=r"positive ints or None\. .*\(True, 8, 3\)"):
+        tfpipe.Image(shape=(True, 8, 3))  # a bool is not a height of 1
     with pytest.raises(tfpipe.SchemaError, match=r"names=|num_classes"):
         tfpipe.ClassLabel()
     with pytest.raises(tfpipe.SchemaError, match="Text"):

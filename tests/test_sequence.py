@@ -7,7 +7,12 @@ import gc
 import multiprocessing
 import os
 import pickle
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,7 @@ import pandas as pd
 import pytest
 
 import tfpipe
+from tfpipe.loaders.workers import WatchedPool, _sentinels
 
 COUNT = 22
 ID_SCHEMA = tfpipe.Schema(
@@ -85,6 +91,13 @@ def test_batches_cover_the_source_with_a_partial_last_batch() -> None:
     assert len(dropped) == 5 and all(dropped[i][0].shape == (4, 1) for i in range(5))
     with pytest.raises(IndexError, match="batch 6 is out of range"):
         loader[6]
+
+
+def test_examples_per_epoch_leaves_out_a_dropped_partial_batch() -> None:
+    loader = tfpipe.SequenceLoader(id_source(), batch_size=5, x="x", y="id")
+    assert loader.examples_per_epoch() == COUNT
+    dropped = tfpipe.SequenceLoader(id_source(), batch_size=5, x="x", y="id", drop_remainder=True)
+    assert dropped.examples_per_epoch() == len(epoch_ids(dropped)) == 20
 
 
 def test_every_example_once_per_epoch_in_a_new_order() -> None:
@@ -291,6 +304,107 @@ def test_corrupt_image_in_a_worker_stops_fit_with_the_path(
         model.fit(loader, epochs=1, verbose=0)
 
 
+_KILLED_WORKER_FIT = """
+import gc, multiprocessing, os, signal, sys
+import keras, numpy as np, tfpipe
+
+class KilledOnce:
+    # Example 21 SIGKILLs the worker process loading it, as the out-of-memory killer would.
+    schema = tfpipe.Schema(
+        {"x": tfpipe.Tensor(shape=(1,)), "id": tfpipe.Tensor(shape=(), dtype="int64")}
+    )
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        if multiprocessing.parent_process() is not None:  # a worker, not the main process
+            open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+            if i == 21:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return {"x": np.float32([i]), "id": np.int64(i)}
+
+def train(fit):
+    loader = tfpipe.SequenceLoader(KilledOnce(), batch_size=4, x="x", y="id", shuffle=False,
+                                   workers=2, use_multiprocessing=True)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    try:
+        fit(model, loader)
+    except Exception as e:
+        print("RAISED", type(e).__name__, str(e).replace(chr(10), " "))
+    else:
+        print("FINISHED")
+    gc.collect()
+    print("CHILDREN", len(multiprocessing.active_children()))
+
+train(lambda model, loader: model.fit(loader, epochs=2, verbose=0))
+train(lambda model, loader: tfpipe.fit(model, loader, epochs=2, verbose=0, report=False))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "worker process killed by SIGKILL (OOM killer)",
+    reader="SequenceLoader (model.fit, tfpipe.fit)",
+    outcome="TfpipeError naming the pid and signal; no hang, no process left",
+)
+def test_killed_worker_process_stops_fit_with_an_error(tmp_path: Path) -> None:
+    script = tmp_path / "killed_worker_fit.py"
+    script.write_text(_KILLED_WORKER_FIT)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    run = subprocess.run(
+        [sys.executable, str(script), str(pids)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    raised = [line for line in lines if line.startswith(("RAISED", "FINISHED"))]
+    assert len(raised) == 2, run.stdout
+    workers = {int(p.name) for p in pids.iterdir()}
+    for line in raised:  # model.fit, then tfpipe.fit
+        found = re.search(
+            r"TfpipeError: PyDataset worker process (\d+) was killed by SIGKILL", line
+        )
+        assert found, line
+        assert int(found.group(1)) in workers
+        assert "out-of-memory killer" in line and "use_multiprocessing=False" in line
+    assert [line for line in lines if line.startswith("CHILDREN")] == ["CHILDREN 0"] * 2
+    for pid in workers:  # no orphan outlived the training process
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _killed() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_watched_pool_fails_pending_results_when_a_worker_dies() -> None:
+    with WatchedPool(2) as pool:
+        assert pool.apply_async(abs, (-3,)).get(timeout=20) == 3
+        pending = [pool.apply_async(time.sleep, (0.2,)) for _ in range(2)]
+        with pytest.raises(tfpipe.TfpipeError, match=r"killed by SIGKILL \(exit code -9\)"):
+            pool.apply_async(_killed).get(timeout=20)
+        for result in pending:
+            result.wait(timeout=20)
+            assert result.ready()
+        with pytest.raises(tfpipe.TfpipeError, match="worker process"):
+            pool.apply_async(abs, (-3,)).get(timeout=20)  # the pool stays broken
+
+
+def test_watched_pool_names_an_exit_code_that_is_not_a_signal() -> None:
+    with WatchedPool(1) as pool, pytest.raises(tfpipe.TfpipeError, match="exited with code 3"):
+        pool.apply_async(os._exit, (3,)).get(timeout=20)
+
+
+def test_watched_pool_without_deaths_behaves_like_a_pool() -> None:
+    pool = WatchedPool(2)
+    assert pool.map(abs, [-1, -2, -3]) == [1, 2, 3]
+    pool.close()
+    pool.join()
+    pool.terminate()
+    # A worker the pool registered but has not started yet is not waited on (nor an error).
+    assert _sentinels([multiprocessing.Process(target=abs, args=(1,))]) == []
+
+
 def test_loader_pickles_small_and_the_same() -> None:
     source = tfpipe.from_arrays(
         {"x": np.zeros((5000, 1), np.float32), "id": np.arange(5000)}, schema=ID_SCHEMA
@@ -318,7 +432,22 @@ def test_loader_pickles_small_and_the_same() -> None:
         ({"x": 3}, ValueError, r"x must be a feature name"),
         ({"seed": -1}, ValueError, r"seed must be a non-negative int"),
         ({"batch_size": 64, "drop_remainder": True}, tfpipe.SourceError, r"fewer than batch_si"),
+        ({"batch_size": True}, ValueError, r"Received: batch_size=True"),
+        ({"batch_size": 4.0}, ValueError, r"Received: batch_size=4\.0"),
+        ({"max_queue_size": 0}, ValueError, r"Received: max_queue_size=0"),
+        ({"seed": True}, ValueError, r"Received: seed=True"),
+        ({"image_size": (16.0, 16)}, ValueError, r"image_size=\(16\.0, 16\)"),
+        ({"rescale": True}, ValueError, r"rescale must be a finite number > 0 or None\. Rec"),
+        ({"rescale": float("nan")}, ValueError, r"Received: rescale=nan"),
+        ({"rescale": float("-inf")}, ValueError, r"Received: rescale=-inf"),
+        ({"rescale": 0.0}, ValueError, r"Received: rescale=0\.0"),
+        ({"rescale": -1.0}, ValueError, r"Received: rescale=-1\.0"),
     ],
+)
+@pytest.mark.fault(
+    "bool, NaN, inf, 0 or negative numeric argument",
+    reader="SequenceLoader",
+    outcome="ValueError naming the argument and the value",
 )
 def test_bad_arguments_give_clear_errors(
     kwargs: dict[str, Any], error: type[Exception], match: str

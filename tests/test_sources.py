@@ -283,12 +283,26 @@ def test_split_is_deterministic_per_seed(image_folder: Path) -> None:
 
 @pytest.mark.parametrize(
     "fractions",
-    [{"train": 0.7, "test": 0.2}, {"train": 1.2, "test": -0.2}, {"a": 0, "b": 1}, {}, [0.5, 0.5]],
+    [
+        {"train": 0.7, "test": 0.2},
+        {"train": 1.2, "test": -0.2},
+        {"a": 0, "b": 1},
+        {},
+        [0.5, 0.5],
+        {"a": float("nan"), "b": 1.0},
+        {"a": True, "b": 0.0},
+    ],
 )
 def test_split_bad_fractions(fractions: object) -> None:
     src = tfpipe.from_arrays({"x": np.arange(10.0)})
     with pytest.raises(ValueError, match="fractions must"):
         src.split(fractions, stratify=False)  # type: ignore[arg-type]
+
+
+def test_split_refuses_a_negative_seed_naming_it() -> None:
+    src = tfpipe.from_arrays({"x": np.arange(10.0)})
+    with pytest.raises(ValueError, match=r"seed must be a non-negative int\. Received: seed=-1"):
+        src.split({"a": 0.5, "b": 0.5}, seed=-1, stratify=False)
 
 
 def test_split_warns_when_stratify_is_impossible() -> None:

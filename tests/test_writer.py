@@ -246,6 +246,8 @@ def test_bad_values_name_the_feature_and_example(
         ({"workers": 0}, "workers must be a positive int"),
         ({"on_error": "ignore"}, r"on_error must be one of \['raise', 'skip'\]"),
         ({"seed": "abc"}, "seed must be an int"),
+        ({"seed": -1}, r"seed must be an int >= 0\. Received: seed=-1"),
+        ({"num_shards": True}, "Received: num_shards=True"),
     ],
 )
 def test_bad_options_name_the_argument(tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:

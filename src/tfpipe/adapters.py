@@ -19,10 +19,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfpipe._checks import check_image_size, check_int
 from tfpipe.bench import Throughput, measure
 from tfpipe.errors import SchemaError
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.schema import ClassLabel, Image, Schema
 
 DEFAULT_BATCH_SIZE = 32
@@ -41,6 +43,10 @@ class Input:
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
         image_encoding: how the images are stored ("jpeg", "png" or "raw") when the input
             reads tfpipe records or sources with one Image feature; None when unknown.
+        batch_size: the size of every batch but an epoch's last, as declared (a Pipeline's
+            `batch()`, a SequenceLoader's `batch_size`, the static batch dimension of a
+            dataset); None when only the batches can tell.
+        examples: examples in one pass over the data, when known (metadata, source length).
     """
 
     kind: str
@@ -49,6 +55,8 @@ class Input:
     infinite: bool = False
     honours: frozenset[str] = frozenset()
     image_encoding: str | None = None
+    batch_size: int | None = None
+    examples: int | None = None
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -85,6 +93,8 @@ def adapt(
             one. Defaults to None.
         argument: the argument name used in error messages. Defaults to "data".
     """
+    batch_size = check_int("batch_size", batch_size, or_none=True)
+    image_size = check_image_size("image_size", image_size)
     if isinstance(data, Pipeline):
         return _from_dataset(
             data.build(),
@@ -92,12 +102,23 @@ def adapt(
             steps_per_pass=data.batches_per_epoch(),
             prefetched=True,
             image_encoding=_image_encoding(data.schema),
+            batch_size=data.batch_size,
+            examples=data.examples_per_epoch(),
         )
     if isinstance(data, tf.data.Dataset):
         return _from_dataset(data, "tf.data")
     if isinstance(data, keras.utils.PyDataset):
         steps = data.num_batches
-        return Input("PyDataset", data, steps, steps is None, honours=frozenset({"shuffle"}))
+        known = isinstance(data, SequenceLoader)
+        return Input(
+            "PyDataset",
+            data,
+            steps,
+            steps is None,
+            honours=frozenset({"shuffle"}),
+            batch_size=data.options.batch_size if known else None,
+            examples=data.examples_per_epoch() if known else None,
+        )
     if isinstance(data, str | os.PathLike):
         return _from_path(data, batch_size, shuffle, image_size, argument)
     raise TypeError(
@@ -138,8 +159,7 @@ def benchmark(
     Returns:
         A `Throughput`: examples/s, batches/s and the time to the first batch.
     """
-    if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
-        raise ValueError(f"batches must be a positive int. Received: batches={batches!r}")
+    check_int("batches", batches)
     source = adapt(data, batch_size=batch_size, shuffle=False, image_size=image_size)
     return measure(
         source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
@@ -154,6 +174,8 @@ def _from_dataset(
     honours: frozenset[str] = frozenset(),
     prefetched: bool = False,
     image_encoding: str | None = None,
+    batch_size: int | None = None,
+    examples: int | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -163,7 +185,15 @@ def _from_dataset(
     steps = cardinality if cardinality >= 0 else steps_per_pass
     if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    return Input(kind, dataset, steps, infinite, honours, image_encoding)
+    batch_size = batch_size or _static_batch_size(dataset.element_spec)
+    return Input(kind, dataset, steps, infinite, honours, image_encoding, batch_size, examples)
+
+
+def _static_batch_size(spec: Any) -> int | None:
+    """The batch dimension every component of a dataset's elements declares, if one does."""
+    shapes = [getattr(s, "shape", None) for s in tf.nest.flatten(spec)]
+    sizes = {shape[0] for shape in shapes if shape is not None and shape.rank}
+    return int(sizes.pop()) if len(sizes) == 1 and None not in sizes else None
 
 
 def _image_encoding(schema: Schema | None) -> str | None:
@@ -189,7 +219,7 @@ def _from_path(
             f"ClassLabel feature, but the schema has {info.schema}. Build the input yourself: "
             "tfpipe.Pipeline(path).batch(32).as_supervised(x=[...], y=[...])"
         )
-    size = batch_size or DEFAULT_BATCH_SIZE
+    size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     fixed = info.schema[images[0]].decoded_shape[:2]
     pipeline = Pipeline(path, image_size=None if None not in fixed else image_size, rescale=1 / 255)
     if shuffle:
@@ -201,4 +231,6 @@ def _from_path(
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
         image_encoding=_image_encoding(info.schema),
+        batch_size=size,
+        examples=pipeline.examples_per_epoch(),
     )

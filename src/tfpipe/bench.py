@@ -1,6 +1,7 @@
 """Throughput measurement shared by `tfpipe.fit`, `tfpipe.benchmark`, the CLI and `benchmarks/`.
 
-It depends on nothing but numpy-like batches, so every layer can use it.
+It depends on nothing but numpy-like batches (and the argument checks), so every layer can use
+it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import dataclasses
 import time
 from collections.abc import Iterable
 from typing import Any
+
+from tfpipe._checks import check_int, check_positive
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,10 +65,9 @@ def measure(
         max_seconds: stop timing after this long (at least one batch is timed).
             Defaults to None (no limit).
     """
-    if num_batches < 1 or warmup < 0:
-        raise ValueError(f"num_batches must be >= 1 and warmup >= 0, got {num_batches}, {warmup}")
-    if max_seconds is not None and max_seconds <= 0:
-        raise ValueError(f"max_seconds must be positive or None. Received: {max_seconds}")
+    check_int("num_batches", num_batches)
+    check_int("warmup", warmup, minimum=0)
+    check_positive("max_seconds", max_seconds, or_none=True)
     deadline = float("inf") if max_seconds is None else max_seconds
     iterator = iter(batches)
     start = time.perf_counter()

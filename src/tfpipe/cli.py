@@ -192,7 +192,7 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _bench(args: argparse.Namespace, out: TextIO) -> None:
-    size = args.batch_size or DEFAULT_BATCH_SIZE
+    size = DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size
     result = benchmark(args.path, batches=args.batches, batch_size=size, image_size=args.image_size)
     print(
         f"{args.path}: {result.examples_per_s:,.0f} examples/s, "

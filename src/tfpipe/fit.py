@@ -1,7 +1,7 @@
 """`tfpipe.fit`: one training entry point that keeps the model fed and measures how well.
 
-data ──adapt()──▶ Input ──probe the model on one batch in memory (state restored)
-                        ├─ choose steps_per_execution when steps are short
+data ──adapt()──▶ Input ──probe the model on one full batch in memory (state restored)
+                        ├─ choose steps_per_execution when steps are short and epochs sized
                         ├─ benchmark the input alone (report=True)
                         └─ model.fit(...) + a callback timing the steps ──▶ History.report
 """
@@ -9,6 +9,7 @@ data ──adapt()──▶ Input ──probe the model on one batch in memory (
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import time
@@ -17,9 +18,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
+from tfpipe._checks import check_int
 from tfpipe.adapters import Input, adapt
 from tfpipe.bench import batch_size_of, measure
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
@@ -34,6 +35,13 @@ TARGET_EXECUTION_S = 0.05
 MAX_STEPS_PER_EXECUTION = 64
 MIN_GAIN = 0.1
 _PROBE_STEPS_LIMIT = 100_000
+SIZE_PROBE_BATCHES = 4
+UNKNOWN_LENGTH_NOTE = (
+    "steps_per_execution stays 1 although steps are short: the length of an epoch is unknown "
+    "(no metadata gives the number of examples), and several steps per execution could run "
+    "past its end; give the input a known length (TFRecords with their metadata, or a "
+    "repeated input with steps_per_epoch) to let tfpipe.fit choose a larger value"
+)
 
 
 class _StepTimer(keras.callbacks.Callback):
@@ -115,7 +123,8 @@ def fit(
     optimizer and metric state are restored afterwards) times the model alone. When a step is
     shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
-    of this call and keeps it when it is at least 10% faster. A finite tf.data input is
+    of this call and keeps it when it is at least 10% faster; only when the length of an epoch
+    is known (it divides it), else it stays 1 and the report says why. A finite tf.data input is
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
@@ -143,8 +152,9 @@ def fit(
         steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
             metadata and the batch size. Defaults to None (one pass over `data`).
         callbacks: Keras callbacks. Defaults to None.
-        batch_size: batch size of the Pipeline built for a path (ignored, with a warning, for
-            other inputs, which are already batched). Defaults to 32 for a path.
+        batch_size: batch size of the Pipeline built for a path, a positive int (ignored,
+            with a warning, for other inputs, which are already batched). Defaults to 32 for
+            a path.
         report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
@@ -153,7 +163,8 @@ def fit(
         Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).
     """
     _check_model(model)
-    _check_count(epochs, "epochs")
+    check_int("epochs", epochs)
+    check_int("batch_size", batch_size, or_none=True)
     shuffle = fit_kwargs.pop("shuffle", None)
     image_size = _image_size(model)
     train = adapt(
@@ -167,10 +178,12 @@ def fit(
     steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
     if validation is not None:
         _check_classes(data, validation)
-        validation_batch_size = fit_kwargs.pop("validation_batch_size", None)
+        validation_batch_size = check_int(
+            "validation_batch_size", fit_kwargs.pop("validation_batch_size", None), or_none=True
+        )
         checked = adapt(
             validation,
-            batch_size=validation_batch_size or batch_size,
+            batch_size=batch_size if validation_batch_size is None else validation_batch_size,
             shuffle=False,
             image_size=image_size,
             argument="validation",
@@ -182,7 +195,7 @@ def fit(
         )
     fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False
 
-    batch = _first_batch(train)
+    batch, size = _full_batch(train)
     probe = _probe_model(model, batch, steps or train.steps)
     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
     dataset = _prefetch_to_device(dataset, _accelerator(model))
@@ -205,16 +218,16 @@ def fit(
         input_alone = measure(
             train.batches(repeat=True), num_batches=50, warmup=2, max_seconds=INPUT_PROBE_SECONDS
         )
-        examples = batch_size_of(batch)
         history.report = FitReport.build(
             input_alone=input_alone,
-            model_examples_per_s=examples / probe.step_seconds,
-            achieved_examples_per_s=examples / timer.step_seconds,
+            model_examples_per_s=size / probe.step_seconds,
+            achieved_examples_per_s=_examples_per_step(train, size) / timer.step_seconds,
             input_kind=train.kind,
-            batch_size=examples,
+            batch_size=size,
             steps_per_execution=probe.steps_per_execution,
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
+            notes=probe.notes,
         )
         print(history.report)
     return history
@@ -227,6 +240,7 @@ class _Probe:
     step_seconds: float
     steps_per_execution: int
     chosen: bool
+    notes: tuple[str, ...] = ()
 
 
 def _check_model(model: Any) -> None:
@@ -236,11 +250,6 @@ def _check_model(model: Any) -> None:
         raise ValueError(
             "model must be compiled before tfpipe.fit: call model.compile(optimizer, loss) first"
         )
-
-
-def _check_count(value: Any, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive int. Received: {name}={value!r}")
 
 
 def _schema_of(data: Any) -> Schema | None:
@@ -287,7 +296,7 @@ def _warn_ignored(source: Input, argument: str, **given: Any) -> None:
 def _steps(source: Input, given: int | None, argument: str, name: str) -> int | None:
     """The steps per epoch to pass to Keras, so that an epoch never runs out of data."""
     if given is not None:
-        _check_count(given, name)
+        given = check_int(name, given)
         if source.steps is not None and not source.infinite:
             if given > source.steps:
                 raise ValueError(
@@ -372,11 +381,31 @@ def _prefetch_to_device(data: Any, device: str | None) -> Any:
     return moved
 
 
-def _first_batch(source: Input) -> Any:
-    batch = next(source.batches(), None)
-    if batch is None:
+def _full_batch(source: Input) -> tuple[Any, int]:
+    """A batch of the input's true batch size, and that size, for the probe and the report.
+
+    The first batch alone can be the short last one of an epoch (a non-deterministic pipeline
+    yields whichever batch is ready first), which skewed every rate of the report. The size is
+    the declared one when a batch of it comes among the first few, else the largest of them.
+    """
+    largest, size = None, 0
+    for batch in itertools.islice(source.batches(), SIZE_PROBE_BATCHES):
+        examples = batch_size_of(batch)
+        if examples > size:
+            largest, size = batch, examples
+        if examples == source.batch_size:
+            break
+    if largest is None:
         raise ValueError(f"the {source.kind} input yielded no batches: it is empty")
-    return tuple(batch) if isinstance(batch, list) else batch
+    return (tuple(largest) if isinstance(largest, list) else largest), size
+
+
+def _examples_per_step(source: Input, batch_size: int) -> float:
+    """Examples in an average training step: an epoch's examples over its steps when both are
+    known (the short last batch counts as what it holds), else the batch size."""
+    if source.examples and source.steps:
+        return source.examples / source.steps
+    return float(batch_size)
 
 
 def _set_steps_per_execution(model: keras.Model, value: int) -> None:
@@ -407,7 +436,8 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
     Also the first check that the batches fit the model, and where `steps_per_execution` is
     chosen (left alone when the model was compiled with a value other than 1): a divisor of
     at most half the `steps` of an epoch, so that every epoch has a step timed after its first
-    one and no epoch runs past its end.
+    one and no epoch runs past its end. When the length of an epoch is unknown (`steps` is
+    None) it stays 1, with a note saying so: any larger value could run past the end.
     """
     examples = batch_size_of(batch)
     # unbatch + batch keeps the batch dimension unknown, as in `data`: fit reuses the trace.
@@ -439,6 +469,8 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
         replicas = model.distribute_strategy.num_replicas_in_sync
         if used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
             return _Probe(step_seconds, used, False)
+        if steps is None:
+            return _Probe(step_seconds, used, False, (UNKNOWN_LENGTH_NOTE,))
         functions = (model.train_function, model.test_function, model.predict_function)
         _set_steps_per_execution(model, candidate)
         faster = _time_steps(model, memory)

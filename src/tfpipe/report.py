@@ -49,16 +49,22 @@ class FitReport:
         model_examples_per_s: train steps on one batch held in memory (no input cost).
         achieved_examples_per_s: the rate during `fit`, without its first execution (tracing
             and start-up) and the pauses for validation and epoch callbacks; the restart of an
-            input at each epoch counts.
+            input at each epoch counts. Examples are counted per step as an epoch's examples
+            over its steps when both are known (a short last batch counts as what it holds),
+            else as `batch_size`.
         input_wait_fraction: share of training time lost to the input,
             `1 - achieved / model` clipped to [0, 1].
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
             input alone is less than 1.5x as fast as the model (then the two cannot share the
             CPU without the input falling behind; this keeps the verdict stable against the
             noise of a short model probe), else "compute-bound".
-        advice: concrete next steps, built from the numbers above.
+        advice: concrete next steps, built from the numbers above, then what `fit` decided
+            and why (e.g. that `steps_per_execution` stayed 1 for an epoch of unknown length).
         input_kind: "Pipeline", "tf.data", "PyDataset" or "TFRecords".
-        batch_size: examples per batch.
+        batch_size: examples per batch: the size the input declares (`Pipeline.batch`, the
+            loader's `batch_size`, a static batch dimension) when a batch of it comes among the
+            first four, else the largest of them; never just the first batch, which can be an
+            epoch's short last one.
         steps_per_execution: the value used for training.
         steps_per_execution_chosen: True when tfpipe chose it, False when it was the model's.
         input_first_batch_s: seconds until the input delivered its first batch.
@@ -91,8 +97,13 @@ class FitReport:
         steps_per_execution: int,
         steps_per_execution_chosen: bool,
         image_encoding: str | None = None,
+        notes: tuple[str, ...] = (),
     ) -> FitReport:
-        """Derives the wait fraction, the verdict and the advice from the measurements."""
+        """Derives the wait fraction, the verdict and the advice from the measurements.
+
+        `notes` (what `fit` decided and why, e.g. why `steps_per_execution` stayed 1) end
+        the advice.
+        """
         wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
         headroom = input_alone.examples_per_s / model_examples_per_s
         input_bound = wait > INPUT_BOUND_WAIT or (wait > SHARED_CPU_WAIT and headroom < _HEADROOM)
@@ -126,6 +137,7 @@ class FitReport:
                     f"the input is only {headroom:.1f}x faster than the model: it becomes the "
                     f"limit on faster hardware; {decode_less}"
                 )
+        advice.extend(notes)
         return cls(
             input_examples_per_s=input_alone.examples_per_s,
             model_examples_per_s=model_examples_per_s,

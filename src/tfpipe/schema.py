@@ -135,7 +135,7 @@ class Image(Feature):
                 f"Received: shape={self.shape}"
             )
         for dim in self.shape[:2]:
-            if dim is not None and (not isinstance(dim, int) or dim <= 0):
+            if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0):
                 raise SchemaError(
                     f"Image.shape height and width must be positive ints or None. "
                     f"Received: shape={self.shape}"

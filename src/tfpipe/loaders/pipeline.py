@@ -24,6 +24,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfpipe._checks import check_image_size, check_int, check_positive, is_int
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.loaders.inputs import (
     AUTOTUNE,
@@ -44,11 +45,6 @@ _MIN_RECORD_BUFFER = 256
 _EXAMPLE_BUFFER = 1024
 
 
-def _check_int(argument: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{argument} must be an int >= {minimum}. Received: {argument}={value!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class PipelineOptions:
     """`tf.data.Options` the pipeline sets; see `Pipeline.options`."""
@@ -63,9 +59,9 @@ class PipelineOptions:
                 f"deterministic must be True, False or None. Received: {self.deterministic!r}"
             )
         if self.ram_budget_mb is not None:
-            _check_int("ram_budget_mb", self.ram_budget_mb, 1)
+            check_int("ram_budget_mb", self.ram_budget_mb)
         if self.threads is not None:
-            _check_int("threads", self.threads, 1)
+            check_int("threads", self.threads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +132,8 @@ class Pipeline:
         reduced_decode: decode JPEGs larger than twice `image_size` at a reduced DCT scale
             (1/2, 1/4, 1/8) before resizing: much faster, but pixels differ slightly from a
             full decode + resize. Defaults to False.
-        rescale: cast images to float32 and multiply by this (e.g. `1 / 255`). Defaults to None
-            (uint8 images).
+        rescale: cast images to float32 and multiply by this finite number > 0 (e.g.
+            `1 / 255`). Defaults to None (uint8 images).
         compression: None, "gzip" or "zlib" for TFRecords. Defaults to "auto" (from the
             metadata, else the file suffix and first bytes).
     """
@@ -152,20 +148,9 @@ class Pipeline:
         rescale: float | None = None,
         compression: str | None = "auto",
     ) -> None:
-        if image_size is not None and (
-            len(tuple(image_size)) != 2
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in image_size)
-        ):
-            raise ValueError(
-                f"image_size must be (height, width) of positive ints. Received: {image_size!r}"
-            )
-        if rescale is not None and not isinstance(rescale, int | float):
-            raise ValueError(f"rescale must be a number or None. Received: rescale={rescale!r}")
-        self._decoding = Decoding(
-            tuple(image_size) if image_size else None,  # type: ignore[arg-type]
-            bool(reduced_decode),
-            rescale,
-        )
+        image_size = check_image_size("image_size", image_size)
+        rescale = check_positive("rescale", rescale, or_none=True)
+        self._decoding = Decoding(image_size, bool(reduced_decode), rescale)
         self._input = _make_input(source, schema, compression)
         self._seed: int | None = None
         self._shuffle = False
@@ -205,9 +190,9 @@ class Pipeline:
                 a cache.
         """
         if seed is not None:
-            _check_int("seed", seed, 0)
+            check_int("seed", seed, minimum=0)
         if buffer_size is not None:
-            _check_int("buffer_size", buffer_size, 1)
+            check_int("buffer_size", buffer_size)
         return self._with(shuffle=True, seed=seed, buffer=buffer_size)
 
     def map(self, fn: Callable[..., Any], *, random: bool | None = None) -> Pipeline:
@@ -253,8 +238,7 @@ class Pipeline:
             batch_size: examples per batch.
             drop_remainder: drop a last, smaller batch. Defaults to False.
         """
-        _check_int("batch_size", batch_size, 1)
-        return self._with(batch=(batch_size, bool(drop_remainder)))
+        return self._with(batch=(check_int("batch_size", batch_size), bool(drop_remainder)))
 
     def cache(self, path: str | os.PathLike[str] = "") -> Pipeline:
         """Caches decoded examples in memory, or in files at `path`.
@@ -278,7 +262,7 @@ class Pipeline:
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Pipeline:
         """Sets the prefetch buffer of the last stage (always present). Defaults to AUTOTUNE."""
         if buffer_size != AUTOTUNE:
-            _check_int("buffer_size", buffer_size, 1)
+            check_int("buffer_size", buffer_size)
         return self._with(prefetch=buffer_size)
 
     def repeat(self, count: int | None = None) -> Pipeline:
@@ -288,7 +272,7 @@ class Pipeline:
             >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).repeat().batch(64).build()
         """
         if count is not None:
-            _check_int("count", count, 1)
+            check_int("count", count)
         return self._with(repeat=count)
 
     def take(self, count: int) -> Pipeline:
@@ -297,7 +281,7 @@ class Pipeline:
         Example:
             >>> ds = tfpipe.Pipeline("out/train").take(100).batch(10).build()
         """
-        _check_int("count", count, 1)
+        check_int("count", count)
         return self._with(take=count)
 
     def shard(self, num: int, index: int) -> Pipeline:
@@ -307,8 +291,8 @@ class Pipeline:
         Example:
             >>> ds = tfpipe.Pipeline("out/train").shard(2, 0).batch(64).build()
         """
-        _check_int("num", num, 1)
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < num:
+        check_int("num", num)
+        if not is_int(index) or not 0 <= index < num:
             raise ValueError(f"index must be an int in [0, {num}). Received: index={index!r}")
         return self._with(shard=(num, index))
 
@@ -367,6 +351,38 @@ class Pipeline:
         """
         return getattr(self._input, "schema", None)
 
+    @property
+    def batch_size(self) -> int | None:
+        """The size of the batches `batch()` asked for; None without a `batch()`.
+
+        The last batch of an epoch may be smaller (unless `drop_remainder=True`); every other
+        batch has this size, whatever order a non-deterministic pipeline yields them in.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").batch(64).batch_size
+            64
+        """
+        return None if self._batch is None else self._batch[0]
+
+    def examples_per_epoch(self) -> int | None:
+        """Examples in one pass over the data (ignoring `repeat()`), known from the metadata.
+
+        None when it cannot be known without reading the data: a filter(), a shard(), or a
+        source of unknown size. Examples dropped with a partial last batch do not count.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").batch(64, drop_remainder=True).examples_per_epoch()
+            3968
+        """
+        count = self._input.num_examples
+        filtered = any(t.kind == "filter" for t in self._transforms)
+        if count is None or filtered or self._shard is not None:
+            return None
+        count = count if self._take is None else min(count, self._take)
+        if self._batch is not None and self._batch[1]:
+            count -= count % self._batch[0]
+        return int(count)
+
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
 
@@ -377,13 +393,10 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").batch(64).batches_per_epoch()  # 4,000 examples
             63
         """
-        count = self._input.num_examples
-        filtered = any(t.kind == "filter" for t in self._transforms)
-        if count is None or self._batch is None or filtered or self._shard is not None:
+        count = self.examples_per_epoch()
+        if count is None or self._batch is None:
             return None
-        count = count if self._take is None else min(count, self._take)
-        size, drop = self._batch
-        return count // size if drop else math.ceil(count / size)
+        return math.ceil(count / self._batch[0])
 
     def explain(self) -> str:
         """The plan `build()` runs, one stage per line, in order.

@@ -21,15 +21,13 @@ from typing import Any
 import keras
 import numpy as np
 
+from tfpipe._checks import check_image_size, check_int, check_positive
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.loaders import workers as _workers
 from tfpipe.schema import Feature, Image, Schema, Tensor, Text
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
 Transform = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value > 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,30 +47,10 @@ class LoaderOptions:
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "workers", "max_queue_size"):
-            if not _positive_int(getattr(self, name)):
-                raise ValueError(
-                    f"{name} must be a positive int. Received: {name}={getattr(self, name)!r}"
-                )
-        size = self.image_size
-        if size is not None:
-            if (
-                not isinstance(size, tuple | list)
-                or len(size) != 2
-                or not all(map(_positive_int, size))
-            ):
-                raise ValueError(
-                    "image_size must be (height, width), two positive ints. "
-                    f"Received: image_size={size!r}"
-                )
-            object.__setattr__(self, "image_size", (int(size[0]), int(size[1])))
-        if self.seed is not None and not (
-            isinstance(self.seed, int | np.integer)
-            and not isinstance(self.seed, bool)
-            and self.seed >= 0
-        ):
-            raise ValueError(
-                f"seed must be a non-negative int or None. Received: seed={self.seed!r}"
-            )
+            check_int(name, getattr(self, name))
+        object.__setattr__(self, "image_size", check_image_size("image_size", self.image_size))
+        check_int("seed", self.seed, minimum=0, or_none=True)
+        check_positive("rescale", self.rescale, or_none=True)
         try:
             dtype = np.dtype(self.dtype)
         except TypeError as e:
@@ -85,16 +63,11 @@ class LoaderOptions:
                 f"Received: dtype={self.dtype!r}"
             )
         object.__setattr__(self, "dtype", dtype.name)
-        if self.rescale is not None:
-            if isinstance(self.rescale, bool) or not isinstance(self.rescale, int | float):
-                raise ValueError(
-                    f"rescale must be a number or None. Received: rescale={self.rescale!r}"
-                )
-            if dtype.kind != "f":
-                raise ValueError(
-                    f"rescale needs a float dtype; pass rescale=None to get {dtype.name} pixels. "
-                    f"Received: dtype={self.dtype!r}, rescale={self.rescale!r}"
-                )
+        if self.rescale is not None and dtype.kind != "f":
+            raise ValueError(
+                f"rescale needs a float dtype; pass rescale=None to get {dtype.name} pixels. "
+                f"Received: dtype={self.dtype!r}, rescale={self.rescale!r}"
+            )
 
 
 def _names(selection: Selection) -> list[str]:
@@ -167,9 +140,12 @@ class SequenceLoader(keras.utils.PyDataset):
             (decoded uint8 images at `image_size`) with a `numpy.random.Generator` seeded from
             `(seed, epoch, example index)`. Defaults to None.
         dtype: the dtype of image batches. Defaults to "float32".
-        rescale: multiply pixels by this; None keeps 0..255. Defaults to 1/255.
+        rescale: multiply pixels by this finite number > 0; None keeps 0..255. Defaults to
+            1/255.
         workers: threads (or processes) Keras loads batches with. Defaults to 1.
-        use_multiprocessing: use worker processes instead of threads. Defaults to False.
+        use_multiprocessing: use worker processes instead of threads; a worker killed by the
+            kernel (out of memory) stops training with a `TfpipeError` naming it, instead of
+            hanging it (see `tfpipe.loaders.workers.WatchedPool`). Defaults to False.
         max_queue_size: batches Keras prepares ahead. Defaults to 10.
     """
 
@@ -197,6 +173,8 @@ class SequenceLoader(keras.utils.PyDataset):
         super().__init__(
             workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
         )
+        if use_multiprocessing:
+            _workers.install()  # a killed worker process then fails fit instead of hanging it
         schema = getattr(source, "schema", None)
         if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
             raise SourceError(
@@ -259,6 +237,16 @@ class SequenceLoader(keras.utils.PyDataset):
     def __len__(self) -> int:
         batches = self._size / self.options.batch_size
         return math.floor(batches) if self.options.drop_remainder else math.ceil(batches)
+
+    def examples_per_epoch(self) -> int:
+        """Examples in one epoch: every example of the source, less a dropped partial batch.
+
+        Example:
+            >>> loader = tfpipe.SequenceLoader(source, batch_size=32, drop_remainder=True)
+            >>> len(source), loader.examples_per_epoch()
+            (100, 96)
+        """
+        return min(self._size, len(self) * self.options.batch_size)
 
     def on_epoch_end(self) -> None:
         """Moves to the next epoch's order (Keras calls this after every epoch)."""

@@ -78,8 +78,12 @@ class WriteOptions:
                 f"Received: num_shards={self.num_shards!r}"
             )
         object.__setattr__(self, "compression", check_compression(self.compression))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int | np.integer):
-            raise ValueError(f"seed must be an int. Received: seed={self.seed!r}")
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int | np.integer)
+            or self.seed < 0
+        ):
+            raise ValueError(f"seed must be an int >= 0. Received: seed={self.seed!r}")
         if self.workers is None:
             object.__setattr__(self, "workers", os.cpu_count() or 1)
         elif not _positive_int(self.workers):

@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tfpipe._checks import check_int, is_positive
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.schema import Schema
 
@@ -128,8 +129,9 @@ def split(
             f"fractions must be a dict such as {{'train': 0.7, 'test': 0.3}}, got {fractions!r}"
         )
     values = list(fractions.values())
-    if any(not isinstance(f, int | float) or f <= 0 for f in values) or abs(sum(values) - 1) > 1e-6:
+    if not all(map(is_positive, values)) or abs(sum(values) - 1) > 1e-6:
         raise ValueError(f"fractions must be positive and sum to 1, got {dict(fractions)}")
+    check_int("seed", seed, minimum=0)
     if len(source) == 0:
         raise SourceError("cannot split an empty source")
     rng = np.random.default_rng(seed)
