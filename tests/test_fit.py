@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -402,14 +403,17 @@ def test_inputs_declare_their_batch_size_and_examples(records: str, image_folder
     outcome="steps_per_execution stays 1, and the report says why",
 )
 def test_unknown_epoch_length_keeps_one_step_per_execution(
-    records: str, monkeypatch: pytest.MonkeyPatch
+    records: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Steps count as short and any larger value as a gain: only the unknown length stops it.
     monkeypatch.setattr(fit_module, "SHORT_STEP_S", 1e3)
     monkeypatch.setattr(fit_module, "TARGET_EXECUTION_S", 1e3)
     monkeypatch.setattr(fit_module, "MIN_GAIN", -1e9)
     schema = tfpipe.DatasetInfo.load(records).schema
-    shards = sorted(str(p) for p in Path(records).parent.glob("train-*.tfrecord"))
+    # Plain file names: no tfpipe shard names, so no metadata is found for them.
+    shards = []
+    for k, shard in enumerate(sorted(Path(records).parent.glob("train-*.tfrecord"))):
+        shards.append(str(shutil.copy(shard, tmp_path / f"part{k}.tfrecord")))
     pipeline = (
         tfpipe.Pipeline(shards, schema=schema, image_size=SIZE, rescale=1 / 255)
         .batch(8)
