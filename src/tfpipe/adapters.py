@@ -10,6 +10,7 @@ It sits above the loaders and below `fit`; `benchmark` times an input alone thro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -20,10 +21,12 @@ import keras
 import tensorflow as tf
 
 from tfpipe.bench import Throughput, measure
-from tfpipe.errors import SchemaError
+from tfpipe.errors import SchemaError, TfpipeError
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.records.verify import RAW_ERRORS, from_input, named_error
 from tfpipe.schema import ClassLabel, Image, Schema
+from tfpipe.sources import SourceBase
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -41,6 +44,8 @@ class Input:
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
         image_encoding: how the images are stored ("jpeg", "png" or "raw") when the input
             reads tfpipe records or sources with one Image feature; None when unknown.
+        pipeline: the `Pipeline` the input reads (for a Pipeline or a path), which can locate
+            the record behind a raw TensorFlow error; None for other kinds.
     """
 
     kind: str
@@ -49,6 +54,7 @@ class Input:
     infinite: bool = False
     honours: frozenset[str] = frozenset()
     image_encoding: str | None = None
+    pipeline: Pipeline | None = None
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -92,6 +98,7 @@ def adapt(
             steps_per_pass=data.batches_per_epoch(),
             prefetched=True,
             image_encoding=_image_encoding(data.schema),
+            pipeline=data,
         )
     if isinstance(data, tf.data.Dataset):
         return _from_dataset(data, "tf.data")
@@ -141,9 +148,61 @@ def benchmark(
     if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches must be a positive int. Received: batches={batches!r}")
     source = adapt(data, batch_size=batch_size, shuffle=False, image_size=image_size)
-    return measure(
-        source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
-    )
+    with naming(source):
+        return measure(
+            source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
+        )
+
+
+@contextlib.contextmanager
+def named_errors(*sources: Any) -> Iterator[None]:
+    """Turns TensorFlow's errors about damaged data into a `DecodeError` naming the record.
+
+    tf.data has no try/except inside the graph: a damaged shard fails a `model.fit` or a loop
+    over a dataset with `DataLossError: corrupted record at 2111`, a record that is not a
+    `tf.train.Example` with a `UnicodeDecodeError`, a bad image with `InvalidArgumentError`,
+    none of which names a file. Inside this block such an error makes tfpipe read the sources
+    again until the first fault (as `Pipeline.locate_fault` does), and raise a `DecodeError`
+    naming the shard and record (or the image file), with TensorFlow's error as its cause.
+    An error no source explains is raised unchanged. Nothing is read while all goes well.
+    `tfpipe.fit`, `tfpipe.benchmark` and `tfpipe inspect` do this themselves.
+
+    Example:
+        >>> with tfpipe.named_errors("out/train"):
+        ...     model.fit(tfpipe.read_tfrecords("out/train").batch(32), epochs=3)
+
+    Args:
+        *sources: what the failing datasets read: `tfpipe.Pipeline`s, TFRecord paths (what
+            `Pipeline` accepts), or tfpipe sources (`from_directory`, `from_dataframe`, ...).
+
+    Raises:
+        DecodeError: a source holds a damaged record or image; the message names it.
+    """
+    for source in sources:
+        if not isinstance(source, Pipeline | str | os.PathLike | list | tuple | SourceBase):
+            raise TypeError(
+                "named_errors takes tfpipe.Pipelines, TFRecord paths or tfpipe sources. "
+                f"Received: {type(source).__name__}"
+            )
+    try:
+        yield
+    except RAW_ERRORS as e:
+        if not from_input(e):
+            raise
+        for source in sources:
+            try:
+                pipeline = source if isinstance(source, Pipeline) else Pipeline(source)
+            except TfpipeError as found:  # e.g. the first record is damaged
+                raise found from e
+            fault = pipeline.locate_fault()
+            if fault is not None:
+                raise named_error(fault, e) from e
+        raise
+
+
+def naming(*inputs: Input) -> contextlib.AbstractContextManager[None]:
+    """`named_errors` over the Pipelines of `inputs` (other kinds cannot be searched)."""
+    return named_errors(*(i.pipeline for i in inputs if i.pipeline is not None))
 
 
 def _from_dataset(
@@ -154,6 +213,7 @@ def _from_dataset(
     honours: frozenset[str] = frozenset(),
     prefetched: bool = False,
     image_encoding: str | None = None,
+    pipeline: Pipeline | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -163,7 +223,7 @@ def _from_dataset(
     steps = cardinality if cardinality >= 0 else steps_per_pass
     if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    return Input(kind, dataset, steps, infinite, honours, image_encoding)
+    return Input(kind, dataset, steps, infinite, honours, image_encoding, pipeline)
 
 
 def _image_encoding(schema: Schema | None) -> str | None:
@@ -201,4 +261,5 @@ def _from_path(
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
         image_encoding=_image_encoding(info.schema),
+        pipeline=pipeline,
     )

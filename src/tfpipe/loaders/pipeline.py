@@ -33,6 +33,7 @@ from tfpipe.loaders.inputs import (
     RecordInput,
     Stage,
 )
+from tfpipe.records.verify import Fault
 from tfpipe.schema import Schema
 
 _DEFAULT_BATCH = 64
@@ -366,6 +367,21 @@ class Pipeline:
             'jpeg'
         """
         return getattr(self._input, "schema", None)
+
+    def locate_fault(self) -> Fault | None:
+        """The first damaged record or image file of the source; None when all are sound.
+
+        tf.data reports damaged data with TensorFlow's errors, which name no file and no
+        record. This reads the source again, checking what `tfpipe.verify` checks (frames,
+        Examples, features and images decoded as this pipeline decodes them), until the first
+        fault. `tfpipe.named_errors` calls it to turn such an error into a `DecodeError`.
+
+        Example:
+            >>> fault = tfpipe.Pipeline("out/train").locate_fault()
+            >>> print(fault)
+            record 17 of out/train-00003-of-00008.tfrecord: damaged or truncated frame: ...
+        """
+        return self._input.locate_fault(self._decoding)
 
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.

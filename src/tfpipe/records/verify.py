@@ -1,0 +1,456 @@
+"""Checking TFRecord datasets record by record: `verify`, `locate_fault`, named errors.
+
+What one record goes through, and what each step catches::
+
+    shard ──TFRecordDataset (both frame CRCs)──▶ record bytes      (damaged frames, truncation)
+          ──tf.train.Example + Feature.stored──▶ stored values     (not an Example, missing or
+                                                                    malformed features)
+          ──decode_tensor in a parallel tf.data map──▶ image shape  (undecodable images, sizes
+                                                                    other than the schema's)
+    counts and sizes per shard ──▶ compared with the metadata file, when there is one
+
+Every problem becomes a `Fault` naming the file, the record index within it and the feature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+from tfpipe.errors import DecodeError, TfpipeError
+from tfpipe.info import DatasetInfo, compression_of, metadata_path, tf_compression
+from tfpipe.records.infer import PathArg, infer_schema
+from tfpipe.records.reader import locate
+from tfpipe.schema import Image, Schema
+
+_CHUNK = 256
+_TF_PREFIX = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
+"""What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One problem in a dataset: where it is and what is wrong.
+
+    Attributes:
+        file: the TFRecord shard, metadata file or image file.
+        record: the record's index within `file`; None when the fault is the whole file's.
+        feature: the feature concerned; None for the frame or the whole record.
+        message: what is wrong.
+    """
+
+    file: str
+    record: int | None
+    feature: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.record is None else f"record {self.record} of {self.file}"
+        if self.feature is not None:
+            where += f", feature {self.feature!r}"
+        return f"{where}: {self.message}"
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyReport:
+    """What `verify` checked and every fault it found.
+
+    Attributes:
+        path: the path verified.
+        files: the TFRecord files read.
+        num_records: records whose frames were read intact, over all files.
+        num_images: images decoded.
+        expected_records: the example count of the metadata; None without metadata.
+        faults: every problem found, in file and record order.
+        notes: what could not be checked, and why (e.g. no metadata, so no counts).
+    """
+
+    path: str
+    files: tuple[str, ...]
+    num_records: int
+    num_images: int
+    expected_records: int | None
+    faults: tuple[Fault, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.faults
+
+    def summary(self) -> str:
+        """One line: what was read, and how many faults."""
+        expected = "" if self.expected_records is None else f" (metadata: {self.expected_records})"
+        verdict = "OK" if self.ok else f"{len(self.faults)} fault(s)"
+        return (
+            f"{self.path}: {self.num_records} records{expected} in {len(self.files)} file(s), "
+            f"{self.num_images} images decoded: {verdict}"
+        )
+
+    def __str__(self) -> str:
+        return "\n".join([self.summary(), *map(str, self.faults), *self.notes])
+
+
+def tf_message(error: BaseException) -> str:
+    """What a TensorFlow error says, without the traceback of a graph, the function-node
+    prefix and the op suffix: `corrupted record at 12`."""
+    text = error.message if isinstance(error, tf.errors.OpError) else str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Graph execution error"):  # the message ends the trace
+        lines = [line for line in lines if not line.startswith(("[[", "File "))][-1:]
+    return _TF_PREFIX.sub("", lines[0]).split(" [Op:")[0] if lines else type(error).__name__
+
+
+def from_input(error: BaseException) -> bool:
+    """Whether a raw error was raised while a tf.data iterator produced the next element
+    (not by a model's ops), so that reading the data again may find its cause."""
+    if isinstance(error, UnicodeDecodeError | tf.errors.DataLossError):
+        return True
+    return isinstance(error, tf.errors.OpError) and "IteratorGetNext" in error.message
+
+
+def named_error(fault: Fault, error: BaseException) -> DecodeError:
+    """The DecodeError that replaces TensorFlow's `error`, naming where `fault` is."""
+    fix = (
+        "fix or remove the file"
+        if fault.record is None
+        else "`tfpipe verify` lists every fault of the dataset; rewrite the shards it names"
+    )
+    raw = tf_message(error)
+    said = "" if raw in fault.message else f" (TensorFlow reported: {raw})"
+    return DecodeError(f"{fault}{said}; {fix}")
+
+
+def failing_images(
+    values: Sequence[Any],
+    feature: Image,
+    size: tuple[int, int] | None = None,
+    read_files: bool = False,
+) -> Iterator[tuple[int, str]]:
+    """Positions in `values` (encoded images, or file paths with `read_files`) that the
+    tf.data decoder fails on or decodes to another shape than expected, and why.
+
+    The images are decoded with `Image.decode_tensor` (the decoder of the tf.data path) in a
+    parallel map; only the failures are decoded again, eagerly, for their messages. The
+    expected shape is `size` when given, else the schema's height and width where declared.
+    """
+    if not len(values):
+        return
+    expected = size or feature.shape[:2]
+    # Without a resize, decode with free height and width, so that the shape is measured.
+    free = (None, None, feature.channels)
+    decoder = feature if size else dataclasses.replace(feature, shape=free)
+
+    def load(data: tf.Tensor) -> tf.Tensor:
+        return decoder.decode_tensor(tf.io.read_file(data) if read_files else data, size)
+
+    decoded = (
+        tf.data.Dataset.from_tensor_slices(list(values))
+        .enumerate()
+        .map(lambda i, data: (i, tf.shape(load(data))), num_parallel_calls=tf.data.AUTOTUNE)
+        .ignore_errors()
+    )
+    shapes = {int(i): tuple(int(d) for d in shape) for i, shape in decoded.as_numpy_iterator()}
+    for position, value in enumerate(values):
+        shape = shapes.get(position)
+        if shape is None:
+            try:
+                load(tf.constant(value))
+                yield position, "cannot be decoded"  # failed in the graph only
+            except RAW_ERRORS as e:
+                yield position, f"cannot be decoded: {tf_message(e)}"
+        elif any(d is not None and d != n for d, n in zip(expected, shape[:2], strict=True)):
+            declared = "x".join("?" if d is None else str(d) for d in expected)
+            yield position, f"image is {shape[0]}x{shape[1]}, the schema declares {declared}"
+
+
+class _Tally:
+    """Counts gathered while checking: records and images per file."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, int] = {}
+        self.images = 0
+        self.complete: set[str] = set()
+
+
+def _frames(file: Path, compression: str | None) -> Iterator[tuple[int, bytes] | Fault]:
+    """`(index, record)` of every record whose frame checksums hold, then a Fault at the first
+    damaged frame, if any. Records are read in batches; after a failure the batch is read
+    again one record at a time to find the exact record."""
+    dataset = tf.data.TFRecordDataset(str(file), tf_compression(compression))
+    count = 0
+    try:
+        for batch in dataset.batch(_CHUNK).as_numpy_iterator():
+            for record in batch:
+                yield count, record
+                count += 1
+        return
+    except tf.errors.OpError:
+        pass
+    try:
+        for record in dataset.skip(count).as_numpy_iterator():
+            yield count, record
+            count += 1
+    except tf.errors.OpError as e:
+        yield Fault(str(file), count, None, f"damaged or truncated frame: {tf_message(e)}")
+
+
+def _record_faults(
+    file: str, index: int, record: bytes, schema: Schema, images: list[tuple[Any, ...]]
+) -> Iterator[Fault]:
+    """Faults of one record's Example and features; its encoded images go into `images`."""
+    try:
+        proto = tf.train.Example.FromString(record).features.feature
+    except Exception as e:  # protobuf raises its own DecodeError type
+        yield Fault(file, index, None, f"not a serialized tf.train.Example ({e})")
+        return
+    for name, feature in schema.items():
+        if name not in proto:
+            yield Fault(file, index, name, f"missing; the record has {sorted(proto)}")
+            continue
+        try:
+            value = feature.stored(proto[name])
+        except (TypeError, ValueError) as e:
+            yield Fault(file, index, name, str(e))
+            continue
+        if isinstance(feature, Image) and feature.encoding != "raw":
+            images.append((index, name, value))
+
+
+def _image_faults(
+    file: str, schema: Schema, images: list[tuple[Any, ...]], size: tuple[int, int] | None
+) -> Iterator[Fault]:
+    for name, feature in schema.items():
+        if isinstance(feature, Image):
+            mine = [(index, value) for index, n, value in images if n == name]
+            for position, why in failing_images([v for _, v in mine], feature, size):
+                yield Fault(file, mine[position][0], name, why)
+
+
+def _file_faults(
+    file: Path,
+    compression: str | None,
+    schema: Schema | None,
+    tally: _Tally,
+    image_size: tuple[int, int] | None,
+    progress: Any,
+) -> Iterator[Fault]:
+    """Every fault of one file, in record order within each chunk of records."""
+    name = str(file)
+    tally.records[name] = 0
+    if file.stat().st_size == 0:
+        yield Fault(name, None, None, "the file is empty (0 bytes): an interrupted write or copy?")
+    pending: list[tuple[int, bytes]] = []
+    damaged = False
+    size, reported = file.stat().st_size, 0
+    for item in _frames(file, compression):
+        if isinstance(item, Fault):
+            damaged = True
+        else:
+            pending.append(item)
+            tally.records[name] += 1
+            step = min(len(item[1]) + 16, size - reported)
+            progress.update(step)
+            reported += step
+        if pending and (damaged or len(pending) == _CHUNK):
+            yield from _chunk_faults(name, pending, schema, tally, image_size)
+            pending = []
+        if isinstance(item, Fault):
+            yield item
+    yield from _chunk_faults(name, pending, schema, tally, image_size)
+    progress.update(size - reported)
+    if not damaged:
+        tally.complete.add(name)
+
+
+def _chunk_faults(
+    file: str,
+    records: list[tuple[int, bytes]],
+    schema: Schema | None,
+    tally: _Tally,
+    size: tuple[int, int] | None,
+) -> Iterator[Fault]:
+    if schema is None or not records:
+        return
+    images: list[tuple[Any, ...]] = []
+    faults = [f for i, r in records for f in _record_faults(file, i, r, schema, images)]
+    tally.images += len(images)
+    faults += _image_faults(file, schema, images, size)
+    yield from sorted(faults, key=lambda f: f.record or 0)
+
+
+def _count_faults(info: DatasetInfo, tally: _Tally) -> Iterator[Fault]:
+    """Shard counts and sizes that differ from the metadata, and shards it lists but lacks."""
+    for shard, file in zip(info.shards, info.files, strict=True):
+        name = str(file)
+        if not file.is_file():
+            yield Fault(name, None, None, "listed in the metadata but missing")
+            continue
+        if file.stat().st_size != shard.num_bytes:
+            yield Fault(
+                name,
+                None,
+                None,
+                f"the file has {file.stat().st_size} bytes, the metadata says {shard.num_bytes}",
+            )
+        if name in tally.complete and tally.records[name] != shard.num_examples:
+            yield Fault(
+                name,
+                None,
+                None,
+                f"the file holds {tally.records[name]} records, the metadata says "
+                f"{shard.num_examples}",
+            )
+
+
+def _targets(
+    path: PathArg, schema: Schema | None
+) -> tuple[list[Path], DatasetInfo | None, Schema | None, list[Fault], list[str]]:
+    """The files to check, the metadata, the schema and what is already known to be wrong."""
+    faults: list[Fault] = []
+    notes: list[str] = []
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+    info: DatasetInfo | None
+    if text is not None and (metadata_path(text).is_file() or text.endswith(".json")):
+        info = DatasetInfo.load(text, check_files=False)
+        files = [f for f in info.files if f.is_file()]
+        prefix = str(info.directory / info.name)
+        listed = {str(f) for f in info.files}
+        extra = [f for f in glob.glob(f"{glob.escape(prefix)}-*-of-*.tfrecord*") if f not in listed]
+        if extra:
+            notes.append(
+                f"note: {len(extra)} file(s) match the prefix but are not in the metadata "
+                f"(not checked; a glob or folder read would include them): {sorted(extra)[:3]}"
+            )
+    else:
+        files, info = locate(path)
+        notes.append("note: no tfpipe metadata, so record counts were not checked")
+    if schema is None and info is not None:
+        schema = info.schema
+    elif schema is None:
+        try:
+            schema = infer_schema(files)
+        except TfpipeError as e:
+            faults.append(Fault(str(files[0]), None, None, f"no schema could be inferred: {e}"))
+            notes.append("note: without a schema, only the frames were checked")
+    return files, info, schema, faults, notes
+
+
+def _all_faults(
+    files: list[Path],
+    compression: str | None,
+    schema: Schema | None,
+    tally: _Tally,
+    size: tuple[int, int] | None,
+    progress: Any,
+) -> Iterator[Fault]:
+    for file in files:
+        kind = compression if compression is not None else compression_of(file)
+        yield from _file_faults(file, kind, schema, tally, size, progress)
+
+
+def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True) -> VerifyReport:
+    """Checks every record of a TFRecord dataset, for use after copying or writing one.
+
+    Reads every record of every shard (uncompressed, gzip or zlib) checking both frame
+    checksums, parses it against the schema, decodes every image with the decoder the tf.data
+    path uses (in a parallel map), and compares the per-shard record counts and file sizes
+    with the metadata file when there is one. `tfpipe verify PATH` runs it from the shell.
+
+    Example:
+        >>> report = tfpipe.verify("out/train")
+        >>> report.ok, report.num_records
+        (True, 4000)
+
+    Args:
+        path: a dataset prefix ("out/train"), its metadata file, a TFRecord file, a folder of
+            them, a glob, or a list of these.
+        schema: the schema of the records. Defaults to the metadata's, or an inferred one.
+        progress: show a progress bar when the check takes more than two seconds.
+            Defaults to True.
+
+    Returns:
+        A `VerifyReport`; `report.ok` is False when anything is wrong, and `report.faults`
+        names the file, record and feature of each problem.
+
+    Raises:
+        DataNotFoundError: there are no TFRecord files at `path`.
+    """
+    files, info, schema, faults, notes = _targets(path, schema)
+    tally = _Tally()
+    total = sum(f.stat().st_size for f in files)
+    compression = info.compression if info is not None else None
+    with tqdm(
+        total=total, unit="B", unit_scale=True, desc="verifying", delay=2.0, disable=not progress
+    ) as bar:
+        faults += _all_faults(files, compression, schema, tally, None, bar)
+    if info is not None:
+        faults += _count_faults(info, tally)
+        if tally.complete == {str(f) for f in info.files} and sum(tally.records.values()) != (
+            info.num_examples
+        ):
+            faults.append(
+                Fault(
+                    str(info.metadata_path),
+                    None,
+                    None,
+                    f"the shards hold {sum(tally.records.values())} records, the metadata says "
+                    f"{info.num_examples}",
+                )
+            )
+    return VerifyReport(
+        path=str(path) if isinstance(path, str | os.PathLike) else f"{len(files)} paths",
+        files=tuple(str(f) for f in files),
+        num_records=sum(tally.records.values()),
+        num_images=tally.images,
+        expected_records=None if info is None else info.num_examples,
+        faults=tuple(faults),
+        notes=tuple(notes),
+    )
+
+
+def locate_fault(
+    path: PathArg,
+    schema: Schema | None = None,
+    *,
+    image_size: tuple[int, int] | None = None,
+) -> Fault | None:
+    """The first damaged record of TFRecord files, or None when every record is sound.
+
+    The same checks as `verify` (frames, Example parse, image decode), stopping at the first
+    fault. It is what tfpipe runs to name the record behind a raw TensorFlow error.
+
+    Example:
+        >>> tfpipe.locate_fault("out/train")
+        Fault(file='out/train-00003-of-00008.tfrecord', record=17, feature=None, message=...)
+
+    Args:
+        path: what `verify` accepts.
+        schema: the schema of the records. Defaults to the metadata's, or an inferred one.
+        image_size: the size a reader resizes images to; stored images of another size are
+            then not faults. Defaults to None (the schema's size must match).
+    """
+    files, info, schema, faults, _ = _targets(path, schema)
+    if faults:
+        return faults[0]
+    return first_fault(files, info.compression if info is not None else None, schema, image_size)
+
+
+def first_fault(
+    files: list[Path],
+    compression: str | None,
+    schema: Schema | None,
+    image_size: tuple[int, int] | None = None,
+) -> Fault | None:
+    """`locate_fault` over known files; `compression` None means each file's own."""
+    with tqdm(disable=True) as bar:
+        return next(iter(_all_faults(files, compression, schema, _Tally(), image_size, bar)), None)
