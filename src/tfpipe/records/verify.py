@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,14 +24,13 @@ from typing import Any
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfpipe.errors import DecodeError, TfpipeError
+from tfpipe.errors import DecodeError, TfpipeError, tf_message
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, tf_compression
 from tfpipe.records.infer import PathArg, infer_schema
 from tfpipe.records.reader import locate
 from tfpipe.schema import Image, Schema
 
 _CHUNK = 256
-_TF_PREFIX = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
 RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
 """What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
 
@@ -100,16 +98,6 @@ class VerifyReport:
         return "\n".join([self.summary(), *map(str, self.faults), *self.notes])
 
 
-def tf_message(error: BaseException) -> str:
-    """What a TensorFlow error says, without the traceback of a graph, the function-node
-    prefix and the op suffix: `corrupted record at 12`."""
-    text = error.message if isinstance(error, tf.errors.OpError) else str(error)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if lines and lines[0].startswith("Graph execution error"):  # the message ends the trace
-        lines = [line for line in lines if not line.startswith(("[[", "File "))][-1:]
-    return _TF_PREFIX.sub("", lines[0]).split(" [Op:")[0] if lines else type(error).__name__
-
-
 def from_input(error: BaseException) -> bool:
     """Whether a raw error was raised while a tf.data iterator produced the next element
     (not by a model's ops), so that reading the data again may find its cause."""
@@ -153,13 +141,18 @@ def failing_images(
     def load(data: tf.Tensor) -> tf.Tensor:
         return decoder.decode_tensor(tf.io.read_file(data) if read_files else data, size)
 
+    def measure(index: tf.Tensor, data: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        image = load(data)
+        # The maximum needs the pixels: a static shape alone would let TF skip the decode.
+        return index, tf.shape(image), tf.reduce_max(image)
+
     decoded = (
         tf.data.Dataset.from_tensor_slices(list(values))
         .enumerate()
-        .map(lambda i, data: (i, tf.shape(load(data))), num_parallel_calls=tf.data.AUTOTUNE)
+        .map(measure, num_parallel_calls=tf.data.AUTOTUNE)
         .ignore_errors()
     )
-    shapes = {int(i): tuple(int(d) for d in shape) for i, shape in decoded.as_numpy_iterator()}
+    shapes = {int(i): tuple(int(d) for d in shape) for i, shape, _ in decoded.as_numpy_iterator()}
     for position, value in enumerate(values):
         shape = shapes.get(position)
         if shape is None:
