@@ -82,6 +82,7 @@ class RecordInput:
         self.compression = check_compression(compression)
         first_bytes = check_first_record(schema, files)
         self.schema = schema
+        self.info = info
         self.num_examples = info.num_examples if info is not None else None
         self.record_bytes = (
             info.num_bytes / info.num_examples
@@ -147,7 +148,7 @@ class RecordInput:
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first damaged record of the shards: frame, Example, feature or image."""
         files = [Path(f) for f in self.files]
-        return first_fault(files, self.compression, self.schema, decoding.image_size)
+        return first_fault(files, self.info, self.compression, self.schema, decoding.image_size)
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:

@@ -212,6 +212,8 @@ def _record_faults(
             continue
         try:
             value = feature.stored(proto[name])
+            if not isinstance(feature, Image):
+                feature.load(value)  # label ranges, UTF-8 texts
         except (TypeError, ValueError) as e:
             yield Fault(file, index, name, str(e))
             continue
@@ -303,6 +305,14 @@ def _count_faults(info: DatasetInfo, tally: _Tally) -> Iterator[Fault]:
                 f"the file holds {tally.records[name]} records, the metadata says "
                 f"{shard.num_examples}",
             )
+    held = sum(tally.records.values())
+    if tally.complete == {str(f) for f in info.files} and held != info.num_examples:
+        yield Fault(
+            str(info.metadata_path),
+            None,
+            None,
+            f"the shards hold {held} records, the metadata says {info.num_examples}",
+        )
 
 
 def _targets(
@@ -340,15 +350,19 @@ def _targets(
 
 def _all_faults(
     files: list[Path],
+    info: DatasetInfo | None,
     compression: str | None,
     schema: Schema | None,
     tally: _Tally,
     size: tuple[int, int] | None,
     progress: Any,
 ) -> Iterator[Fault]:
+    """Every fault of the files, then the counts and sizes that differ from the metadata."""
     for file in files:
         kind = compression if compression is not None else compression_of(file)
         yield from _file_faults(file, kind, schema, tally, size, progress)
+    if info is not None:
+        yield from _count_faults(info, tally)
 
 
 def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True) -> VerifyReport:
@@ -385,21 +399,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
     with tqdm(
         total=total, unit="B", unit_scale=True, desc="verifying", delay=2.0, disable=not progress
     ) as bar:
-        faults += _all_faults(files, compression, schema, tally, None, bar)
-    if info is not None:
-        faults += _count_faults(info, tally)
-        if tally.complete == {str(f) for f in info.files} and sum(tally.records.values()) != (
-            info.num_examples
-        ):
-            faults.append(
-                Fault(
-                    str(info.metadata_path),
-                    None,
-                    None,
-                    f"the shards hold {sum(tally.records.values())} records, the metadata says "
-                    f"{info.num_examples}",
-                )
-            )
+        faults += _all_faults(files, info, compression, schema, tally, None, bar)
     return VerifyReport(
         path=str(path) if isinstance(path, str | os.PathLike) else f"{len(files)} paths",
         files=tuple(str(f) for f in files),
@@ -435,15 +435,18 @@ def locate_fault(
     files, info, schema, faults, _ = _targets(path, schema)
     if faults:
         return faults[0]
-    return first_fault(files, info.compression if info is not None else None, schema, image_size)
+    compression = info.compression if info is not None else None
+    return first_fault(files, info, compression, schema, image_size)
 
 
 def first_fault(
     files: list[Path],
+    info: DatasetInfo | None,
     compression: str | None,
     schema: Schema | None,
     image_size: tuple[int, int] | None = None,
 ) -> Fault | None:
-    """`locate_fault` over known files; `compression` None means each file's own."""
+    """`locate_fault` over known files and metadata; `compression` None means each file's."""
     with tqdm(disable=True) as bar:
-        return next(iter(_all_faults(files, compression, schema, _Tally(), image_size, bar)), None)
+        faults = _all_faults(files, info, compression, schema, _Tally(), image_size, bar)
+        return next(iter(faults), None)
