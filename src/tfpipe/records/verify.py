@@ -246,24 +246,31 @@ def _file_faults(
         yield Fault(name, None, None, "the file is empty (0 bytes): an interrupted write or copy?")
     pending: list[tuple[int, bytes]] = []
     damaged = False
-    size, reported = file.stat().st_size, 0
+    size, read = file.stat().st_size, 0
     for item in _frames(file, compression):
         if isinstance(item, Fault):
             damaged = True
         else:
             pending.append(item)
             tally.records[name] += 1
-            step = min(len(item[1]) + 16, size - reported)
-            progress.update(step)
-            reported += step
+            progress.update(min(len(item[1]) + 16, size - read))
+            read = min(size, read + len(item[1]) + 16)
         if pending and (damaged or len(pending) == _CHUNK):
             yield from _chunk_faults(name, pending, schema, tally, image_size)
             pending = []
         if isinstance(item, Fault):
             yield item
     yield from _chunk_faults(name, pending, schema, tally, image_size)
-    progress.update(size - reported)
-    if not damaged:
+    progress.update(size - read)
+    if not damaged and compression is None and read < size:
+        yield Fault(
+            name,
+            tally.records[name],
+            None,
+            f"{size - read} byte(s) after the last record: a partial frame (an interrupted "
+            "write, or bytes appended), which TensorFlow's reader skips without a word",
+        )
+    elif not damaged:
         tally.complete.add(name)
 
 
