@@ -151,8 +151,13 @@ def failing_images(
         .enumerate()
         .map(measure, num_parallel_calls=tf.data.AUTOTUNE)
         .ignore_errors()
+        .batch(_CHUNK)
     )
-    shapes = {int(i): tuple(int(d) for d in shape) for i, shape, _ in decoded.as_numpy_iterator()}
+    shapes = {
+        int(i): (int(shape[0]), int(shape[1]))
+        for indices, batch, _ in decoded.as_numpy_iterator()
+        for i, shape in zip(indices, batch, strict=True)
+    }
     for position, value in enumerate(values):
         shape = shapes.get(position)
         if shape is None:
@@ -161,7 +166,7 @@ def failing_images(
                 yield position, "cannot be decoded"  # failed in the graph only
             except RAW_ERRORS as e:
                 yield position, f"cannot be decoded: {tf_message(e)}"
-        elif any(d is not None and d != n for d, n in zip(expected, shape[:2], strict=True)):
+        elif any(d is not None and d != n for d, n in zip(expected, shape, strict=True)):
             declared = "x".join("?" if d is None else str(d) for d in expected)
             yield position, f"image is {shape[0]}x{shape[1]}, the schema declares {declared}"
 
