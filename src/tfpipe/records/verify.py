@@ -171,15 +171,6 @@ def failing_images(
             yield position, f"image is {shape[0]}x{shape[1]}, the schema declares {declared}"
 
 
-class _Tally:
-    """Counts gathered while checking: records and images per file."""
-
-    def __init__(self) -> None:
-        self.records: dict[str, int] = {}
-        self.images = 0
-        self.complete: set[str] = set()
-
-
 def _frames(file: Path, compression: str | None) -> Iterator[tuple[int, bytes] | Fault]:
     """`(index, record)` of every record whose frame checksums hold, then a Fault at the first
     damaged frame, if any. Records are read in batches; after a failure the batch is read
@@ -236,95 +227,105 @@ def _image_faults(
                 yield Fault(file, mine[position][0], name, why)
 
 
-def _file_faults(
-    file: Path,
-    compression: str | None,
-    schema: Schema | None,
-    tally: _Tally,
-    image_size: tuple[int, int] | None,
-    progress: Any,
-) -> Iterator[Fault]:
-    """Every fault of one file, in record order within each chunk of records."""
-    name = str(file)
-    tally.records[name] = 0
-    if file.stat().st_size == 0:
-        yield Fault(name, None, None, "the file is empty (0 bytes): an interrupted write or copy?")
-    pending: list[tuple[int, bytes]] = []
-    damaged = False
-    size, read = file.stat().st_size, 0
-    for item in _frames(file, compression):
-        if isinstance(item, Fault):
-            damaged = True
-        else:
-            pending.append(item)
-            tally.records[name] += 1
-            progress.update(min(len(item[1]) + 16, size - read))
-            read = min(size, read + len(item[1]) + 16)
-        if pending and (damaged or len(pending) == _CHUNK):
-            yield from _chunk_faults(name, pending, schema, tally, image_size)
-            pending = []
-        if isinstance(item, Fault):
-            yield item
-    yield from _chunk_faults(name, pending, schema, tally, image_size)
-    progress.update(size - read)
-    if not damaged and compression is None and read < size:
-        yield Fault(
-            name,
-            tally.records[name],
-            None,
-            f"{size - read} byte(s) after the last record: a partial frame (an interrupted "
-            "write, or bytes appended), which TensorFlow's reader skips without a word",
-        )
-    elif not damaged:
-        tally.complete.add(name)
+class _Checker:
+    """Checks files one after the other against a schema, counting what it read.
 
+    Attributes:
+        records: records read with intact frames, per file.
+        images: images decoded.
+        complete: files read to their end without a damaged frame or a partial one.
+    """
 
-def _chunk_faults(
-    file: str,
-    records: list[tuple[int, bytes]],
-    schema: Schema | None,
-    tally: _Tally,
-    size: tuple[int, int] | None,
-) -> Iterator[Fault]:
-    if schema is None or not records:
-        return
-    images: list[tuple[Any, ...]] = []
-    faults = [f for i, r in records for f in _record_faults(file, i, r, schema, images)]
-    tally.images += len(images)
-    faults += _image_faults(file, schema, images, size)
-    yield from sorted(faults, key=lambda f: f.record or 0)
+    def __init__(
+        self, schema: Schema | None, image_size: tuple[int, int] | None, progress: Any = None
+    ) -> None:
+        self.schema = schema
+        self.image_size = image_size
+        self.progress = progress
+        self.records: dict[str, int] = {}
+        self.images = 0
+        self.complete: set[str] = set()
 
+    def faults(
+        self, files: list[Path], info: DatasetInfo | None, compression: str | None
+    ) -> Iterator[Fault]:
+        """Every fault of the files, then the counts and sizes that differ from the metadata;
+        `compression` None means each file's own."""
+        for file in files:
+            yield from self._file(file, compression or compression_of(file))
+        if info is not None:
+            yield from self._counts(info)
 
-def _count_faults(info: DatasetInfo, tally: _Tally) -> Iterator[Fault]:
-    """Shard counts and sizes that differ from the metadata, and shards it lists but lacks."""
-    for shard, file in zip(info.shards, info.files, strict=True):
+    def _advance(self, size: int) -> None:
+        if self.progress is not None:
+            self.progress.update(size)
+
+    def _file(self, file: Path, compression: str | None) -> Iterator[Fault]:
+        """Every fault of one file, in record order within each chunk of records."""
         name = str(file)
-        if not file.is_file():
-            yield Fault(name, None, None, "listed in the metadata but missing")
-            continue
-        if file.stat().st_size != shard.num_bytes:
+        self.records[name] = 0
+        size, read = file.stat().st_size, 0
+        if size == 0:
+            yield Fault(name, None, None, "the file is empty (0 bytes): an interrupted write?")
+        pending: list[tuple[int, bytes]] = []
+        damaged = False
+        for item in _frames(file, compression):
+            if isinstance(item, Fault):
+                damaged = True
+            else:
+                pending.append(item)
+                self.records[name] += 1
+                self._advance(min(len(item[1]) + 16, size - read))
+                read = min(size, read + len(item[1]) + 16)
+            if pending and (damaged or len(pending) == _CHUNK):
+                yield from self._chunk(name, pending)
+                pending = []
+            if isinstance(item, Fault):
+                yield item
+        yield from self._chunk(name, pending)
+        self._advance(size - read)
+        if not damaged and compression is None and read < size:
             yield Fault(
                 name,
+                self.records[name],
                 None,
-                None,
-                f"the file has {file.stat().st_size} bytes, the metadata says {shard.num_bytes}",
+                f"{size - read} byte(s) after the last record: a partial frame (an interrupted "
+                "write, or bytes appended), which TensorFlow's reader skips without a word",
             )
-        if name in tally.complete and tally.records[name] != shard.num_examples:
+        elif not damaged:
+            self.complete.add(name)
+
+    def _chunk(self, file: str, records: list[tuple[int, bytes]]) -> Iterator[Fault]:
+        if self.schema is None or not records:
+            return
+        images: list[tuple[Any, ...]] = []
+        faults = [f for i, r in records for f in _record_faults(file, i, r, self.schema, images)]
+        self.images += len(images)
+        faults += _image_faults(file, self.schema, images, self.image_size)
+        yield from sorted(faults, key=lambda f: f.record or 0)
+
+    def _counts(self, info: DatasetInfo) -> Iterator[Fault]:
+        """Shard counts and sizes that differ from the metadata, and shards it lists but
+        lacks."""
+        for shard, file in zip(info.shards, info.files, strict=True):
+            name = str(file)
+            if not file.is_file():
+                yield Fault(name, None, None, "listed in the metadata but missing")
+                continue
+            if file.stat().st_size != shard.num_bytes:
+                found = f"the file has {file.stat().st_size} bytes"
+                yield Fault(name, None, None, f"{found}, the metadata says {shard.num_bytes}")
+            if name in self.complete and self.records[name] != shard.num_examples:
+                found = f"the file holds {self.records[name]} records"
+                yield Fault(name, None, None, f"{found}, the metadata says {shard.num_examples}")
+        held = sum(self.records.values())
+        if self.complete == {str(f) for f in info.files} and held != info.num_examples:
             yield Fault(
-                name,
+                str(info.metadata_path),
                 None,
                 None,
-                f"the file holds {tally.records[name]} records, the metadata says "
-                f"{shard.num_examples}",
+                f"the shards hold {held} records, the metadata says {info.num_examples}",
             )
-    held = sum(tally.records.values())
-    if tally.complete == {str(f) for f in info.files} and held != info.num_examples:
-        yield Fault(
-            str(info.metadata_path),
-            None,
-            None,
-            f"the shards hold {held} records, the metadata says {info.num_examples}",
-        )
 
 
 def _targets(
@@ -360,23 +361,6 @@ def _targets(
     return files, info, schema, faults, notes
 
 
-def _all_faults(
-    files: list[Path],
-    info: DatasetInfo | None,
-    compression: str | None,
-    schema: Schema | None,
-    tally: _Tally,
-    size: tuple[int, int] | None,
-    progress: Any,
-) -> Iterator[Fault]:
-    """Every fault of the files, then the counts and sizes that differ from the metadata."""
-    for file in files:
-        kind = compression if compression is not None else compression_of(file)
-        yield from _file_faults(file, kind, schema, tally, size, progress)
-    if info is not None:
-        yield from _count_faults(info, tally)
-
-
 def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True) -> VerifyReport:
     """Checks every record of a TFRecord dataset, for use after copying or writing one.
 
@@ -405,18 +389,18 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
         DataNotFoundError: there are no TFRecord files at `path`.
     """
     files, info, schema, faults, notes = _targets(path, schema)
-    tally = _Tally()
     total = sum(f.stat().st_size for f in files)
     compression = info.compression if info is not None else None
     with tqdm(
         total=total, unit="B", unit_scale=True, desc="verifying", delay=2.0, disable=not progress
     ) as bar:
-        faults += _all_faults(files, info, compression, schema, tally, None, bar)
+        checker = _Checker(schema, None, bar)
+        faults += checker.faults(files, info, compression)
     return VerifyReport(
         path=str(path) if isinstance(path, str | os.PathLike) else f"{len(files)} paths",
         files=tuple(str(f) for f in files),
-        num_records=sum(tally.records.values()),
-        num_images=tally.images,
+        num_records=sum(checker.records.values()),
+        num_images=checker.images,
         expected_records=None if info is None else info.num_examples,
         faults=tuple(faults),
         notes=tuple(notes),
@@ -459,6 +443,4 @@ def first_fault(
     image_size: tuple[int, int] | None = None,
 ) -> Fault | None:
     """`locate_fault` over known files and metadata; `compression` None means each file's."""
-    with tqdm(disable=True) as bar:
-        faults = _all_faults(files, info, compression, schema, _Tally(), image_size, bar)
-        return next(iter(faults), None)
+    return next(iter(_Checker(schema, image_size).faults(files, info, compression)), None)
