@@ -39,6 +39,10 @@ RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
 class Fault:
     """One problem in a dataset: where it is and what is wrong.
 
+    Example:
+        >>> print(tfpipe.Fault("out/train-00003-of-00008.tfrecord", 17, "image", "bad JPEG"))
+        record 17 of out/train-00003-of-00008.tfrecord, feature 'image': bad JPEG
+
     Attributes:
         file: the TFRecord shard, metadata file or image file.
         record: the record's index within `file`; None when the fault is the whole file's.
@@ -60,7 +64,12 @@ class Fault:
 
 @dataclasses.dataclass(frozen=True)
 class VerifyReport:
-    """What `verify` checked and every fault it found.
+    """What `verify` checked and every fault it found; `str(report)` lists them all.
+
+    Example:
+        >>> report = tfpipe.verify("out/train")
+        >>> report.ok, len(report.faults), report.summary()
+        (True, 0, 'out/train: 4000 records (metadata: 4000) in 8 file(s), 4000 images decoded: OK')
 
     Attributes:
         path: the path verified.
