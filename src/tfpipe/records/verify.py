@@ -14,6 +14,7 @@ Every problem becomes a `Fault` naming the file, the record index within it and 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import glob
 import os
@@ -31,6 +32,7 @@ from tfpipe.records.reader import locate
 from tfpipe.schema import Image, Schema
 
 _CHUNK = 256
+_IMAGES = 1024
 RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
 """What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
 
@@ -223,21 +225,27 @@ def _record_faults(
             yield Fault(file, index, name, str(e))
             continue
         if isinstance(feature, Image) and feature.encoding != "raw":
-            images.append((index, name, value))
+            images.append((file, index, name, value))
 
 
 def _image_faults(
-    file: str, schema: Schema, images: list[tuple[Any, ...]], size: tuple[int, int] | None
-) -> Iterator[Fault]:
+    schema: Schema, images: list[tuple[Any, ...]], size: tuple[int, int] | None
+) -> list[Fault]:
+    """The faults of `(file, record, feature, encoded image)` entries, decoded in one map."""
+    faults = []
     for name, feature in schema.items():
         if isinstance(feature, Image):
-            mine = [(index, value) for index, n, value in images if n == name]
-            for position, why in failing_images([v for _, v in mine], feature, size):
-                yield Fault(file, mine[position][0], name, why)
+            mine = [entry for entry in images if entry[2] == name]
+            for position, why in failing_images([e[3] for e in mine], feature, size):
+                faults.append(Fault(mine[position][0], mine[position][1], name, why))
+    return faults
 
 
 class _Checker:
     """Checks files one after the other against a schema, counting what it read.
+
+    Images are decoded `_IMAGES` at a time in one parallel map, on a background thread, while
+    the next records are read and parsed; their faults come after those of later records.
 
     Attributes:
         records: records read with intact frames, per file.
@@ -254,22 +262,39 @@ class _Checker:
         self.records: dict[str, int] = {}
         self.images = 0
         self.complete: set[str] = set()
+        self._images: list[tuple[Any, ...]] = []
+        self._decoding: concurrent.futures.Future[list[Fault]] | None = None
 
     def faults(
         self, files: list[Path], info: DatasetInfo | None, compression: str | None
     ) -> Iterator[Fault]:
         """Every fault of the files, then the counts and sizes that differ from the metadata;
         `compression` None means each file's own."""
-        for file in files:
-            yield from self._file(file, compression or compression_of(file))
+        with concurrent.futures.ThreadPoolExecutor(1, "tfpipe-verify") as pool:
+            for file in files:
+                yield from self._file(file, compression or compression_of(file), pool)
+            yield from self._decode(pool, last=True)
         if info is not None:
             yield from self._counts(info)
+
+    def _decode(self, pool: concurrent.futures.Executor, last: bool = False) -> Iterator[Fault]:
+        """The faults of the images decoding in the background; starts on the pending ones."""
+        if self._decoding is not None:
+            yield from self._decoding.result()
+            self._decoding = None
+        if self._images:
+            images, self._images = self._images, []
+            self._decoding = pool.submit(_image_faults, self.schema, images, self.image_size)  # type: ignore[arg-type]
+        if last and self._decoding is not None:
+            yield from self._decode(pool)
 
     def _advance(self, size: int) -> None:
         if self.progress is not None:
             self.progress.update(size)
 
-    def _file(self, file: Path, compression: str | None) -> Iterator[Fault]:
+    def _file(
+        self, file: Path, compression: str | None, pool: concurrent.futures.Executor
+    ) -> Iterator[Fault]:
         """Every fault of one file, in record order within each chunk of records."""
         name = str(file)
         self.records[name] = 0
@@ -287,11 +312,11 @@ class _Checker:
                 self._advance(min(len(item[1]) + 16, size - read))
                 read = min(size, read + len(item[1]) + 16)
             if pending and (damaged or len(pending) == _CHUNK):
-                yield from self._chunk(name, pending)
+                yield from self._chunk(name, pending, pool)
                 pending = []
             if isinstance(item, Fault):
                 yield item
-        yield from self._chunk(name, pending)
+        yield from self._chunk(name, pending, pool)
         self._advance(size - read)
         if not damaged and compression is None and read < size:
             yield Fault(
@@ -304,14 +329,17 @@ class _Checker:
         elif not damaged:
             self.complete.add(name)
 
-    def _chunk(self, file: str, records: list[tuple[int, bytes]]) -> Iterator[Fault]:
+    def _chunk(
+        self, file: str, records: list[tuple[int, bytes]], pool: concurrent.futures.Executor
+    ) -> Iterator[Fault]:
         if self.schema is None or not records:
             return
-        images: list[tuple[Any, ...]] = []
-        faults = [f for i, r in records for f in _record_faults(file, i, r, self.schema, images)]
-        self.images += len(images)
-        faults += _image_faults(file, self.schema, images, self.image_size)
-        yield from sorted(faults, key=lambda f: f.record or 0)
+        before = len(self._images)
+        for index, record in records:
+            yield from _record_faults(file, index, record, self.schema, self._images)
+        self.images += len(self._images) - before
+        if len(self._images) >= _IMAGES:
+            yield from self._decode(pool)
 
     def _counts(self, info: DatasetInfo) -> Iterator[Fault]:
         """Shard counts and sizes that differ from the metadata, and shards it lists but
@@ -405,6 +433,8 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
     ) as bar:
         checker = _Checker(schema, None, bar)
         faults += checker.faults(files, info, compression)
+    order = {str(f): k for k, f in enumerate(files)}  # records in order, then whole files
+    faults.sort(key=lambda f: (order.get(f.file, len(order)), f.record is None, f.record or 0))
     return VerifyReport(
         path=str(path) if isinstance(path, str | os.PathLike) else f"{len(files)} paths",
         files=tuple(str(f) for f in files),
