@@ -144,6 +144,10 @@ def benchmark(
 
     Returns:
         A `Throughput`: examples/s, batches/s and the time to the first batch.
+
+    Raises:
+        DecodeError: a Pipeline or path reads a damaged record or image (named, with
+            TensorFlow's error as the cause; see `named_errors`).
     """
     if isinstance(batches, bool) or not isinstance(batches, int) or batches < 1:
         raise ValueError(f"batches must be a positive int. Received: batches={batches!r}")
