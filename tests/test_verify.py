@@ -139,18 +139,23 @@ def test_a_damaged_gzip_shard_is_a_fault(written: Path, tmp_path: Path) -> None:
     assert report.faults[0].record is not None and report.faults[0].record < 18
 
 
+def _verify_cut(written: Path, tmp_path: Path, shard: int, end: int) -> tfpipe.VerifyReport:
+    """Verifies a copy of `written` whose shard `shard` is cut at byte `end`."""
+    prefix = _copy(written, tmp_path / "copy")
+    file = _shard(prefix, shard)
+    file.write_bytes(file.read_bytes()[:end])
+    return tfpipe.verify(prefix, progress=False)
+
+
 @pytest.mark.fault(
     "shard truncated inside a record",
     reader="verify",
     outcome="faults: the record cut, the size against the metadata",
 )
 def test_a_truncated_shard_names_the_record_and_the_size(written: Path, tmp_path: Path) -> None:
-    prefix = _copy(written, tmp_path / "copy")
-    shard = _shard(prefix, 0)
-    data = shard.read_bytes()
-    cut = _offset(shard, 7) + 40
-    shard.write_bytes(data[:cut])
-    report = tfpipe.verify(prefix, progress=False)
+    data = _shard(written, 0).read_bytes()
+    cut = _offset(_shard(written, 0), 7) + 40
+    report = _verify_cut(written, tmp_path, 0, cut)
     assert _faults(report) == [
         ("train-00000-of-00002.tfrecord", 7, None),
         ("train-00000-of-00002.tfrecord", None, None),
@@ -164,10 +169,7 @@ def test_a_truncated_shard_names_the_record_and_the_size(written: Path, tmp_path
     outcome="faults: shard and total counts against the metadata",
 )
 def test_a_shard_cut_at_a_record_boundary_fails_the_counts(written: Path, tmp_path: Path) -> None:
-    prefix = _copy(written, tmp_path / "copy")
-    shard = _shard(prefix, 1)
-    shard.write_bytes(shard.read_bytes()[: _offset(shard, 10)])
-    report = tfpipe.verify(prefix, progress=False)
+    report = _verify_cut(written, tmp_path, 1, _offset(_shard(written, 1), 10))
     messages = [f.message for f in report.faults]
     assert messages[1:] == [
         "the file holds 10 records, the metadata says 18",
