@@ -394,3 +394,43 @@ def test_errors_no_source_explains_pass_unchanged(written: Path) -> None:
         raise tf.errors.DataLossError(None, None, "corrupted record at 5")  # the data is sound
     with pytest.raises(TypeError, match="named_errors takes"), tfpipe.named_errors(3):
         pass
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    return tfpipe.Image(shape=(None, None, 3), encoding="png").encode_bytes(pixels)
+
+
+def _broken_png(pixels: np.ndarray) -> bytes:
+    """A PNG whose image data stops half way into a chunk of an unknown type: Pillow opens it
+    and raises SyntaxError (not OSError) when it loads the pixels."""
+    encoded = _png(pixels)
+    at = encoded.index(b"IDAT")
+    half = int.from_bytes(encoded[at - 4 : at], "big") // 2
+    return (
+        encoded[: at - 4]
+        + half.to_bytes(4, "big")
+        + encoded[at : at + 4 + half]
+        + bytes(4)
+        + b"\x07b0W"
+        + encoded[at + 4 + half :]
+    )
+
+
+@pytest.mark.fault(
+    "PNG with a broken chunk (Pillow's SyntaxError)",
+    reader="SequenceLoader",
+    outcome="DecodeError naming the file",
+)
+def test_a_broken_png_chunk_is_a_decode_error(tmp_path: Path) -> None:
+    for label in ("a", "b"):
+        (tmp_path / "images" / label).mkdir(parents=True)
+        for i in range(2):
+            (tmp_path / "images" / label / f"{i}.png").write_bytes(_png(_pixels(i, (64, 64))))
+    bad = tmp_path / "images" / "b" / "1.png"
+    bad.write_bytes(_broken_png(_pixels(1, (64, 64))))
+    src = tfpipe.from_directory(tmp_path / "images", image_shape=(64, 64, 3))
+    loader = tfpipe.SequenceLoader(src, batch_size=1, shuffle=False)
+    with pytest.raises(tfpipe.DecodeError, match=re.escape(str(bad))) as error:
+        for index in range(len(loader)):
+            loader[index]
+    assert isinstance(error.value.__cause__.__cause__, SyntaxError)
