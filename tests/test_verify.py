@@ -434,3 +434,19 @@ def test_a_broken_png_chunk_is_a_decode_error(tmp_path: Path) -> None:
         for index in range(len(loader)):
             loader[index]
     assert isinstance(error.value.__cause__.__cause__, SyntaxError)
+
+
+@pytest.mark.fault(
+    "5 bytes appended to a shard (TF's reader ignores them)",
+    reader="verify",
+    outcome="fault naming the file, with or without metadata",
+)
+def test_a_partial_frame_at_the_end_is_a_fault(written: Path, tmp_path: Path) -> None:
+    prefix = _copy(written, tmp_path / "copy")
+    shard = _shard(prefix, 1)
+    shard.write_bytes(shard.read_bytes() + b"\x07" * 5)
+    assert len(list(tf.data.TFRecordDataset(str(shard)))) == 18  # TensorFlow sees nothing wrong
+    alone = tfpipe.verify(shard, progress=False)
+    assert _faults(alone) == [("train-00001-of-00002.tfrecord", 18, None)]
+    assert alone.faults[0].message.startswith("5 byte(s) after the last record: a partial frame")
+    assert len(tfpipe.verify(prefix, progress=False).faults) == 2  # and the size
