@@ -450,3 +450,19 @@ def test_a_partial_frame_at_the_end_is_a_fault(written: Path, tmp_path: Path) ->
     assert _faults(alone) == [("train-00001-of-00002.tfrecord", 18, None)]
     assert alone.faults[0].message.startswith("5 byte(s) after the last record: a partial frame")
     assert len(tfpipe.verify(prefix, progress=False).faults) == 2  # and the size
+
+
+@pytest.mark.fault(
+    "shard truncated at a record boundary",
+    reader="Pipeline + named_errors",
+    outcome="tfpipe error naming the shard; never fewer examples",
+)
+def test_a_short_shard_is_named_not_read_short(written: Path, tmp_path: Path) -> None:
+    prefix = _copy(written, tmp_path / "copy")
+    shard = _shard(prefix, 1)
+    shard.write_bytes(shard.read_bytes()[: _offset(shard, 10)])
+    with pytest.raises(tfpipe.TfpipeError, match=re.escape(str(shard))) as error:
+        pipeline = tfpipe.Pipeline(prefix).batch(4)
+        with tfpipe.named_errors(pipeline):
+            list(pipeline.build())
+    assert "metadata says" in str(error.value)
