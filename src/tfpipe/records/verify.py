@@ -119,10 +119,11 @@ def from_input(error: BaseException) -> bool:
 
 def named_error(fault: Fault, error: BaseException) -> DecodeError:
     """The DecodeError that replaces TensorFlow's `error`, naming where `fault` is."""
+    dataset = fault.record is not None or ".tfrecord" in fault.file or fault.file.endswith(".json")
     fix = (
-        "fix or remove the file"
-        if fault.record is None
-        else "`tfpipe verify` lists every fault of the dataset; rewrite the shards it names"
+        "`tfpipe verify` lists every fault of the dataset; rewrite the shards it names"
+        if dataset
+        else "fix or remove the file"
     )
     raw = tf_message(error)
     said = "" if raw in fault.message else f" (TensorFlow reported: {raw})"
