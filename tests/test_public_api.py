@@ -34,3 +34,9 @@ def test_version_is_the_package_version() -> None:
     from importlib.metadata import version
 
     assert tfpipe.__version__ == version("tfpipe")
+
+
+def test_the_fault_tools_are_public() -> None:
+    names = {"Fault", "VerifyReport", "locate_fault", "named_errors", "verify"}
+    assert names <= set(tfpipe.__all__)
+    assert callable(tfpipe.Pipeline.locate_fault)

@@ -3,7 +3,7 @@
 The data flows one way: schema -> sources -> records -> loaders -> fit.
 """
 
-from tfpipe.adapters import benchmark
+from tfpipe.adapters import benchmark, named_errors
 from tfpipe.errors import (
     DataNotFoundError,
     DecodeError,
@@ -17,7 +17,15 @@ from tfpipe.fit import fit
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
-from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
+from tfpipe.records import (
+    Fault,
+    VerifyReport,
+    infer_schema,
+    locate_fault,
+    read_tfrecords,
+    verify,
+    write_tfrecords,
+)
 from tfpipe.report import FitReport
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
 from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
@@ -30,6 +38,7 @@ __all__ = [
     "DatasetInfo",
     "DecodeError",
     "EncodeError",
+    "Fault",
     "Feature",
     "FitReport",
     "Image",
@@ -45,6 +54,7 @@ __all__ = [
     "Text",
     "TfpipeError",
     "TfpipeWarning",
+    "VerifyReport",
     "__version__",
     "benchmark",
     "fit",
@@ -53,6 +63,9 @@ __all__ = [
     "from_directory",
     "from_tfrecords",
     "infer_schema",
+    "locate_fault",
+    "named_errors",
     "read_tfrecords",
+    "verify",
     "write_tfrecords",
 ]

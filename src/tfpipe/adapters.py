@@ -10,6 +10,7 @@ It sits above the loaders and below `fit`; `benchmark` times an input alone thro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -21,11 +22,13 @@ import tensorflow as tf
 
 from tfpipe._checks import check_image_size, check_int
 from tfpipe.bench import Throughput, measure
-from tfpipe.errors import SchemaError
+from tfpipe.errors import SchemaError, TfpipeError
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.records.verify import RAW_ERRORS, from_input, named_error
 from tfpipe.schema import ClassLabel, Image, Schema
+from tfpipe.sources import SourceBase
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -47,6 +50,8 @@ class Input:
             `batch()`, a SequenceLoader's `batch_size`, the static batch dimension of a
             dataset); None when only the batches can tell.
         examples: examples in one pass over the data, when known (metadata, source length).
+        pipeline: the `Pipeline` the input reads (for a Pipeline or a path), which can locate
+            the record behind a raw TensorFlow error; None for other kinds.
     """
 
     kind: str
@@ -57,6 +62,7 @@ class Input:
     image_encoding: str | None = None
     batch_size: int | None = None
     examples: int | None = None
+    pipeline: Pipeline | None = None
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -104,6 +110,7 @@ def adapt(
             image_encoding=_image_encoding(data.schema),
             batch_size=data.batch_size,
             examples=data.examples_per_epoch(),
+            pipeline=data,
         )
     if isinstance(data, tf.data.Dataset):
         return _from_dataset(data, "tf.data")
@@ -158,12 +165,68 @@ def benchmark(
 
     Returns:
         A `Throughput`: examples/s, batches/s and the time to the first batch.
+
+    Raises:
+        DecodeError: a Pipeline or path reads a damaged record or image (named, with
+            TensorFlow's error as the cause; see `named_errors`).
     """
     check_int("batches", batches)
     source = adapt(data, batch_size=batch_size, shuffle=False, image_size=image_size)
-    return measure(
-        source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
-    )
+    with naming(source):
+        return measure(
+            source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
+        )
+
+
+@contextlib.contextmanager
+def named_errors(*sources: Any) -> Iterator[None]:
+    """Turns TensorFlow's errors about damaged data into a `DecodeError` naming the record.
+
+    tf.data has no try/except inside the graph: a damaged shard fails a `model.fit` or a loop
+    over a dataset with `DataLossError: corrupted record at 2111`, a record that is not a
+    `tf.train.Example` with a `UnicodeDecodeError`, a bad image with `InvalidArgumentError`,
+    none of which names a file. Inside this block such an error makes tfpipe read the sources
+    again until the first fault (as `Pipeline.locate_fault` does), and raise a `DecodeError`
+    naming the shard and record (or the image file), with TensorFlow's error as its cause.
+    An error no source explains is raised unchanged. Nothing is read while all goes well.
+    `tfpipe.fit`, `tfpipe.benchmark` and `tfpipe inspect` do this themselves.
+
+    Example:
+        >>> with tfpipe.named_errors("out/train"):
+        ...     model.fit(tfpipe.read_tfrecords("out/train").batch(32), epochs=3)
+
+    Args:
+        *sources: what the failing datasets read: `tfpipe.Pipeline`s, TFRecord paths (what
+            `Pipeline` accepts), or tfpipe sources (`from_directory`, `from_dataframe`, ...).
+
+    Raises:
+        DecodeError: a source holds a damaged record or image; the message names it.
+    """
+    for source in sources:
+        if not isinstance(source, Pipeline | str | os.PathLike | list | tuple | SourceBase):
+            raise TypeError(
+                "named_errors takes tfpipe.Pipelines, TFRecord paths or tfpipe sources. "
+                f"Received: {type(source).__name__}"
+            )
+    try:
+        yield
+    except RAW_ERRORS as e:
+        if not from_input(e):
+            raise
+        for source in sources:
+            try:
+                pipeline = source if isinstance(source, Pipeline) else Pipeline(source)
+            except TfpipeError as found:  # e.g. the first record is damaged
+                raise found from e
+            fault = pipeline.locate_fault()
+            if fault is not None:
+                raise named_error(fault, e) from e
+        raise
+
+
+def naming(*inputs: Input) -> contextlib.AbstractContextManager[None]:
+    """`named_errors` over the Pipelines of `inputs` (other kinds cannot be searched)."""
+    return named_errors(*(i.pipeline for i in inputs if i.pipeline is not None))
 
 
 def _from_dataset(
@@ -176,6 +239,7 @@ def _from_dataset(
     image_encoding: str | None = None,
     batch_size: int | None = None,
     examples: int | None = None,
+    pipeline: Pipeline | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -186,7 +250,9 @@ def _from_dataset(
     if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     batch_size = batch_size or _static_batch_size(dataset.element_spec)
-    return Input(kind, dataset, steps, infinite, honours, image_encoding, batch_size, examples)
+    return Input(
+        kind, dataset, steps, infinite, honours, image_encoding, batch_size, examples, pipeline
+    )
 
 
 def _static_batch_size(spec: Any) -> int | None:
@@ -233,4 +299,5 @@ def _from_path(
         image_encoding=_image_encoding(info.schema),
         batch_size=size,
         examples=pipeline.examples_per_epoch(),
+        pipeline=pipeline,
     )

@@ -1,7 +1,8 @@
-"""The `tfpipe` command: `write`, `inspect`, `bench` and `demo`.
+"""The `tfpipe` command: `write`, `inspect`, `verify`, `bench` and `demo`.
 
 Errors a user can fix (a missing path, a bad option value, data that does not match) print one
-line `tfpipe <command>: error: ...` and exit with status 2, without a traceback.
+line `tfpipe <command>: error: ...` and exit with status 2, without a traceback. `verify` exits
+with status 1 when it finds a fault in the data.
 """
 
 from __future__ import annotations
@@ -26,15 +27,16 @@ from tfpipe._summary import (
     format_bytes,
     listed,
 )
-from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark
+from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
 from tfpipe.demo import run_demo
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
-from tfpipe.records import infer_schema, read_tfrecords, write_tfrecords
+from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Image, Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 
 EXIT_ERROR = 2
+EXIT_FAULTS = 1
 _USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, ImportError, tf.errors.OpError)
 
 
@@ -63,6 +65,12 @@ def _image_size(text: str) -> tuple[int, int]:
         )
     height, width = int(parts[0]), int(parts[-1])
     return height, width
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
 
 
 def _columns(text: str) -> list[str]:
@@ -181,14 +189,27 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> None:
     prefixes = {path: _dataset_prefixes(path) for path in args.paths}
     plain = [path for path in args.paths if not prefixes[path]]
     if plain:
-        _inspect_files(plain, out)
+        with named_errors(plain):
+            _inspect_files(plain, out)
     for prefix in (p for path in args.paths for p in prefixes[path]):
         info = DatasetInfo.load(prefix)
         print(*describe_info(info), sep="\n", file=out)
         if info.class_names:
             for feature, names in info.class_names.items():
                 print(f"  classes of {feature}: {', '.join(names)}", file=out)
-        _show_first(prefix, info.schema, out)
+        with named_errors(prefix):
+            _show_first(prefix, info.schema, out)
+
+
+def _verify(args: argparse.Namespace, out: TextIO) -> int:
+    report = verify(args.path)
+    print(report.summary(), file=out)
+    shown = report.faults[: args.max_faults]
+    print(*(f"  {fault}" for fault in shown), sep="\n", file=out, end="\n" if shown else "")
+    if len(report.faults) > len(shown):
+        print(f"  ... and {len(report.faults) - len(shown)} more fault(s)", file=out)
+    print(*report.notes, sep="\n", file=out, end="\n" if report.notes else "")
+    return 0 if report.ok else EXIT_FAULTS
 
 
 def _bench(args: argparse.Namespace, out: TextIO) -> None:
@@ -289,6 +310,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.set_defaults(handler=_inspect)
 
+    check = commands.add_parser(
+        "verify",
+        help="check every record: frame checksums, schema, images, counts against the metadata",
+        description="Read every record of a TFRecord dataset checking both frame checksums, "
+        "parse it against the schema, decode every image, and compare the counts and sizes "
+        "with the metadata file. Prints each fault (file, record, feature, what is wrong); "
+        "exits with 0 when all is well, 1 when something is wrong.",
+    )
+    check.add_argument(
+        "path", metavar="PATH", help="a dataset prefix or .json, a TFRecord file, folder or glob"
+    )
+    check.add_argument(
+        "--max-faults",
+        type=_positive,
+        default=20,
+        metavar="N",
+        help="faults to print; the rest are counted (20)",
+    )
+    check.set_defaults(handler=_verify)
+
     bench = commands.add_parser(
         "bench",
         help="measure how fast tfpipe reads a TFRecord dataset (no model)",
@@ -348,7 +389,8 @@ def _error_message(error: Exception) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the `tfpipe` command; returns the exit status (0, or 2 for errors).
+    """Runs the `tfpipe` command; returns the exit status (0; 1 when `verify` finds a fault;
+    2 for errors).
 
     Example:
         >>> main(["write", "images", "out", "--split", "train=0.8,test=0.2"])
@@ -362,11 +404,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings.simplefilter("always", TfpipeWarning)
         warnings.showwarning = _warning_printer(warnings.showwarning)
         try:
-            args.handler(args, sys.stdout)
+            status = args.handler(args, sys.stdout)
         except _USER_ERRORS as e:
             print(f"tfpipe {args.command}: error: {_error_message(e)}", file=sys.stderr)
             return EXIT_ERROR
-    return 0
+    return int(status or 0)
 
 
 if __name__ == "__main__":

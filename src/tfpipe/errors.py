@@ -7,6 +7,10 @@ Every error derives from `TfpipeError`, and from the built-in exception a caller
 
 from __future__ import annotations
 
+import re
+
+_TF_PREFIX = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+
 
 class TfpipeError(Exception):
     """Base class of every error tfpipe raises."""
@@ -34,3 +38,13 @@ class DataNotFoundError(TfpipeError, FileNotFoundError):
 
 class TfpipeWarning(UserWarning):
     """Warnings tfpipe emits: skipped records, ignored arguments, partial caches."""
+
+
+def tf_message(error: BaseException) -> str:
+    """What a TensorFlow error says, without the traceback of a graph, the function-node
+    prefix and the op suffix: `corrupted record at 12`."""
+    text = str(getattr(error, "message", error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if lines and lines[0].startswith("Graph execution error"):  # the message ends the trace
+        lines = [line for line in lines if not line.startswith(("[[", "File "))][-1:]
+    return _TF_PREFIX.sub("", lines[0]).split(" [Op:")[0] if lines else type(error).__name__

@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 
 from tfpipe._checks import check_int
-from tfpipe.adapters import Input, adapt
+from tfpipe.adapters import Input, adapt, naming
 from tfpipe.bench import batch_size_of, measure
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
@@ -194,20 +194,23 @@ def fit(
             checked, fit_kwargs.pop("validation_steps", None), "validation", "validation_steps"
         )
     fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False
+    inputs = [train] if validation is None else [train, checked]
 
-    batch, size = _full_batch(train)
+    with naming(*inputs):
+        batch, size = _full_batch(train)
     probe = _probe_model(model, batch, steps or train.steps)
     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
     dataset = _prefetch_to_device(dataset, _accelerator(model))
     timer = _StepTimer()
     try:
-        history = model.fit(
-            dataset,
-            epochs=epochs,
-            steps_per_epoch=steps,
-            callbacks=[timer, *(callbacks or [])],
-            **fit_kwargs,
-        )
+        with naming(*inputs):
+            history = model.fit(
+                dataset,
+                epochs=epochs,
+                steps_per_epoch=steps,
+                callbacks=[timer, *(callbacks or [])],
+                **fit_kwargs,
+            )
     finally:
         if probe.chosen:
             _set_steps_per_execution(model, 1)
@@ -215,9 +218,13 @@ def fit(
     if report:
         # Timed after training: iterating the input before fit left its threads and buffers
         # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
-        input_alone = measure(
-            train.batches(repeat=True), num_batches=50, warmup=2, max_seconds=INPUT_PROBE_SECONDS
-        )
+        with naming(train):
+            input_alone = measure(
+                train.batches(repeat=True),
+                num_batches=50,
+                warmup=2,
+                max_seconds=INPUT_PROBE_SECONDS,
+            )
         history.report = FitReport.build(
             input_alone=input_alone,
             model_examples_per_s=size / probe.step_seconds,

@@ -198,7 +198,7 @@ class Image(Feature):
         image = _imaging.open_image(value)
         try:
             return _imaging.prepare(image, self.channels, size)
-        except OSError as e:
+        except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
             raise OSError(f"cannot decode image: {e}") from e
 
     def stored(self, proto: tf.train.Feature) -> Any:

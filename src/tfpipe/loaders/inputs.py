@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from tfpipe.errors import SchemaError, SourceError
 from tfpipe.info import check_compression, tf_compression
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate
+from tfpipe.records.verify import Fault, failing_images, first_fault
 from tfpipe.schema import (
     ClassLabel,
     Image,
@@ -86,6 +88,7 @@ class RecordInput:
         self.compression = check_compression(compression)
         first_bytes = check_first_record(schema, files)
         self.schema = schema
+        self.info = info
         self.num_examples = count
         self.record_bytes = (
             info.num_bytes / info.num_examples
@@ -147,6 +150,11 @@ class RecordInput:
             "parse_example (vectorised) + decode images per element" + decoding.describe(),
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
+
+    def locate_fault(self, decoding: Decoding) -> Fault | None:
+        """The first damaged record of the shards: frame, Example, feature or image."""
+        files = [Path(f) for f in self.files]
+        return first_fault(files, self.info, self.compression, self.schema, decoding.image_size)
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:
@@ -262,6 +270,16 @@ class MemoryInput(_IndexedInput):
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
 
+    def locate_fault(self, decoding: Decoding) -> Fault | None:
+        """The first image file that cannot be read or decoded (arrays cannot be damaged)."""
+        for name, column in self.columns.items():
+            feature = self.schema[name]
+            if isinstance(feature, Image) and column.dtype.kind in "USO":
+                size = decoding.image_size or feature.shape[:2]
+                for position, why in failing_images(column, feature, size, read_files=True):  # type: ignore[arg-type]
+                    return Fault(str(column[position]), None, name, why)
+        return None
+
 
 def _spec_of(value: Any) -> Any:
     if isinstance(value, Mapping):
@@ -288,6 +306,10 @@ class PyDatasetInput(_IndexedInput):
         self.schema = None
         self.num_examples = None
         self.name = type(dataset).__name__
+
+    def locate_fault(self, decoding: Decoding) -> Fault | None:
+        """None: a PyDataset's own errors name what failed, tfpipe cannot look inside it."""
+        return None
 
     def _load(self, index: Any) -> Any:
         batch = self.dataset[int(index)]

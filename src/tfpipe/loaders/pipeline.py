@@ -34,6 +34,7 @@ from tfpipe.loaders.inputs import (
     RecordInput,
     Stage,
 )
+from tfpipe.records.verify import Fault
 from tfpipe.schema import Schema
 
 _DEFAULT_BATCH = 64
@@ -382,6 +383,21 @@ class Pipeline:
         if self._batch is not None and self._batch[1]:
             count -= count % self._batch[0]
         return int(count)
+
+    def locate_fault(self) -> Fault | None:
+        """The first damaged record or image file of the source; None when all are sound.
+
+        tf.data reports damaged data with TensorFlow's errors, which name no file and no
+        record. This reads the source again, checking what `tfpipe.verify` checks (frames,
+        Examples, features and images decoded as this pipeline decodes them), until the first
+        fault. `tfpipe.named_errors` calls it to turn such an error into a `DecodeError`.
+
+        Example:
+            >>> fault = tfpipe.Pipeline("out/train").locate_fault()
+            >>> print(fault)
+            record 17 of out/train-00003-of-00008.tfrecord: damaged or truncated frame: ...
+        """
+        return self._input.locate_fault(self._decoding)
 
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.

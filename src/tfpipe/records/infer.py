@@ -13,7 +13,7 @@ import tensorflow as tf
 from PIL import Image as PILImage
 
 from tfpipe import _imaging
-from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning
+from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
 from tfpipe.info import compression_of, resolve_files, tf_compression
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
 
@@ -37,15 +37,17 @@ def records(files: Sequence[Path], limit: int | None = None) -> Iterator[tuple[P
         )
         if remaining is not None:
             dataset = dataset.take(remaining)
+        index = 0
         try:
-            for index, record in enumerate(dataset.as_numpy_iterator()):
+            for record in dataset.as_numpy_iterator():
                 yield file, index, record
+                index += 1
                 if remaining is not None:
                     remaining -= 1
         except tf.errors.OpError as e:
             raise DecodeError(
-                f"{str(file)!r} is not a readable TFRecord file (truncated or not a TFRecord): "
-                f"{e.message}"
+                f"{str(file)!r} is not a readable TFRecord file (truncated or not a TFRecord) "
+                f"at record {index}: {tf_message(e)}"
             ) from e
 
 
