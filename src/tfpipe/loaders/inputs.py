@@ -9,6 +9,7 @@ then decoded per batch; a `PyDataset` gives decoded examples directly.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -232,12 +233,15 @@ class MemoryInput(_IndexedInput):
 
     def decoder(self, decoding: Decoding) -> Stage:
         decoding.check(self.schema)
-        constants = {name: tf.constant(column) for name, column in self.columns.items()}
         files = [
             name
             for name, column in self.columns.items()
             if isinstance(self.schema[name], Image) and column.dtype.kind in "USO"
         ]
+        constants = {
+            name: tf.constant(_path_bytes(column) if name in files else column)
+            for name, column in self.columns.items()
+        }
 
         def image_of(name: str, feature: Image, values: tf.Tensor) -> tf.Tensor:
             size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
@@ -276,9 +280,16 @@ class MemoryInput(_IndexedInput):
             feature = self.schema[name]
             if isinstance(feature, Image) and column.dtype.kind in "USO":
                 size = decoding.image_size or feature.shape[:2]
-                for position, why in failing_images(column, feature, size, read_files=True):  # type: ignore[arg-type]
+                paths = _path_bytes(column)
+                for position, why in failing_images(paths, feature, size, read_files=True):  # type: ignore[arg-type]
                     return Fault(str(column[position]), None, name, why)
         return None
+
+
+def _path_bytes(paths: np.ndarray) -> np.ndarray:
+    """File paths as the bytes the file system holds: names that are not UTF-8 (kept by Python
+    as surrogate escapes) reach `tf.io.read_file` intact instead of failing to convert."""
+    return np.asarray([os.fsencode(p) for p in paths], dtype=object)
 
 
 def _spec_of(value: Any) -> Any:
