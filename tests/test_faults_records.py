@@ -229,6 +229,14 @@ def test_metadata_lying_about_bytes(data: Path, read: Reader) -> None:
         read(data / "train")
 
 
+@readers("metadata file cut short (not valid JSON)", "SchemaError naming the metadata file")
+def test_metadata_cut_short(data: Path, read: Reader) -> None:
+    path = data / "train.json"
+    path.write_text(path.read_text()[: path.stat().st_size // 2])
+    with pytest.raises(tfpipe.SchemaError, match=r"train\.json' is not valid: "):
+        read(data / "train")
+
+
 @readers("metadata total differing from its shards", "SchemaError naming the metadata file")
 def test_metadata_lying_about_the_total(data: Path, read: Reader) -> None:
     edit_metadata(data, lambda m: m.update(num_examples=COUNT - 1))
