@@ -1,0 +1,94 @@
+"""Image decoding with TensorFlow: in graphs (tf.data path) and the writer's JPEG check.
+
+`decode` gives the pixels `_imaging.prepare` gives on the Pillow path, for every image mode:
+JPEGs with libjpeg's accurate integer IDCT (Pillow's; TensorFlow's default fast IDCT differs
+by up to ~18 levels), and 4 channels without TensorFlow's low-bit-depth PNG alpha bug.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfpipe import _imaging
+from tfpipe.errors import EncodeError
+
+JPEG_RATIOS = (8, 4, 2, 1)
+_DCT_METHOD = "INTEGER_ACCURATE"
+_PNG_HEADER = 26  # magic (8), IHDR length and type (8), width, height, bit depth, colour type
+
+
+def decode(data: tf.Tensor, channels: int) -> tf.Tensor:
+    """Decodes one JPEG, PNG, GIF (first frame) or BMP to uint8 (H, W, channels)."""
+    if channels == 4:
+        return _decode_rgba(data)
+    return tf.cond(
+        tf.io.is_jpeg(data),
+        lambda: tf.io.decode_jpeg(data, channels=channels, dct_method=_DCT_METHOD),
+        lambda: tf.io.decode_image(data, channels=channels, expand_animations=False),
+    )
+
+
+def _decode_rgba(data: tf.Tensor) -> tf.Tensor:
+    """RGBA; alpha 255 where the file has none.
+
+    TensorFlow's own channels=4 fills the alpha of a 1, 2 or 4-bit PNG (palette or grayscale)
+    with the bit depth's maximum (1 or 3, not 255), and refuses JPEGs.
+    """
+    head = tf.io.decode_raw(tf.strings.substr(data + b"\0" * _PNG_HEADER, 0, _PNG_HEADER), tf.uint8)
+    magic = tf.constant(list(_imaging.PNG_MAGIC), tf.uint8)
+    low_bit_png = tf.reduce_all(head[:8] == magic) & (head[24] < 8)
+    return tf.case(
+        [
+            (
+                tf.io.is_jpeg(data),
+                lambda: _with_alpha(tf.io.decode_jpeg(data, channels=3, dct_method=_DCT_METHOD)),
+            ),
+            (low_bit_png, lambda: _with_alpha(tf.io.decode_png(data, channels=0))),
+        ],
+        default=lambda: tf.io.decode_image(data, channels=4, expand_animations=False),
+        exclusive=True,
+    )
+
+
+def _with_alpha(image: tf.Tensor) -> tf.Tensor:
+    """An image of 1 (gray), 2 (gray, alpha), 3 (RGB) or 4 channels as RGBA."""
+    depth = tf.shape(image)[-1]
+    colour = tf.cond(
+        depth < 3, lambda: tf.repeat(image[..., :1], 3, axis=-1), lambda: image[..., :3]
+    )
+    opaque = tf.fill(tf.shape(image[..., :1]), tf.constant(255, tf.uint8))
+    alpha = tf.cond(depth % 2 == 0, lambda: image[..., -1:], lambda: opaque)
+    return tf.concat([colour, alpha], axis=-1)
+
+
+def decode_jpeg_reduced(data: tf.Tensor, channels: int, size: tuple[int, int]) -> tf.Tensor:
+    """Decodes a JPEG at the smallest DCT scale that still covers `size`."""
+    stored = tf.io.extract_jpeg_shape(data)
+    scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.constant(size, tf.float32))
+    branch = tf.reduce_sum(tf.cast(scale < tf.constant(JPEG_RATIOS, tf.float32), tf.int32))
+    branches = [
+        (lambda r=r: tf.io.decode_jpeg(data, channels=channels, ratio=r, dct_method=_DCT_METHOD))
+        for r in JPEG_RATIOS
+    ]
+    return tf.switch_case(tf.minimum(branch, len(JPEG_RATIOS) - 1), branches)
+
+
+def check_jpeg(data: bytes) -> None:
+    """Raises EncodeError when TensorFlow's JPEG decoder would refuse `data` at training time.
+
+    Decodes at 1/8 scale: libjpeg still reads every entropy-coded block, so this rejects
+    exactly what a full decode rejects (checked on mutated files), in about 2/3 of the time.
+    Pillow is not enough: it ignores libjpeg's "corrupt data" warnings that TensorFlow treats
+    as errors.
+    """
+    size = _imaging.image_size(data)
+    if size is not None:
+        _imaging.check_pixels(*size)
+    try:
+        tf.io.decode_jpeg(data, ratio=8)
+    except tf.errors.InvalidArgumentError as e:
+        reason = e.message.split("}} ")[-1].strip()
+        raise EncodeError(
+            f"corrupt JPEG: TensorFlow's decoder rejects it ({reason}), so training would fail "
+            "on it; re-encode or remove the file"
+        ) from e
