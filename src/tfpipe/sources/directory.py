@@ -62,9 +62,10 @@ class DirectorySource(SourceBase):
             )
         self.paths = np.asarray(paths)
         self._labels = np.asarray(labels, np.int64)
+        encoding = "png" if image_shape[2] == 4 else "jpeg"
         self.schema = Schema(
             {
-                "image": Image(shape=image_shape),
+                "image": Image(shape=image_shape, encoding=encoding),
                 "label": ClassLabel(names=self.class_names),
             }
         )
@@ -103,6 +104,7 @@ def from_directory(
             Defaults to .jpg, .jpeg, .png, .bmp, .gif.
         follow_links: follow symbolic links to folders. Defaults to False.
         image_shape: the `Image` shape of the inferred schema; give height and width to store
-            images resized. Defaults to (None, None, 3).
+            images resized. With 4 channels (RGBA) images are stored as PNG, else as JPEG.
+            Defaults to (None, None, 3).
     """
     return DirectorySource(root, extensions, follow_links, image_shape)

@@ -1,0 +1,196 @@
+"""Every image mode gives the same pixels on the Pillow and TensorFlow paths, or both refuse.
+
+Pillow paths: `Image.load` and a SequenceLoader batch. TensorFlow paths: Pipeline over a folder
+(the file decoded in a graph) and write_tfrecords + read_tfrecords (the stored bytes decoded in
+a graph). All comparisons are exact, JPEGs included (both use libjpeg's accurate IDCT).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image as PILImage
+
+import tfpipe
+from tfpipe import _decode
+from tfpipe.errors import EncodeError, SchemaError
+
+SIZE = (6, 5)  # height, width
+_RNG = np.random.default_rng(0)
+
+
+def _save(image: PILImage.Image, fmt: str, **options: object) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def _pixels(*shape: int, high: int = 256, dtype: type = np.uint8) -> np.ndarray:
+    return _RNG.integers(0, high, (*SIZE, *shape), dtype=dtype)
+
+
+def _palette(**options: object) -> bytes:
+    image = PILImage.fromarray(_pixels(high=4), "P")  # 4 colours: stored at 2 bits per pixel
+    image.putpalette([255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30])
+    return _save(image, "PNG", **options)
+
+
+def _animated(fmt: str, **options: object) -> bytes:
+    first, second = (PILImage.fromarray(_pixels(3)) for _ in range(2))
+    return _save(first, fmt, save_all=True, append_images=[second], **options)
+
+
+def _sixteen_bit(channels: int) -> bytes:
+    if channels == 1:  # Pillow writes mode I;16
+        return _save(PILImage.fromarray(_pixels(high=1 << 16, dtype=np.uint16)), "PNG")
+    return tf.io.encode_png(_pixels(channels, high=1 << 16, dtype=np.uint16)).numpy()
+
+
+def _pil(mode: str, fmt: str, *shape: int, **options: object) -> Callable[[], bytes]:
+    return lambda: _save(PILImage.fromarray(_pixels(*shape), mode), fmt, **options)
+
+
+def _rgb_trns() -> bytes:
+    image = PILImage.fromarray(_pixels(3, high=2) * 200)
+    return _save(image, "PNG", transparency=(200, 0, 200))
+
+
+def _gif_transparency() -> bytes:
+    return _save(PILImage.open(io.BytesIO(_palette())), "GIF", transparency=1)
+
+
+MODES: dict[str, tuple[str, Callable[[], bytes]]] = {
+    "16-bit gray PNG": ("png", lambda: _sixteen_bit(1)),
+    "16-bit RGB PNG": ("png", lambda: _sixteen_bit(3)),
+    "16-bit RGBA PNG": ("png", lambda: _sixteen_bit(4)),
+    "L PNG": ("png", _pil("L", "PNG")),
+    "LA PNG": ("png", _pil("LA", "PNG", 2)),
+    "1-bit PNG": ("png", lambda: _save(PILImage.fromarray(_pixels(high=2).astype(bool)), "PNG")),
+    "P PNG": ("png", _palette),
+    "P PNG transparency": ("png", lambda: _palette(transparency=1)),
+    "RGB PNG tRNS": ("png", _rgb_trns),
+    "RGBA PNG": ("png", _pil("RGBA", "PNG", 4)),
+    "animated PNG": ("png", lambda: _animated("PNG")),
+    "RGB JPEG": ("jpg", _pil("RGB", "JPEG", 3, quality=90)),
+    "gray JPEG": ("jpg", _pil("L", "JPEG", quality=90)),
+    "CMYK JPEG": ("jpg", _pil("CMYK", "JPEG", 4, quality=90)),
+    "animated GIF": ("gif", lambda: _animated("GIF")),
+    "GIF transparency": ("gif", _gif_transparency),
+}
+# Modes that TensorFlow and Pillow cannot decode alike at a channel count: both refuse them.
+REFUSED = {1: {"16-bit RGB PNG", "16-bit RGBA PNG", "CMYK JPEG"}}
+# TensorFlow decodes GIFs to 3 channels only (InvalidArgumentError); Pillow converts them.
+TF_ONLY_RGB = {"animated GIF", "GIF transparency"}
+
+
+def _supported(channels: int) -> list[str]:
+    skipped = REFUSED.get(channels, set()) | (TF_ONLY_RGB if channels != 3 else set())
+    return [name for name in MODES if name not in skipped]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One file per mode, in one class folder; named so that sorted order is MODES order."""
+    root = tmp_path_factory.mktemp("modes")
+    (root / "all").mkdir()
+    paths = {}
+    for i, (name, (ext, make)) in enumerate(MODES.items()):
+        paths[name] = root / "all" / f"{i:02d}.{ext}"
+        paths[name].write_bytes(make())
+    return paths
+
+
+def _folder(files: dict[str, Path], names: list[str], root: Path) -> Path:
+    (root / "all").mkdir(parents=True)
+    for name in names:
+        (root / "all" / files[name].name).symlink_to(files[name])
+    return root
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_every_path_gives_the_same_pixels(
+    files: dict[str, Path], tmp_path: Path, channels: int
+) -> None:
+    names = _supported(channels)
+    root = _folder(files, names, tmp_path / "folder")
+    source = tfpipe.from_directory(root, image_shape=(*SIZE, channels))
+    feature = tfpipe.Image(shape=(*SIZE, channels), encoding="png")
+
+    loaded = np.stack([feature.load(files[name]) for name in names])
+    loader = tfpipe.SequenceLoader(
+        source, batch_size=len(names), shuffle=False, rescale=None, dtype="uint8"
+    )
+    sequence = loader[0][0]
+    pipeline = next(iter(tfpipe.Pipeline(source).batch(len(names)).build()))["image"].numpy()
+    schema = tfpipe.Schema({"image": feature, "label": source.schema["label"]})
+    written = tfpipe.write_tfrecords(
+        source, tmp_path / "out" / "train", schema=schema, shuffle=False, progress=False
+    )
+    read = np.stack([e["image"].numpy() for e in tfpipe.read_tfrecords(written.metadata_path)])
+
+    paths = {"SequenceLoader": sequence, "Pipeline": pipeline, "TFRecords": read}
+    for path, pixels in paths.items():
+        for name, expected, got in zip(names, loaded, pixels, strict=True):
+            np.testing.assert_array_equal(got, expected, err_msg=f"{name}: {path} vs Image.load")
+
+
+@pytest.mark.fault(
+    "16-bit grayscale PNG", reader="Image.load, SequenceLoader", outcome="high byte, as tf.data"
+)
+def test_sixteen_bit_png_keeps_the_high_byte_instead_of_clipping_to_white() -> None:
+    data = _save(PILImage.fromarray(np.full(SIZE, 0x1234, np.uint16)), "PNG")
+    feature = tfpipe.Image(shape=(None, None, 3), encoding="png")
+    assert (feature.load(data) == 0x12).all()
+    assert (feature.decode_tensor(tf.constant(data)).numpy() == 0x12).all()
+
+
+@pytest.mark.fault(
+    "2-bit palette PNG read as RGBA", reader="Pipeline, read_tfrecords", outcome="alpha 255"
+)
+def test_low_bit_depth_png_gets_an_opaque_alpha_on_the_tensorflow_path(
+    files: dict[str, Path],
+) -> None:
+    # TensorFlow's own channels=4 sets the alpha of a 2-bit PNG to 3 (and of a 1-bit one to 1).
+    data = files["P PNG"].read_bytes()
+    assert (tf.io.decode_png(data, channels=4).numpy()[..., 3] == 3).all()
+    feature = tfpipe.Image(shape=(None, None, 4), encoding="png")
+    assert (feature.decode_tensor(tf.constant(data)).numpy()[..., 3] == 255).all()
+
+
+@pytest.mark.fault(
+    "CMYK JPEG / 16-bit colour PNG to 1 channel",
+    reader="Image.load, write_tfrecords",
+    outcome="both paths refuse: SchemaError / EncodeError naming the file",
+)
+@pytest.mark.parametrize("name", sorted(REFUSED[1]))
+def test_modes_tensorflow_decodes_differently_are_refused_by_both_paths(
+    files: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    feature = tfpipe.Image(shape=(None, None, 1), encoding="png")
+    with pytest.raises(SchemaError, match="declare 3 channels"):
+        feature.load(files[name])
+    if name == "CMYK JPEG":
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            feature.decode_tensor(tf.constant(files[name].read_bytes()))
+    root = _folder(files, [name], tmp_path / "one")
+    with pytest.raises(EncodeError, match=files[name].name):
+        tfpipe.write_tfrecords(
+            tfpipe.from_directory(root, image_shape=(None, None, 1)),
+            tmp_path / "out",
+            progress=False,
+        )
+
+
+def test_tensorflow_decodes_like_pillow_not_with_its_default_fast_idct() -> None:
+    image = tfpipe.synthetic._draw("circle", (64, 64), np.random.default_rng(1))
+    data = _save(image, "JPEG", quality=95)
+    pillow = np.asarray(PILImage.open(io.BytesIO(data)))
+    fast = tf.io.decode_jpeg(data).numpy()
+    assert np.abs(fast.astype(int) - pillow).max() > 2  # what tfpipe used to give
+    decoded = _decode.decode(tf.constant(data), 3).numpy()
+    np.testing.assert_array_equal(decoded, pillow)
