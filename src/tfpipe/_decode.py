@@ -87,7 +87,7 @@ def check_jpeg(data: bytes) -> None:
     try:
         tf.io.decode_jpeg(data, ratio=8)
     except tf.errors.InvalidArgumentError as e:
-        reason = e.message.split("}} ")[-1].strip()
+        reason = e.message.split("}} ")[-1].split(" [Op:")[0].strip()
         raise EncodeError(
             f"corrupt JPEG: TensorFlow's decoder rejects it ({reason}), so training would fail "
             "on it; re-encode or remove the file"

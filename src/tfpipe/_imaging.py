@@ -68,7 +68,10 @@ def open_image(value: Any) -> PILImage.Image:
     try:
         image = PILImage.open(io.BytesIO(data))
     except PILImage.DecompressionBombError as e:
-        raise DecodeError(f"{e}; see PIL.Image.MAX_IMAGE_PIXELS") from e
+        raise DecodeError(
+            f"{e} (Pillow's decompression-bomb limit); if the file is trusted, raise "
+            "PIL.Image.MAX_IMAGE_PIXELS"
+        ) from e
     check_pixels(image.width, image.height)
     return image
 
