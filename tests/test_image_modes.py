@@ -194,3 +194,16 @@ def test_tensorflow_decodes_like_pillow_not_with_its_default_fast_idct() -> None
     assert np.abs(fast.astype(int) - pillow).max() > 2  # what tfpipe used to give
     decoded = _decode.decode(tf.constant(data), 3).numpy()
     np.testing.assert_array_equal(decoded, pillow)
+
+
+def test_infer_schema_reads_channels_from_every_mode(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    expected = {"16-bit gray PNG": 1, "1-bit PNG": 1, "P PNG": 3, "P PNG transparency": 4}
+    for name, channels in expected.items():
+        path = tmp_path / f"{channels}-{files[name].stem}.tfrecord"
+        image = tf.train.Feature(bytes_list=tf.train.BytesList(value=[files[name].read_bytes()]))
+        example = tf.train.Example(features=tf.train.Features(feature={"image": image}))
+        with tf.io.TFRecordWriter(str(path)) as writer:
+            writer.write(example.SerializeToString())
+        assert tfpipe.infer_schema(path)["image"].channels == channels, name

@@ -23,7 +23,7 @@ _MODE_FOR_CHANNELS = {1: "L", 3: "RGB", 4: "RGBA"}
 # libpng's rgb_to_gray weights (15-bit fixed point, truncated), which TensorFlow's PNG decoder
 # uses for channels=1; Pillow's own convert("L") rounds other weights and differs by 1.
 _GRAY_WEIGHTS = np.array([9797, 19234, 3737], np.uint32)
-_SIXTEEN_BIT_GRAY = ("I", "I;16", "I;16B", "I;16L", "I;16N")
+SIXTEEN_BIT_GRAY = ("I", "I;16", "I;16B", "I;16L", "I;16N")
 _CHANNELS_FOR_MODE = {"L": 1, "RGB": 3, "RGBA": 4}
 _EXIF_ORIENTATION = 0x0112
 _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
@@ -253,7 +253,7 @@ def to_channels(
     mode = _MODE_FOR_CHANNELS[channels]
     if image.mode == mode:
         return image
-    if image.mode in _SIXTEEN_BIT_GRAY:
+    if image.mode in SIXTEEN_BIT_GRAY:
         high = np.asarray(image).astype(np.int64).clip(0, 0xFFFF) >> 8
         image = PILImage.fromarray(high.astype(np.uint8), "L")
     elif image.mode == "CMYK":
