@@ -81,15 +81,17 @@ MODES: dict[str, tuple[str, Callable[[], bytes]]] = {
     "CMYK JPEG": ("jpg", _pil("CMYK", "JPEG", 4, quality=90)),
     "animated GIF": ("gif", lambda: _animated("GIF")),
     "GIF transparency": ("gif", _gif_transparency),
+    "RGB BMP": ("bmp", _pil("RGB", "BMP", 3)),
+    "32-bit BMP": ("bmp", _pil("RGBA", "BMP", 4)),
 }
 # Modes that TensorFlow and Pillow cannot decode alike at a channel count: both refuse them.
 REFUSED = {1: {"16-bit RGB PNG", "16-bit RGBA PNG", "CMYK JPEG"}}
-# TensorFlow decodes GIFs to 3 channels only (InvalidArgumentError); Pillow converts them.
-TF_ONLY_RGB = {"animated GIF", "GIF transparency"}
+# TensorFlow cannot decode a GIF to RGBA (InvalidArgumentError); Pillow converts it.
+TF_REFUSES = {4: {"animated GIF", "GIF transparency"}}
 
 
 def _supported(channels: int) -> list[str]:
-    skipped = REFUSED.get(channels, set()) | (TF_ONLY_RGB if channels != 3 else set())
+    skipped = REFUSED.get(channels, set()) | TF_REFUSES.get(channels, set())
     return [name for name in MODES if name not in skipped]
 
 
@@ -184,6 +186,19 @@ def test_modes_tensorflow_decodes_differently_are_refused_by_both_paths(
             tmp_path / "out",
             progress=False,
         )
+
+
+@pytest.mark.fault(
+    "palette BMP (TensorFlow ignores the palette)",
+    reader="Pipeline over a folder",
+    outcome="InvalidArgumentError saying so, not wrong colours",
+)
+def test_palette_bmp_is_refused_on_the_tensorflow_path() -> None:
+    image = PILImage.open(io.BytesIO(_palette())).convert("P")
+    data = tf.constant(_save(image, "BMP"))
+    for channels in (1, 3, 4):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="ignores its palette"):
+            tfpipe.Image(shape=(None, None, channels), encoding="png").decode_tensor(data)
 
 
 def test_tensorflow_decodes_like_pillow_not_with_its_default_fast_idct() -> None:

@@ -14,7 +14,12 @@ from tfpipe.errors import EncodeError
 
 JPEG_RATIOS = (8, 4, 2, 1)
 _DCT_METHOD = "INTEGER_ACCURATE"
-_PNG_HEADER = 26  # magic (8), IHDR length and type (8), width, height, bit depth, colour type
+_HEAD = 30  # bytes that hold PNG's bit depth (byte 24) and BMP's bits per pixel (28-29)
+_GRAY_WEIGHTS = (9797, 19234, 3737)  # libpng's, as `_imaging.to_channels` uses
+_PALETTE_BMP = (
+    "a BMP of 8 bits per pixel or fewer: TensorFlow's decoder ignores its palette and would "
+    "give wrong colours; convert it to PNG, or write TFRecords first (the writer uses Pillow)"
+)
 
 
 def decode(data: tf.Tensor, channels: int) -> tf.Tensor:
@@ -24,26 +29,67 @@ def decode(data: tf.Tensor, channels: int) -> tf.Tensor:
     return tf.cond(
         tf.io.is_jpeg(data),
         lambda: tf.io.decode_jpeg(data, channels=channels, dct_method=_DCT_METHOD),
-        lambda: tf.io.decode_image(data, channels=channels, expand_animations=False),
+        lambda: _decode_other(data, channels),
     )
+
+
+def _head(data: tf.Tensor) -> tf.Tensor:
+    """The first `_HEAD` bytes as uint8, zero-padded."""
+    return tf.io.decode_raw(tf.strings.substr(data + b"\0" * _HEAD, 0, _HEAD), tf.uint8)
+
+
+def _is_png(head: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_all(head[:8] == tf.constant(list(_imaging.PNG_MAGIC), tf.uint8))
+
+
+def _is_bmp(head: tf.Tensor) -> tf.Tensor:
+    return (head[0] == ord("B")) & (head[1] == ord("M"))
+
+
+def _without_palette_bmp(data: tf.Tensor, head: tf.Tensor) -> tf.Tensor:
+    """`data`, once asserted not to be a palette BMP (which TensorFlow decodes wrongly)."""
+    bits = tf.cast(head[28], tf.int32) + 256 * tf.cast(head[29], tf.int32)
+    check = tf.debugging.Assert(~(_is_bmp(head) & (bits < 24)), [_PALETTE_BMP])
+    with tf.control_dependencies([check]):
+        return tf.identity(data)
+
+
+def _decode_other(data: tf.Tensor, channels: int) -> tf.Tensor:
+    """A PNG, GIF or BMP; GIF and BMP decoders give colour only, so gray is computed here."""
+    head = _head(data)
+    data = _without_palette_bmp(data, head)
+    if channels == 3:
+        return tf.io.decode_image(data, channels=3, expand_animations=False)
+    return tf.cond(
+        _is_png(head),
+        lambda: tf.io.decode_image(data, channels=1, expand_animations=False),
+        lambda: _gray(tf.io.decode_image(data, channels=3, expand_animations=False)),
+    )
+
+
+def _gray(rgb: tf.Tensor) -> tf.Tensor:
+    """libpng's RGB to gray, `(9797 R + 19234 G + 3737 B) >> 15`."""
+    weighted = tf.cast(rgb, tf.int32) * tf.constant(_GRAY_WEIGHTS, tf.int32)
+    return tf.cast(tf.bitwise.right_shift(tf.reduce_sum(weighted, -1, keepdims=True), 15), tf.uint8)
 
 
 def _decode_rgba(data: tf.Tensor) -> tf.Tensor:
     """RGBA; alpha 255 where the file has none.
 
     TensorFlow's own channels=4 fills the alpha of a 1, 2 or 4-bit PNG (palette or grayscale)
-    with the bit depth's maximum (1 or 3, not 255), and refuses JPEGs.
+    with the bit depth's maximum (1 or 3, not 255), reads the unused 4th byte of a 32-bit BMP
+    as alpha, and refuses JPEGs.
     """
-    head = tf.io.decode_raw(tf.strings.substr(data + b"\0" * _PNG_HEADER, 0, _PNG_HEADER), tf.uint8)
-    magic = tf.constant(list(_imaging.PNG_MAGIC), tf.uint8)
-    low_bit_png = tf.reduce_all(head[:8] == magic) & (head[24] < 8)
+    head = _head(data)
+    data = _without_palette_bmp(data, head)
     return tf.case(
         [
             (
                 tf.io.is_jpeg(data),
                 lambda: _with_alpha(tf.io.decode_jpeg(data, channels=3, dct_method=_DCT_METHOD)),
             ),
-            (low_bit_png, lambda: _with_alpha(tf.io.decode_png(data, channels=0))),
+            (_is_png(head) & (head[24] < 8), lambda: _with_alpha(tf.io.decode_png(data, 0))),
+            (_is_bmp(head), lambda: _with_alpha(tf.io.decode_bmp(data, channels=3))),
         ],
         default=lambda: tf.io.decode_image(data, channels=4, expand_animations=False),
         exclusive=True,

@@ -243,8 +243,9 @@ def to_channels(
 
     16-bit grayscale keeps the high byte (libpng's strip, not Pillow's clip to white); RGB to
     gray uses libpng's weights (PNG) while JPEGs get libjpeg's luma from `prepare`'s draft;
-    CMYK uses TensorFlow's formula; transparent GIF pixels become black; an image without
-    alpha gets alpha 255. `fmt` is the file format and `wide` says the file was 16-bit colour.
+    CMYK uses TensorFlow's formula; transparent GIF pixels become black (with 4 channels the
+    GIF keeps its transparency as alpha); an image without alpha gets alpha 255. `fmt` is the
+    file format and `wide` says the file was 16-bit colour.
 
     Raises:
         SchemaError: the conversion TensorFlow would make differs from any Pillow can make
@@ -265,7 +266,7 @@ def to_channels(
         cmyk = np.asarray(image).astype(np.uint32)
         rgb = (255 - cmyk[..., 3:]) * (255 - cmyk[..., :3]) // 255
         image = PILImage.fromarray(rgb.astype(np.uint8), "RGB")
-    elif fmt == "GIF" and "transparency" in image.info and channels == 3:
+    elif fmt == "GIF" and "transparency" in image.info and channels != 4:
         rgba = np.array(image.convert("RGBA"))
         rgba[rgba[..., 3] == 0] = 0
         image = PILImage.fromarray(rgba[..., :3], "RGB")
