@@ -60,7 +60,7 @@ def _pillow_accepts(data: bytes) -> bool:
 
 def _check_accepts(data: bytes) -> bool:
     try:
-        _decode.check_jpeg(data)
+        _decode.check_decodes(data, "jpeg")
         return True
     except EncodeError:
         return False
@@ -103,6 +103,31 @@ def test_writer_refuses_a_corrupt_jpeg_it_would_copy_byte_for_byte(
         )
     assert [s.origin for s in info.skipped] == [str(bad)]
     assert len(list(tfpipe.read_tfrecords(info.metadata_path))) == info.num_examples == 4
+
+
+@pytest.mark.fault(
+    "PNG body damaged, header and IEND intact",
+    reader="write_tfrecords (copy)",
+    outcome="EncodeError naming the file",
+)
+def test_writer_refuses_a_corrupt_png_it_would_copy(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    tfpipe.synthetic._draw("circle", (32, 32), np.random.default_rng(0)).save(buffer, "PNG")
+    damaged = bytearray(buffer.getvalue())
+    damaged[damaged.find(b"IDAT") + 100] ^= 0xFF
+    (tmp_path / "images" / "circle").mkdir(parents=True)
+    (tmp_path / "images" / "circle" / "bad.png").write_bytes(bytes(damaged))
+    assert _imaging.copyable(bytes(damaged), "png", (None, None), 3)  # the header looks fine
+    schema = tfpipe.Schema(
+        {"image": tfpipe.Image(encoding="png"), "label": tfpipe.ClassLabel(names=["circle"])}
+    )
+    with pytest.raises(EncodeError, match=r"corrupt PNG.*bad\.png"):
+        tfpipe.write_tfrecords(
+            tfpipe.from_directory(tmp_path / "images"),
+            tmp_path / "out",
+            schema=schema,
+            progress=False,
+        )
 
 
 def _encoded(fmt: str, size: tuple[int, int]) -> bytes:

@@ -119,22 +119,25 @@ def decode_jpeg_reduced(data: tf.Tensor, channels: int, size: tuple[int, int]) -
     return tf.switch_case(tf.minimum(branch, len(JPEG_RATIOS) - 1), branches)
 
 
-def check_jpeg(data: bytes) -> None:
-    """Raises EncodeError when TensorFlow's JPEG decoder would refuse `data` at training time.
+def check_decodes(data: bytes, fmt: str) -> None:
+    """Raises EncodeError when TensorFlow's decoder would refuse a JPEG or PNG at training time.
 
-    Decodes at 1/8 scale: libjpeg still reads every entropy-coded block, so this rejects
-    exactly what a full decode rejects (checked on mutated files), in about 2/3 of the time.
-    Pillow is not enough: it ignores libjpeg's "corrupt data" warnings that TensorFlow treats
-    as errors.
+    A JPEG is decoded at 1/8 scale: libjpeg still reads every entropy-coded block, so this
+    rejects exactly what a full decode rejects (checked on mutated files), in about 2/3 of the
+    time. Pillow is not enough: it ignores libjpeg's "corrupt data" warnings that TensorFlow
+    treats as errors. A PNG is decoded in full (libpng checks every chunk's CRC).
     """
     size = _imaging.image_size(data)
     if size is not None:
         _imaging.check_pixels(*size)
     try:
-        tf.io.decode_jpeg(data, ratio=8)
+        if fmt == "jpeg":
+            tf.io.decode_jpeg(data, ratio=8)
+        else:
+            tf.io.decode_png(data)
     except tf.errors.InvalidArgumentError as e:
         reason = e.message.split("}} ")[-1].split(" [Op:")[0].strip()
         raise EncodeError(
-            f"corrupt JPEG: TensorFlow's decoder rejects it ({reason}), so training would fail "
-            "on it; re-encode or remove the file"
+            f"corrupt {fmt.upper()}: TensorFlow's decoder rejects it ({reason}), so training "
+            "would fail on it; re-encode or remove the file"
         ) from e

@@ -104,8 +104,8 @@ class Image(Feature):
     """An image stored as JPEG, PNG or raw uint8 pixels; decoded to uint8 (H, W, C).
 
     `encode` accepts a file path, encoded bytes, a `PIL.Image` or a uint8 array. A JPEG (or PNG)
-    that already has the declared format, size and channels is stored byte for byte (a JPEG
-    once TensorFlow's decoder has accepted it: a corrupt one raises `EncodeError`); anything
+    that already has the declared format, size and channels is stored byte for byte, once
+    TensorFlow's decoder has accepted it (a corrupt file raises `EncodeError`); anything
     else is converted to the declared channels (EXIF orientation applied) and resized to the
     declared height and width when they are given. `load` (Pillow) and `decode_tensor`
     (TensorFlow) give the same pixels for every image mode (16-bit, palette, CMYK, ...; the
@@ -181,8 +181,7 @@ class Image(Feature):
             and _imaging.sniff_format(data) == self.encoding
             and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
         ):
-            if self.encoding == "jpeg":
-                _decode.check_jpeg(data)
+            _decode.check_decodes(data, self.encoding)
             return data
         image = self._prepare(value if data is None else data, self.shape[:2])
         return _imaging.encode_image(image, self.encoding, self.quality)
