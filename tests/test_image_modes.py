@@ -120,25 +120,74 @@ def test_every_path_gives_the_same_pixels(
 ) -> None:
     names = _supported(channels)
     root = _folder(files, names, tmp_path / "folder")
-    source = tfpipe.from_directory(root, image_shape=(*SIZE, channels))
-    feature = tfpipe.Image(shape=(*SIZE, channels), encoding="png")
+    _assert_every_path_agrees(root, [files[name] for name in names], SIZE, channels, tmp_path)
 
-    loaded = np.stack([feature.load(files[name]) for name in names])
+
+def _assert_every_path_agrees(
+    root: Path, paths: list[Path], size: tuple[int, int], channels: int, tmp_path: Path
+) -> None:
+    """Image.load of each file equals a SequenceLoader batch, Pipeline over the folder and
+    write_tfrecords + read_tfrecords; `paths` are the folder's files in sorted order."""
+    source = tfpipe.from_directory(root, image_shape=(*size, channels))
+    feature = tfpipe.Image(shape=(*size, channels), encoding="png")
+
+    loaded = np.stack([feature.load(path) for path in paths])
     loader = tfpipe.SequenceLoader(
-        source, batch_size=len(names), shuffle=False, rescale=None, dtype="uint8"
+        source, batch_size=len(paths), shuffle=False, rescale=None, dtype="uint8"
     )
     sequence = loader[0][0]
-    pipeline = next(iter(tfpipe.Pipeline(source).batch(len(names)).build()))["image"].numpy()
+    pipeline = next(iter(tfpipe.Pipeline(source).batch(len(paths)).build()))["image"].numpy()
     schema = tfpipe.Schema({"image": feature, "label": source.schema["label"]})
     written = tfpipe.write_tfrecords(
         source, tmp_path / "out" / "train", schema=schema, shuffle=False, progress=False
     )
     read = np.stack([e["image"].numpy() for e in tfpipe.read_tfrecords(written.metadata_path)])
 
-    paths = {"SequenceLoader": sequence, "Pipeline": pipeline, "TFRecords": read}
-    for path, pixels in paths.items():
-        for name, expected, got in zip(names, loaded, pixels, strict=True):
-            np.testing.assert_array_equal(got, expected, err_msg=f"{name}: {path} vs Image.load")
+    results = {"SequenceLoader": sequence, "Pipeline": pipeline, "TFRecords": read}
+    for reader, pixels in results.items():
+        for path, expected, got in zip(paths, loaded, pixels, strict=True):
+            np.testing.assert_array_equal(got, expected, err_msg=f"{path.name}: {reader}")
+
+
+def _oriented(orientation: int, size: tuple[int, int], little_endian: bool = False) -> bytes:
+    """A JPEG with an EXIF orientation tag; Pillow writes big-endian EXIF, so the
+    little-endian one is built by hand."""
+    image = PILImage.fromarray(_RNG.integers(0, 256, (*size, 3), dtype=np.uint8))
+    tags = PILImage.Exif()
+    tags[0x0112] = orientation
+    exif: bytes | PILImage.Exif = tags
+    if little_endian:
+        entry = (0x0112).to_bytes(2, "little") + (3).to_bytes(2, "little")
+        entry += (1).to_bytes(4, "little") + orientation.to_bytes(4, "little")
+        ifd = (1).to_bytes(2, "little") + entry + bytes(4)
+        exif = b"Exif\0\0II*\0" + (8).to_bytes(4, "little") + ifd
+    return _save(image, "JPEG", quality=90, exif=exif)
+
+
+@pytest.mark.fault(
+    "JPEG with EXIF orientation 2-8",
+    reader="Pipeline over a folder",
+    outcome="turned upright, as Image.load",
+)
+def test_exif_orientation_is_applied_on_every_path(tmp_path: Path) -> None:
+    root = tmp_path / "oriented"
+    (root / "all").mkdir(parents=True)
+    paths = []
+    for orientation in range(1, 9):
+        for little_endian in (False, True):
+            path = root / "all" / f"{orientation}{'-ii' if little_endian else ''}.jpg"
+            path.write_bytes(_oriented(orientation, (8, 8), little_endian))
+            paths.append(path)
+    _assert_every_path_agrees(root, sorted(paths), (8, 8), 3, tmp_path)
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_a_turned_jpeg_has_the_upright_shape(orientation: int) -> None:
+    data = _oriented(orientation, SIZE)
+    feature = tfpipe.Image(shape=(None, None, 3))
+    upright = feature.load(data)
+    assert upright.shape[:2] == (SIZE if orientation == 3 else SIZE[::-1])
+    np.testing.assert_array_equal(feature.decode_tensor(tf.constant(data)).numpy(), upright)
 
 
 @pytest.mark.fault(

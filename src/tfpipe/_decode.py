@@ -2,14 +2,15 @@
 
 `decode` gives the pixels `_imaging.prepare` gives on the Pillow path, for every image mode:
 JPEGs with libjpeg's accurate integer IDCT (Pillow's; TensorFlow's default fast IDCT differs
-by up to ~18 levels), and 4 channels without TensorFlow's low-bit-depth PNG alpha bug.
+by up to ~18 levels) and turned upright by their EXIF orientation, and 4 channels without
+TensorFlow's low-bit-depth PNG alpha bug.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tfpipe import _imaging
+from tfpipe import _imaging, _orientation
 from tfpipe.errors import EncodeError
 
 JPEG_RATIOS = (8, 4, 2, 1)
@@ -22,15 +23,23 @@ _PALETTE_BMP = (
 )
 
 
-def decode(data: tf.Tensor, channels: int) -> tf.Tensor:
-    """Decodes one JPEG, PNG, GIF (first frame) or BMP to uint8 (H, W, channels)."""
+def decode(data: tf.Tensor, channels: int, turn: tf.Tensor | None = None) -> tf.Tensor:
+    """Decodes one JPEG, PNG, GIF (first frame) or BMP to uint8 (H, W, channels).
+
+    `turn` is the JPEG's EXIF orientation when computed already (per batch, cheaper).
+    """
     if channels == 4:
-        return _decode_rgba(data)
+        return _decode_rgba(data, turn)
     return tf.cond(
         tf.io.is_jpeg(data),
-        lambda: tf.io.decode_jpeg(data, channels=channels, dct_method=_DCT_METHOD),
+        lambda: _decode_jpeg(data, channels, turn),
         lambda: _decode_other(data, channels),
     )
+
+
+def _decode_jpeg(data: tf.Tensor, channels: int, turn: tf.Tensor | None) -> tf.Tensor:
+    image = tf.io.decode_jpeg(data, channels=channels, dct_method=_DCT_METHOD)
+    return _orientation.upright(image, _orientation.orientation(data) if turn is None else turn)
 
 
 def _head(data: tf.Tensor) -> tf.Tensor:
@@ -73,7 +82,7 @@ def _gray(rgb: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.bitwise.right_shift(tf.reduce_sum(weighted, -1, keepdims=True), 15), tf.uint8)
 
 
-def _decode_rgba(data: tf.Tensor) -> tf.Tensor:
+def _decode_rgba(data: tf.Tensor, turn: tf.Tensor | None) -> tf.Tensor:
     """RGBA; alpha 255 where the file has none.
 
     TensorFlow's own channels=4 fills the alpha of a 1, 2 or 4-bit PNG (palette or grayscale)
@@ -84,10 +93,7 @@ def _decode_rgba(data: tf.Tensor) -> tf.Tensor:
     data = _without_palette_bmp(data, head)
     return tf.case(
         [
-            (
-                tf.io.is_jpeg(data),
-                lambda: _with_alpha(tf.io.decode_jpeg(data, channels=3, dct_method=_DCT_METHOD)),
-            ),
+            (tf.io.is_jpeg(data), lambda: _with_alpha(_decode_jpeg(data, 3, turn))),
             (_is_png(head) & (head[24] < 8), lambda: _with_alpha(tf.io.decode_png(data, 0))),
             (_is_bmp(head), lambda: _with_alpha(tf.io.decode_bmp(data, channels=3))),
         ],
@@ -107,16 +113,23 @@ def _with_alpha(image: tf.Tensor) -> tf.Tensor:
     return tf.concat([colour, alpha], axis=-1)
 
 
-def decode_jpeg_reduced(data: tf.Tensor, channels: int, size: tuple[int, int]) -> tf.Tensor:
-    """Decodes a JPEG at the smallest DCT scale that still covers `size`."""
+def decode_jpeg_reduced(
+    data: tf.Tensor, channels: int, size: tuple[int, int], turn: tf.Tensor | None = None
+) -> tf.Tensor:
+    """Decodes a JPEG at the smallest DCT scale that still covers `size`, then turns it upright
+    (`turn`: its EXIF orientation, when computed already)."""
+    turn = _orientation.orientation(data) if turn is None else turn
     stored = tf.io.extract_jpeg_shape(data)
-    scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.constant(size, tf.float32))
+    turned = turn >= 5  # stored as (width, height)
+    target = tf.where(turned, tf.constant(size[::-1]), tf.constant(size))
+    scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.cast(target, tf.float32))
     branch = tf.reduce_sum(tf.cast(scale < tf.constant(JPEG_RATIOS, tf.float32), tf.int32))
     branches = [
         (lambda r=r: tf.io.decode_jpeg(data, channels=channels, ratio=r, dct_method=_DCT_METHOD))
         for r in JPEG_RATIOS
     ]
-    return tf.switch_case(tf.minimum(branch, len(JPEG_RATIOS) - 1), branches)
+    image = tf.switch_case(tf.minimum(branch, len(JPEG_RATIOS) - 1), branches)
+    return _orientation.upright(image, turn)
 
 
 def check_decodes(data: bytes, fmt: str) -> None:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from tfpipe import _decode, _imaging
+from tfpipe import _decode, _imaging, _orientation
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -229,15 +229,27 @@ class Image(Feature):
         The result is uint8, or float32 multiplied by `rescale` when it is given (computed from
         the resize's float output directly, without a round trip through uint8). With
         `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT scale
-        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly.
+        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly. JPEGs are
+        turned upright by their EXIF orientation, as `load` turns them.
         """
+        return self._decode_one(parsed, size, reduced, rescale)
+
+    def _decode_one(
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None,
+        reduced: bool,
+        rescale: float | None,
+        turn: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """`decode_tensor`, given the JPEG's EXIF orientation `turn` when known already."""
         size = self._resize_to(size)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
         elif reduced and size is not None and self.encoding == "jpeg":
-            image = _decode.decode_jpeg_reduced(parsed, self.channels, size)
+            image = _decode.decode_jpeg_reduced(parsed, self.channels, size, turn)
         else:
-            image = _decode.decode(parsed, self.channels)
+            image = _decode.decode(parsed, self.channels, turn)
         image.set_shape((None, None, self.channels) if size else self.shape)
         return resize_and_scale(image, size, rescale)
 
@@ -263,9 +275,10 @@ class Image(Feature):
             images = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), (-1, *self.shape))
             return resize_and_scale(images, self._resize_to(size), rescale)
         target = size or self.shape[:2]
+        turns = _orientation.orientation(parsed)  # for the whole batch at once: cheaper
         return tf.map_fn(
-            lambda data: self.decode_tensor(data, size, reduced, rescale),
-            parsed,
+            lambda item: self._decode_one(item[0], size, reduced, rescale, item[1]),
+            (parsed, turns),
             fn_output_signature=tf.TensorSpec(
                 (*target, self.channels), tf.uint8 if rescale is None else tf.float32
             ),
