@@ -1,4 +1,4 @@
-"""Image decoding with TensorFlow: in graphs (tf.data path) and the writer's JPEG check.
+"""Image decoding with TensorFlow: in graphs (tf.data path) and the writer's check of copies.
 
 `decode` gives the pixels `_imaging.prepare` gives on the Pillow path, for every image mode:
 JPEGs with libjpeg's accurate integer IDCT (Pillow's; TensorFlow's default fast IDCT differs
@@ -16,7 +16,6 @@ from tfpipe.errors import EncodeError
 JPEG_RATIOS = (8, 4, 2, 1)
 _DCT_METHOD = "INTEGER_ACCURATE"
 _HEAD = 30  # bytes that hold PNG's bit depth (byte 24) and BMP's bits per pixel (28-29)
-_GRAY_WEIGHTS = (9797, 19234, 3737)  # libpng's, as `_imaging.to_channels` uses
 _PALETTE_BMP = (
     "a BMP of 8 bits per pixel or fewer: TensorFlow's decoder ignores its palette and would "
     "give wrong colours; convert it to PNG, or write TFRecords first (the writer uses Pillow)"
@@ -78,7 +77,7 @@ def _decode_other(data: tf.Tensor, channels: int) -> tf.Tensor:
 
 def _gray(rgb: tf.Tensor) -> tf.Tensor:
     """libpng's RGB to gray, `(9797 R + 19234 G + 3737 B) >> 15`."""
-    weighted = tf.cast(rgb, tf.int32) * tf.constant(_GRAY_WEIGHTS, tf.int32)
+    weighted = tf.cast(rgb, tf.int32) * tf.constant(_imaging.GRAY_WEIGHTS, tf.int32)
     return tf.cast(tf.bitwise.right_shift(tf.reduce_sum(weighted, -1, keepdims=True), 15), tf.uint8)
 
 

@@ -22,7 +22,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _MODE_FOR_CHANNELS = {1: "L", 3: "RGB", 4: "RGBA"}
 # libpng's rgb_to_gray weights (15-bit fixed point, truncated), which TensorFlow's PNG decoder
 # uses for channels=1; Pillow's own convert("L") rounds other weights and differs by 1.
-_GRAY_WEIGHTS = np.array([9797, 19234, 3737], np.uint32)
+GRAY_WEIGHTS = (9797, 19234, 3737)
 SIXTEEN_BIT_GRAY = ("I", "I;16", "I;16B", "I;16L", "I;16N")
 _CHANNELS_FOR_MODE = {"L": 1, "RGB": 3, "RGBA": 4}
 _EXIF_ORIENTATION = 0x0112
@@ -282,7 +282,8 @@ def to_channels(
                 "channels, or convert the file to grayscale first"
             )
         rgb = np.asarray(image.convert("RGB"), np.uint32)
-        return PILImage.fromarray(((rgb @ _GRAY_WEIGHTS) >> 15).astype(np.uint8), "L")
+        gray = (rgb @ np.array(GRAY_WEIGHTS, np.uint32)) >> 15
+        return PILImage.fromarray(gray.astype(np.uint8), "L")
     return image.convert(mode)
 
 
