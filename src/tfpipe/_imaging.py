@@ -1,4 +1,9 @@
-"""Pillow helpers shared by the schema codec and the Keras loader (no TensorFlow here)."""
+"""Pillow helpers shared by the schema codec and the Keras loader (no TensorFlow here).
+
+`prepare` decodes the way TensorFlow's decoders do (`Image.decode_tensor`), so the Pillow path
+(SequenceLoader, writer) and the tf.data path give the same pixels for every image mode; the
+table is in docs/reliability.md.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,15 @@ import numpy as np
 from PIL import Image as PILImage
 from PIL import ImageOps
 
+from tfpipe.errors import DecodeError, SchemaError
+
 JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _MODE_FOR_CHANNELS = {1: "L", 3: "RGB", 4: "RGBA"}
+# libpng's rgb_to_gray weights (15-bit fixed point, truncated), which TensorFlow's PNG decoder
+# uses for channels=1; Pillow's own convert("L") rounds other weights and differs by 1.
+GRAY_WEIGHTS = (9797, 19234, 3737)
+SIXTEEN_BIT_GRAY = ("I", "I;16", "I;16B", "I;16L", "I;16N")
 _CHANNELS_FOR_MODE = {"L": 1, "RGB": 3, "RGBA": 4}
 _EXIF_ORIENTATION = 0x0112
 _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
@@ -51,7 +62,48 @@ def open_image(value: Any) -> PILImage.Image:
             "expected a file path, encoded image bytes, a PIL.Image or a uint8 array, "
             f"got {type(value).__name__}"
         )
-    return PILImage.open(io.BytesIO(data))
+    header = image_size(data)
+    if header is not None:  # checked before Pillow, so it neither warns nor raises its own
+        check_pixels(*header)
+    try:
+        image = PILImage.open(io.BytesIO(data))
+    except PILImage.DecompressionBombError as e:
+        raise DecodeError(
+            f"{e} (Pillow's decompression-bomb limit); if the file is trusted, raise "
+            "PIL.Image.MAX_IMAGE_PIXELS"
+        ) from e
+    check_pixels(image.width, image.height)
+    return image
+
+
+def check_pixels(width: int, height: int) -> None:
+    """Raises DecodeError for an image above Pillow's decompression-bomb limit.
+
+    Pillow only warns up to twice `PIL.Image.MAX_IMAGE_PIXELS`; tfpipe refuses from the limit
+    on, in every reader and the writer, so a bomb never reaches a decoder silently.
+    """
+    limit = PILImage.MAX_IMAGE_PIXELS
+    if limit is not None and width * height > limit:
+        raise DecodeError(
+            f"image of {width}x{height} pixels ({width * height / 1e6:.1f} MP) exceeds the "
+            f"decompression-bomb limit of {limit / 1e6:.1f} MP (PIL.Image.MAX_IMAGE_PIXELS); "
+            "if the file is trusted, raise PIL.Image.MAX_IMAGE_PIXELS"
+        )
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """`(width, height)` from the header of a JPEG, PNG, GIF or BMP, without Pillow."""
+    if data.startswith(JPEG_MAGIC):
+        frame = _jpeg_frame(data)
+        return None if frame is None else (frame[1], frame[0])
+    if data.startswith(PNG_MAGIC) and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if data.startswith(b"BM") and len(data) >= 26:
+        width = int.from_bytes(data[18:22], "little", signed=True)
+        return abs(width), abs(int.from_bytes(data[22:26], "little", signed=True))
+    return None
 
 
 def _image_from_array(array: np.ndarray) -> PILImage.Image:
@@ -94,19 +146,18 @@ def can_copy(
     )
 
 
-# Start-of-frame markers (SOF0-SOF15 without DHT, JPG and DAC), and the segments that make the
-# header alone unsafe to judge: APP1 (EXIF orientation) and APP2 (multi-picture MPO).
+# Start-of-frame markers (SOF0-SOF15 without DHT, JPG and DAC); markers that end the header
+# scan; and the segments that make the header alone unsafe to judge: APP1 (EXIF orientation)
+# and APP2 (multi-picture MPO).
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_UNSAFE_MARKERS = frozenset({0xE1, 0xE2, 0xD8, 0xD9, 0xDA})
+_END_MARKERS = frozenset({0xD8, 0xD9, 0xDA})
+_UNSAFE_MARKERS = frozenset({0xE1, 0xE2})
 
 
-def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
-    """`(height, width, components)` from a JPEG's frame header, without Pillow.
-
-    Returns None when the header alone is not enough to judge the image (EXIF or
-    multi-picture segments, an unusual layout); callers then open the image with Pillow.
-    """
-    pos, end = 2, len(data)
+def _jpeg_frame(data: bytes) -> tuple[int, int, int, bool] | None:
+    """`(height, width, components, plain)` from a JPEG's frame header; `plain` is False when
+    EXIF or multi-picture segments come first. None for an unusual layout."""
+    pos, end, plain = 2, len(data), True
     while pos + 4 <= end:
         if data[pos] != 0xFF:
             return None
@@ -119,12 +170,23 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
                 return None
             height = int.from_bytes(data[pos + 5 : pos + 7], "big")
             width = int.from_bytes(data[pos + 7 : pos + 9], "big")
-            return (height, width, data[pos + 9]) if height and width else None
+            return (height, width, data[pos + 9], plain) if height and width else None
         length = int.from_bytes(data[pos + 2 : pos + 4], "big")
-        if marker in _UNSAFE_MARKERS or length < 2:
+        if marker in _END_MARKERS or length < 2:
             return None
+        plain = plain and marker not in _UNSAFE_MARKERS
         pos += 2 + length
     return None
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """`(height, width, components)` from a JPEG's frame header, without Pillow.
+
+    Returns None when the header alone is not enough to judge the image (EXIF or
+    multi-picture segments, an unusual layout); callers then open the image with Pillow.
+    """
+    frame = _jpeg_frame(data)
+    return frame[:3] if frame is not None and frame[3] else None
 
 
 def copyable(data: bytes, fmt: str, size: tuple[int | None, int | None], channels: int) -> bool:
@@ -151,23 +213,78 @@ def prepare(
     Decoding errors (a truncated or corrupt file) raise OSError here, not later.
     """
     height, width = size
+    fmt, wide = image.format, _sixteen_bit_colour(image)  # before orientation() loads a PNG
     turned = orientation(image) in _TRANSPOSED_ORIENTATIONS
-    if image.format == "JPEG" and height is not None and width is not None:
-        draft_mode = _MODE_FOR_CHANNELS[channels] if image.mode in ("RGB", "L") else None
-        if channels == 4:
-            draft_mode = None
-        image.draft(draft_mode, (height, width) if turned else (width, height))
+    if fmt == "JPEG":
+        # libjpeg converts to grayscale itself (its luma), as TensorFlow's decoder does.
+        draft_mode = "L" if channels == 1 and image.mode == "RGB" else None
+        scale = None if height is None or width is None else (width, height)
+        image.draft(draft_mode, scale[::-1] if scale and turned else scale)
     image = ImageOps.exif_transpose(image) if orientation(image) != 1 else image
-    mode = _MODE_FOR_CHANNELS[channels]
-    if image.mode != mode:
-        if image.mode == "P" and "transparency" in image.info:
-            image = image.convert("RGBA")
-        image = image.convert(mode)
+    image = to_channels(image, channels, fmt, wide)
     target = (width or image.width, height or image.height)
     if target != image.size:
         image = image.resize(target, PILImage.Resampling.BILINEAR)
     image.load()
     return image
+
+
+def _sixteen_bit_colour(image: PILImage.Image) -> bool:
+    """Whether a not yet loaded image is a 16-bit colour PNG (Pillow keeps only 8 bits)."""
+    tile = getattr(image, "tile", None)
+    rawmode = tile[0][3] if tile else None
+    return isinstance(rawmode, str) and rawmode.startswith(("RGB;16", "RGBA;16"))
+
+
+def to_channels(
+    image: PILImage.Image, channels: int, fmt: str | None = None, wide: bool = False
+) -> PILImage.Image:
+    """Converts an image to 1, 3 or 4 channels the way TensorFlow's decoders do.
+
+    16-bit grayscale keeps the high byte (libpng's strip, not Pillow's clip to white); RGB to
+    gray uses libpng's weights (PNG) while JPEGs get libjpeg's luma from `prepare`'s draft;
+    CMYK uses TensorFlow's formula; transparent GIF pixels become black (with 4 channels the
+    GIF keeps its transparency as alpha); an image without alpha gets alpha 255. `fmt` is the
+    file format and `wide` says the file was 16-bit colour.
+
+    Raises:
+        SchemaError: the conversion TensorFlow would make differs from any Pillow can make
+            (16-bit colour PNG to 1 channel) or TensorFlow refuses it (CMYK JPEG to 1 channel).
+    """
+    mode = _MODE_FOR_CHANNELS[channels]
+    if image.mode == mode:
+        return image
+    if image.mode in SIXTEEN_BIT_GRAY:
+        high = np.asarray(image).astype(np.int64).clip(0, 0xFFFF) >> 8
+        image = PILImage.fromarray(high.astype(np.uint8), "L")
+    elif image.mode == "CMYK":
+        if channels == 1:
+            raise SchemaError(
+                "TensorFlow cannot decode a CMYK JPEG to 1 channel (Image(shape=(..., 1))); "
+                "declare 3 channels, or convert the file to RGB or grayscale first"
+            )
+        cmyk = np.asarray(image).astype(np.uint32)
+        rgb = (255 - cmyk[..., 3:]) * (255 - cmyk[..., :3]) // 255
+        image = PILImage.fromarray(rgb.astype(np.uint8), "RGB")
+    elif fmt == "GIF" and "transparency" in image.info and channels != 4:
+        rgba = np.array(image.convert("RGBA"))
+        rgba[rgba[..., 3] == 0] = 0
+        image = PILImage.fromarray(rgba[..., :3], "RGB")
+    elif image.mode in ("P", "PA"):
+        image = image.convert("RGBA" if "transparency" in image.info else "RGB")
+    if image.mode == mode:
+        return image
+    if channels == 1 and image.mode not in ("1", "L", "LA"):
+        if wide:
+            raise SchemaError(
+                "a 16-bit colour PNG cannot be decoded to 1 channel the same way by TensorFlow "
+                "(it converts the 16-bit values) and Pillow (it reads 8 bits); declare 3 "
+                "channels, or convert the file to grayscale first"
+            )
+        rgb = np.asarray(image.convert("RGB"), np.uint32)
+        gray = (rgb @ np.array(GRAY_WEIGHTS, np.uint32)) >> 15
+        return PILImage.fromarray(gray.astype(np.uint8), "L")
+    return image.convert(mode)
 
 
 def as_array(image: PILImage.Image) -> np.ndarray:

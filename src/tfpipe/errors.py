@@ -21,11 +21,12 @@ class SchemaError(TfpipeError, ValueError):
 
 
 class EncodeError(TfpipeError, ValueError):
-    """An example could not be encoded (unreadable image, wrong dtype, unknown class name)."""
+    """An example could not be encoded (unreadable or corrupt image, decompression bomb, wrong
+    dtype, unknown class name)."""
 
 
 class DecodeError(TfpipeError, ValueError):
-    """A stored record could not be decoded with the schema."""
+    """A stored record or an image file could not be decoded (or is a decompression bomb)."""
 
 
 class SourceError(TfpipeError, ValueError):

@@ -24,10 +24,9 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from tfpipe import _imaging
+from tfpipe import _decode, _imaging, _orientation
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
 
-_JPEG_RATIOS = (8, 4, 2, 1)
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 _INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
@@ -106,9 +105,12 @@ class Image(Feature):
     """An image stored as JPEG, PNG or raw uint8 pixels; decoded to uint8 (H, W, C).
 
     `encode` accepts a file path, encoded bytes, a `PIL.Image` or a uint8 array. A JPEG (or PNG)
-    that already has the declared format, size and channels is stored byte for byte; anything
+    that already has the declared format, size and channels is stored byte for byte, once
+    TensorFlow's decoder has accepted it (a corrupt file raises `EncodeError`); anything
     else is converted to the declared channels (EXIF orientation applied) and resized to the
-    declared height and width when they are given.
+    declared height and width when they are given. `load` (Pillow) and `decode_tensor`
+    (TensorFlow) give the same pixels for every image mode (16-bit, palette, CMYK, ...; the
+    table is in docs/reliability.md), or both refuse the image.
 
     Example:
         >>> feature = tfpipe.Image(shape=(128, 128, 3), encoding="jpeg")
@@ -180,6 +182,7 @@ class Image(Feature):
             and _imaging.sniff_format(data) == self.encoding
             and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
         ):
+            _decode.check_decodes(data, self.encoding)
             return data
         image = self._prepare(value if data is None else data, self.shape[:2])
         return _imaging.encode_image(image, self.encoding, self.quality)
@@ -227,17 +230,27 @@ class Image(Feature):
         The result is uint8, or float32 multiplied by `rescale` when it is given (computed from
         the resize's float output directly, without a round trip through uint8). With
         `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT scale
-        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly.
+        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly. JPEGs are
+        turned upright by their EXIF orientation, as `load` turns them.
         """
+        return self._decode_one(parsed, size, reduced, rescale)
+
+    def _decode_one(
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None,
+        reduced: bool,
+        rescale: float | None,
+        turn: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """`decode_tensor`, given the JPEG's EXIF orientation `turn` when known already."""
         size = self._resize_to(size)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
-        elif self.encoding == "png":
-            image = tf.io.decode_png(parsed, channels=self.channels)
-        elif reduced and size is not None:
-            image = _decode_jpeg_reduced(parsed, self.channels, size)
+        elif reduced and size is not None and self.encoding == "jpeg":
+            image = _decode.decode_jpeg_reduced(parsed, self.channels, size, turn)
         else:
-            image = tf.io.decode_image(parsed, channels=self.channels, expand_animations=False)
+            image = _decode.decode(parsed, self.channels, turn)
         image.set_shape((None, None, self.channels) if size else self.shape)
         return resize_and_scale(image, size, rescale)
 
@@ -263,9 +276,10 @@ class Image(Feature):
             images = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), (-1, *self.shape))
             return resize_and_scale(images, self._resize_to(size), rescale)
         target = size or self.shape[:2]
+        turns = _orientation.orientation(parsed)  # for the whole batch at once: cheaper
         return tf.map_fn(
-            lambda data: self.decode_tensor(data, size, reduced, rescale),
-            parsed,
+            lambda item: self._decode_one(item[0], size, reduced, rescale, item[1]),
+            (parsed, turns),
             fn_output_signature=tf.TensorSpec(
                 (*target, self.channels), tf.uint8 if rescale is None else tf.float32
             ),
@@ -284,17 +298,6 @@ def resize_and_scale(
     elif rescale is not None:
         images = tf.cast(images, tf.float32)
     return images if rescale is None else images * rescale
-
-
-def _decode_jpeg_reduced(data: tf.Tensor, channels: int, size: tuple[int, int]) -> tf.Tensor:
-    """Decodes a JPEG at the smallest DCT scale that still covers `size`."""
-    stored = tf.io.extract_jpeg_shape(data)
-    scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.constant(size, tf.float32))
-    branch = tf.reduce_sum(tf.cast(scale < tf.constant(_JPEG_RATIOS, tf.float32), tf.int32))
-    branches = [
-        (lambda r=r: tf.io.decode_jpeg(data, channels=channels, ratio=r)) for r in _JPEG_RATIOS
-    ]
-    return tf.switch_case(tf.minimum(branch, len(_JPEG_RATIOS) - 1), branches)
 
 
 @dataclasses.dataclass(frozen=True)

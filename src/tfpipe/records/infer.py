@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import collections
-import io
 import os
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import tensorflow as tf
-from PIL import Image as PILImage
 
 from tfpipe import _imaging
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
 from tfpipe.info import compression_of, resolve_files, tf_compression
 from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
 
-_CHANNELS_FOR_MODE = {"1": 1, "L": 1, "I": 1, "I;16": 1, "LA": 4, "RGBA": 4, "PA": 4}
+_CHANNELS_FOR_MODE = {"1": 1, "L": 1, "LA": 4, "RGBA": 4, "PA": 4}
+_CHANNELS_FOR_MODE.update(dict.fromkeys(_imaging.SIXTEEN_BIT_GRAY, 1))
 
 PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -91,7 +90,7 @@ def _image_feature(encoded: list[bytes], formats: set[str | None]) -> Image:
     sizes = set()
     channels = set()
     for data in encoded:
-        with PILImage.open(io.BytesIO(data)) as image:
+        with _imaging.open_image(data) as image:  # a bomb is a DecodeError, not Pillow's
             sizes.add((image.height, image.width))
             mode = image.mode
             if mode == "P" and "transparency" in image.info:

@@ -1,0 +1,195 @@
+"""Corrupt JPEGs and decompression bombs end in named, skippable errors on every image path."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image as PILImage
+
+import tfpipe
+from tfpipe import _decode, _imaging
+from tfpipe.cli import main
+from tfpipe.errors import DecodeError, EncodeError, TfpipeWarning
+from tfpipe.synthetic import make_image_folder
+
+
+def _jpeg(seed: int, size: tuple[int, int] = (48, 64)) -> bytes:
+    image = tfpipe.synthetic._draw("circle", size, np.random.default_rng(seed))
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=90, progressive=seed % 3 == 0)
+    return buffer.getvalue()
+
+
+def _mutate(data: bytes, rng: np.random.Generator) -> bytes:
+    """Damages the entropy-coded body only: the header and the end marker stay intact."""
+    body = bytearray(data)
+    low, high = data.find(b"\xff\xda") + 20, len(data) - 2
+    start = int(rng.integers(low, high - 16))
+    kind = rng.integers(3)
+    if kind == 0:  # garbage
+        end = int(rng.integers(start + 1, high))
+        body[start:end] = rng.integers(0, 256, end - start, dtype=np.uint8).tobytes()
+    elif kind == 1:  # a few bit flips
+        for position in rng.integers(low, high, 3):
+            body[position] ^= 1 << int(rng.integers(8))
+    else:  # a block of zeros
+        body[start : start + 64] = bytes(len(body[start : start + 64]))
+    return bytes(body[:high]) + data[-2:]
+
+
+def _tensorflow_accepts(data: bytes) -> bool:
+    try:
+        tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE")
+        return True
+    except tf.errors.InvalidArgumentError:
+        return False
+
+
+def _pillow_accepts(data: bytes) -> bool:
+    try:
+        PILImage.open(io.BytesIO(data)).load()
+        return True
+    except OSError:
+        return False
+
+
+def _check_accepts(data: bytes) -> bool:
+    try:
+        _decode.check_decodes(data, "jpeg")
+        return True
+    except EncodeError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def mutated() -> list[bytes]:
+    rng = np.random.default_rng(0)
+    originals = [_jpeg(seed) for seed in range(6)]
+    return [_mutate(originals[i % len(originals)], rng) for i in range(240)]
+
+
+def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[bytes]) -> None:
+    verdicts = [(_tensorflow_accepts(d), _check_accepts(d)) for d in mutated]
+    assert all(tf_ok == check_ok for tf_ok, check_ok in verdicts)
+    assert 20 < sum(not tf_ok for tf_ok, _ in verdicts) < len(mutated)  # both kinds are tried
+
+
+@pytest.mark.fault(
+    "JPEG body garbage, header and end marker intact",
+    reader="write_tfrecords (copy)",
+    outcome="EncodeError naming the file; skip counts it",
+)
+def test_writer_refuses_a_corrupt_jpeg_it_would_copy_byte_for_byte(
+    tmp_path: Path, mutated: list[bytes]
+) -> None:
+    # One that Pillow decodes without a word (it ignores libjpeg's "corrupt data" warnings).
+    sneaky = next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
+    assert _imaging.copyable(sneaky, "jpeg", (None, None), 3)  # the header looks fine
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(48, 64))
+    bad = images / "circle" / "zz-bad.jpg"
+    bad.write_bytes(sneaky)
+    source = tfpipe.from_directory(images)
+    with pytest.raises(EncodeError, match=r"corrupt JPEG.*zz-bad\.jpg") as raised:
+        tfpipe.write_tfrecords(source, tmp_path / "a" / "train", progress=False)
+    assert isinstance(raised.value.__cause__, EncodeError)
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 5"):
+        info = tfpipe.write_tfrecords(
+            source, tmp_path / "b" / "train", on_error="skip", progress=False
+        )
+    assert [s.origin for s in info.skipped] == [str(bad)]
+    assert len(list(tfpipe.read_tfrecords(info.metadata_path))) == info.num_examples == 4
+
+
+@pytest.mark.fault(
+    "PNG body damaged, header and IEND intact",
+    reader="write_tfrecords (copy)",
+    outcome="EncodeError naming the file",
+)
+def test_writer_refuses_a_corrupt_png_it_would_copy(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    tfpipe.synthetic._draw("circle", (32, 32), np.random.default_rng(0)).save(buffer, "PNG")
+    damaged = bytearray(buffer.getvalue())
+    damaged[damaged.find(b"IDAT") + 100] ^= 0xFF
+    (tmp_path / "images" / "circle").mkdir(parents=True)
+    (tmp_path / "images" / "circle" / "bad.png").write_bytes(bytes(damaged))
+    assert _imaging.copyable(bytes(damaged), "png", (None, None), 3)  # the header looks fine
+    schema = tfpipe.Schema(
+        {"image": tfpipe.Image(encoding="png"), "label": tfpipe.ClassLabel(names=["circle"])}
+    )
+    with pytest.raises(EncodeError, match=r"corrupt PNG.*bad\.png"):
+        tfpipe.write_tfrecords(
+            tfpipe.from_directory(tmp_path / "images"),
+            tmp_path / "out",
+            schema=schema,
+            progress=False,
+        )
+
+
+def _encoded(fmt: str, size: tuple[int, int]) -> bytes:
+    buffer = io.BytesIO()
+    PILImage.new("RGB", size, (10, 20, 30)).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def limit(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Pillow's decompression-bomb limit, lowered to 1000 pixels for the test."""
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
+    return 1000
+
+
+@pytest.mark.fault(
+    "decompression bomb (> PIL.Image.MAX_IMAGE_PIXELS)",
+    reader="Image.load",
+    outcome="DecodeError, no Pillow warning",
+)
+@pytest.mark.parametrize(
+    ("fmt", "side"),
+    # 40x40 is in Pillow's warning band (1-2x the limit), 50x50 in its error band (> 2x);
+    # TIFF headers are not read ahead of Pillow, which warns in the first band.
+    [(f, s) for f in ("JPEG", "PNG", "GIF", "BMP") for s in (40, 50)] + [("TIFF", 50)],
+)
+def test_bomb_is_a_decode_error_in_every_format(limit: int, fmt: str, side: int) -> None:
+    data = _encoded(fmt, (side, side))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DecodeError, match=r"decompression.bomb.*MAX_IMAGE_PIXELS"):
+            tfpipe.Image().load(data)
+
+
+@pytest.mark.fault(
+    "decompression bomb in a folder",
+    reader="write_tfrecords, SequenceLoader, tfpipe write",
+    outcome="named error; skip counts it; CLI exit 2",
+)
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])  # a JPEG would be copied without Pillow
+def test_bomb_is_named_and_skippable_on_every_pillow_path(
+    tmp_path: Path, limit: int, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(16, 16))
+    bomb = images / "circle" / f"zz-bomb.{fmt.lower()}"
+    bomb.write_bytes(_encoded(fmt, (50, 50)))
+    source = tfpipe.from_directory(images)
+
+    with pytest.raises(EncodeError, match=rf"decompression-bomb limit.*{bomb.name}"):
+        tfpipe.write_tfrecords(source, tmp_path / "a" / "train", progress=False)
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 5"):
+        info = tfpipe.write_tfrecords(
+            source, tmp_path / "b" / "train", on_error="skip", progress=False
+        )
+    assert [s.origin for s in info.skipped] == [str(bomb)]
+
+    loader = tfpipe.SequenceLoader(source, batch_size=5, image_size=(16, 16), shuffle=False)
+    with pytest.raises(DecodeError, match=rf"decompression-bomb limit.*{bomb.name}"):
+        loader[0]
+
+    assert main(["write", str(images), str(tmp_path / "c" / "train")]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("tfpipe")]
+    assert len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith("tfpipe write: error: ") and bomb.name in lines[0]
