@@ -8,6 +8,10 @@ TensorFlow's low-bit-depth PNG alpha bug.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import tensorflow as tf
 
 from tfpipe import _imaging, _orientation
@@ -15,6 +19,7 @@ from tfpipe.errors import EncodeError
 
 JPEG_RATIOS = (8, 4, 2, 1)
 _DCT_METHOD = "INTEGER_ACCURATE"
+_PARALLEL = 8  # images the write check decodes at once in one graph call
 _HEAD = 30  # bytes that hold PNG's bit depth (byte 24) and BMP's bits per pixel (28-29)
 _PALETTE_BMP = (
     "a BMP of 8 bits per pixel or fewer: TensorFlow's decoder ignores its palette and would "
@@ -138,10 +143,17 @@ def check_decodes(data: bytes, fmt: str) -> None:
     rejects exactly what a full decode rejects (checked on mutated files), in about 2/3 of the
     time. Pillow is not enough: it ignores libjpeg's "corrupt data" warnings that TensorFlow
     treats as errors. A PNG is decoded in full (libpng checks every chunk's CRC).
+
+    Inside `deferred_checks()` (on this thread), the decode is only collected, for one
+    `all_decode` call over many images; the size check stays here.
     """
     size = _imaging.image_size(data)
     if size is not None:
         _imaging.check_pixels(*size)
+    pending = _PENDING.get()
+    if pending is not None:
+        pending.append((data, fmt))
+        return
     try:
         if fmt == "jpeg":
             tf.io.decode_jpeg(data, ratio=8)
@@ -153,3 +165,65 @@ def check_decodes(data: bytes, fmt: str) -> None:
             f"corrupt {fmt.upper()}: TensorFlow's decoder rejects it ({reason}), so training "
             "would fail on it; re-encode or remove the file"
         ) from e
+
+
+Check = tuple[bytes, str]
+_PENDING: contextvars.ContextVar[list[Check] | None] = contextvars.ContextVar(
+    "tfpipe_pending_checks", default=None
+)
+
+
+@contextlib.contextmanager
+def deferred_checks() -> Iterator[list[Check]]:
+    """Collects the (bytes, format) of the images `check_decodes` sees here, unchecked."""
+    pending: list[Check] = []
+    token = _PENDING.set(pending)
+    try:
+        yield pending
+    finally:
+        _PENDING.reset(token)
+
+
+def decodes(data: bytes, fmt: str) -> bool:
+    """Whether `check_decodes` accepts one image (eager: one op call)."""
+    try:
+        check_decodes(data, fmt)
+        return True
+    except EncodeError:
+        return False
+
+
+def all_decode(checks: list[Check]) -> bool:
+    """Whether every image is accepted, decoded as `check_decodes` does in one graph call.
+
+    A rejected image fails the whole call, so False says only that some image is bad:
+    `decodes` finds which. The images decode `_PARALLEL` at a time (the ops release the GIL).
+    """
+    if not checks:
+        return True
+    data = tf.constant([d for d, _ in checks])
+    jpeg = tf.constant([fmt == "jpeg" for _, fmt in checks])
+    try:
+        _decode_all(data, jpeg)
+        return True
+    except tf.errors.OpError:  # any failure: `decodes` gives each image's own verdict
+        return False
+
+
+def _rows(data: tf.Tensor, jpeg: tf.Tensor) -> tf.Tensor:
+    """The decoded height of one image: an output that needs the whole decode."""
+    image = tf.cond(jpeg, lambda: tf.io.decode_jpeg(data, ratio=8), lambda: tf.io.decode_png(data))
+    return tf.shape(image)[0]
+
+
+@tf.function(
+    input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.bool)],
+    reduce_retracing=True,
+)
+def _decode_all(data: tf.Tensor, jpeg: tf.Tensor) -> tf.Tensor:
+    return tf.map_fn(
+        lambda args: _rows(*args),
+        (data, jpeg),
+        fn_output_signature=tf.int32,
+        parallel_iterations=_PARALLEL,
+    )

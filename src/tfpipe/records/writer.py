@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from tfpipe import _decode
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.info import (
     DatasetInfo,
@@ -137,16 +138,50 @@ class _Encoder:
         return plain if origin == plain else f"{plain} ({origin})"
 
     def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
-        return [self.encode(int(i)) for i in indices]
+        return self.timed(indices)[0]
 
     def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float]]:
-        """Encodes on this thread, timing each example."""
-        results, seconds = [], []
-        for index in indices:
+        """Encodes a chunk on this thread; also the seconds each example took.
+
+        The copied images of the chunk are checked in one graph call at the end (a share of
+        its time is added to each example's). A failure is handled as one by one checks would
+        give it: the examples whose images fail are encoded again with their check at once.
+        """
+        done: list[bytes | SkippedExample] = []
+        waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]] = []
+        seconds = []
+        for index in map(int, indices):
             started = time.perf_counter()
-            results.append(self.encode(int(index)))
+            result: bytes | SkippedExample | None
+            try:
+                with _decode.deferred_checks() as pending:
+                    result = self.encode(index)
+            except Exception:  # raised again below, after the checks that come first
+                result = None
+            if result is None:
+                # Checked one by one, the images before it, then its own, would fail first.
+                done += self._confirm(waiting)
+                waiting = []
+                done.append(self.encode(index))
+            else:
+                waiting.append((index, result, pending))
             seconds.append(time.perf_counter() - started)
-        return results, seconds
+        started = time.perf_counter()
+        done += self._confirm(waiting)
+        share = (time.perf_counter() - started) / len(seconds)
+        return done, [s + share for s in seconds]
+
+    def _confirm(
+        self, waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]]
+    ) -> list[bytes | SkippedExample]:
+        """The results, once their deferred image checks pass; an example with an image
+        TensorFlow rejects is encoded again, checked at once (its EncodeError, or its skip)."""
+        if _decode.all_decode([check for *_, pending in waiting for check in pending]):
+            return [result for _, result, _ in waiting]
+        return [
+            result if all(_decode.decodes(*check) for check in pending) else self.encode(index)
+            for index, result, pending in waiting
+        ]
 
     def encode(self, index: int) -> bytes | SkippedExample:
         try:
