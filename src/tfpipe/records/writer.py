@@ -44,7 +44,8 @@ from tfpipe.schema import Relabeling, Schema
 TARGET_SHARD_BYTES = 128 * 2**20
 MIN_SHARDS = 8
 # Below this median encode time per example of the first chunk (copied JPEG bytes, small
-# arrays) the work holds the GIL and threads only contend for it: such writes use one thread.
+# arrays) the work holds the GIL and threads only contend for it: such writes use one thread,
+# unless the chunk's check of copied images (GIL-free) takes at least as long.
 PARALLEL_MIN_SECONDS = 250e-6
 _CHUNK = 32
 _CHUNKS_PER_WORKER = 4
@@ -140,12 +141,13 @@ class _Encoder:
     def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
         return self.timed(indices)[0]
 
-    def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float]]:
-        """Encodes a chunk on this thread; also the seconds each example took.
+    def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float], float]:
+        """Encodes a chunk on this thread: the results, the seconds each example took to encode,
+        and the seconds per example of the chunk's image check.
 
-        The copied images of the chunk are checked in one graph call at the end (a share of
-        its time is added to each example's). A failure is handled as one by one checks would
-        give it: the examples whose images fail are encoded again with their check at once.
+        The images the chunk copies are checked at the end, in graph calls that release the GIL
+        (`_decode.all_decode`). A failure ends as checks one by one would end it: an example
+        with a rejected image is encoded again, checked at once (its EncodeError, or its skip).
         """
         done: list[bytes | SkippedExample] = []
         waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]] = []
@@ -166,10 +168,12 @@ class _Encoder:
             else:
                 waiting.append((index, result, pending))
             seconds.append(time.perf_counter() - started)
+        if not any(pending for *_, pending in waiting):
+            return done + [result for _, result, _ in waiting], seconds, 0.0
+        _decode.warm_up()  # not timed: once per process
         started = time.perf_counter()
         done += self._confirm(waiting)
-        share = (time.perf_counter() - started) / len(seconds)
-        return done, [s + share for s in seconds]
+        return done, seconds, (time.perf_counter() - started) / len(seconds)
 
     def _confirm(
         self, waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]]
@@ -467,8 +471,11 @@ def _write(source: Any, path: Path, schema: Schema, options: WriteOptions) -> Da
     )
     encoder = _Encoder(source, schema, skip=options.on_error == "skip")
     chunks = (order[start : start + _CHUNK] for start in range(0, total, _CHUNK))
-    head, seconds = encoder.timed(next(chunks))
-    workers = options.workers if statistics.median(seconds) >= PARALLEL_MIN_SECONDS else 1
+    head, seconds, check = encoder.timed(next(chunks))
+    encode = statistics.median(seconds)
+    # Threads pay off when they run GIL-free work side by side: slow encodes (Pillow's), or an
+    # image check (TensorFlow's) that takes as long as the encode it overlaps with.
+    workers = options.workers if encode >= PARALLEL_MIN_SECONDS or check >= encode else 1
     results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
     num_shards = options.num_shards or _plan_shards(
         [r for r in head if isinstance(r, bytes)], total
