@@ -130,6 +130,11 @@ def test_one_graph_call_checks_a_chunk_and_fails_on_any_bad_image(mutated: list[
     assert _decode.all_decode([(d, "jpeg") for d in good])
     assert not _decode.all_decode([(d, "jpeg") for d in [*good[:20], bad, *good[20:]]])
     assert _decode.all_decode([])
+    png = _encoded("PNG", (40, 30))
+    damaged = bytearray(png)
+    damaged[damaged.find(b"IDAT") + 20] ^= 0xFF
+    assert _decode.all_decode([(good[0], "jpeg"), (png, "png")] * 20)  # two groups, padded
+    assert not _decode.all_decode([(good[0], "jpeg")] * 40 + [(bytes(damaged), "png")])
 
 
 @pytest.mark.fault(
