@@ -73,6 +73,13 @@ def mutated() -> list[bytes]:
     return [_mutate(originals[i % len(originals)], rng) for i in range(240)]
 
 
+@pytest.fixture
+def sneaky(mutated: list[bytes]) -> bytes:
+    """A corrupt JPEG Pillow decodes without a word (it ignores libjpeg's "corrupt data"
+    warnings) and TensorFlow rejects."""
+    return next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
+
+
 def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[bytes]) -> None:
     verdicts = [(_tensorflow_accepts(d), _check_accepts(d)) for d in mutated]
     assert all(tf_ok == check_ok for tf_ok, check_ok in verdicts)
@@ -85,10 +92,8 @@ def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[b
     outcome="EncodeError naming the file; skip counts it",
 )
 def test_writer_refuses_a_corrupt_jpeg_it_would_copy_byte_for_byte(
-    tmp_path: Path, mutated: list[bytes]
+    tmp_path: Path, sneaky: bytes
 ) -> None:
-    # One that Pillow decodes without a word (it ignores libjpeg's "corrupt data" warnings).
-    sneaky = next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
     assert _imaging.copyable(sneaky, "jpeg", (None, None), 3)  # the header looks fine
     images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(48, 64))
     bad = images / "circle" / "zz-bad.jpg"
@@ -143,9 +148,8 @@ def test_one_graph_call_checks_a_chunk_and_fails_on_any_bad_image(mutated: list[
     outcome="EncodeError naming only it; skip counts only it",
 )
 def test_a_chunk_with_one_corrupt_jpeg_names_exactly_that_file(
-    tmp_path: Path, mutated: list[bytes]
+    tmp_path: Path, sneaky: bytes
 ) -> None:
-    sneaky = next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
     images = make_image_folder(tmp_path / "images", num_classes=1, per_class=40, size=(48, 64))
     paths = sorted(images.glob("*/*.jpg"))
     bad = images / "circle" / "bad.jpg"
