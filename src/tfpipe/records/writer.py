@@ -429,7 +429,7 @@ def write_tfrecords(
         workers: threads that read and encode examples (Pillow releases the GIL while it
             decodes, resizes and encodes, and TensorFlow while it checks copied JPEGs/PNGs).
             When the first examples encode in under 250 µs (median) (JPEGs copied as they are,
-            small arrays) and their image check takes less time than that, threads would only
+            small arrays) and their image check takes less time than the encode, threads would only
             contend for the GIL and the write runs on one thread. Defaults to os.cpu_count().
         on_error: "raise" stops at the first example that cannot be read or encoded; "skip"
             leaves it out, records it in `DatasetInfo.skipped` and warns once at the end.
