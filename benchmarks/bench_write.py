@@ -4,9 +4,9 @@ Issue 2, section 8. On 256x256 JPEGs (6 class folders):
 
 - stored as they are (no re-encode): write_tfrecords (shuffled, 8 shards, default workers)
   against a single-process loop that reads each file and writes its bytes; goal >= 0.8x.
-  Since issue 11 the writer decodes each copied JPEG once (TensorFlow's decoder at 1/8 scale)
-  so that a corrupt file fails at write time: the loop only reads bytes, so the goal no longer
-  holds (about 0.1x; docs/reliability.md has the numbers against the code without the check);
+  Since issue 11 the writer decodes each copied JPEG once (TensorFlow's decoder at 1/8 scale,
+  32 per graph call) so that a corrupt file fails at write time: the loop only reads bytes, so
+  the goal no longer holds (0.17-0.18x; docs/reliability.md has the numbers and the limit);
 - resized to 128x128: write_tfrecords with 2 workers against the same loop doing Pillow's
   draft-mode decode, bilinear resize and JPEG encode (the operations tfpipe does); goal > 1x;
 - peak RSS of write_tfrecords at N and 4N examples (the 4N source repeats the N files, so the

@@ -73,6 +73,13 @@ def mutated() -> list[bytes]:
     return [_mutate(originals[i % len(originals)], rng) for i in range(240)]
 
 
+@pytest.fixture
+def sneaky(mutated: list[bytes]) -> bytes:
+    """A corrupt JPEG Pillow decodes without a word (it ignores libjpeg's "corrupt data"
+    warnings) and TensorFlow rejects."""
+    return next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
+
+
 def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[bytes]) -> None:
     verdicts = [(_tensorflow_accepts(d), _check_accepts(d)) for d in mutated]
     assert all(tf_ok == check_ok for tf_ok, check_ok in verdicts)
@@ -85,10 +92,8 @@ def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[b
     outcome="EncodeError naming the file; skip counts it",
 )
 def test_writer_refuses_a_corrupt_jpeg_it_would_copy_byte_for_byte(
-    tmp_path: Path, mutated: list[bytes]
+    tmp_path: Path, sneaky: bytes
 ) -> None:
-    # One that Pillow decodes without a word (it ignores libjpeg's "corrupt data" warnings).
-    sneaky = next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
     assert _imaging.copyable(sneaky, "jpeg", (None, None), 3)  # the header looks fine
     images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(48, 64))
     bad = images / "circle" / "zz-bad.jpg"
@@ -103,6 +108,69 @@ def test_writer_refuses_a_corrupt_jpeg_it_would_copy_byte_for_byte(
         )
     assert [s.origin for s in info.skipped] == [str(bad)]
     assert len(list(tfpipe.read_tfrecords(info.metadata_path))) == info.num_examples == 4
+
+
+class _Files:
+    """A source of image files in a given order, one class."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.schema = tfpipe.Schema(
+            {"image": tfpipe.Image(), "label": tfpipe.ClassLabel(names=["circle"])}
+        )
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> dict[str, object]:
+        return {"image": str(self.paths[index]), "label": 0}
+
+    def origin(self, index: int) -> str:
+        return str(self.paths[index])
+
+
+def test_one_graph_call_checks_a_chunk_and_fails_on_any_bad_image(mutated: list[bytes]) -> None:
+    bad = next(d for d in mutated if not _tensorflow_accepts(d))
+    good = [_jpeg(seed) for seed in range(31)]
+    assert _decode.all_decode([(d, "jpeg") for d in good])
+    assert not _decode.all_decode([(d, "jpeg") for d in [*good[:20], bad, *good[20:]]])
+    assert _decode.all_decode([])
+    png = _encoded("PNG", (40, 30))
+    damaged = bytearray(png)
+    damaged[damaged.find(b"IDAT") + 20] ^= 0xFF
+    assert _decode.all_decode([(good[0], "jpeg"), (png, "png")] * 20)  # two groups, padded
+    assert not _decode.all_decode([(good[0], "jpeg")] * 40 + [(bytes(damaged), "png")])
+
+
+@pytest.mark.fault(
+    "one corrupt JPEG among good ones in a write chunk",
+    reader="write_tfrecords (copy)",
+    outcome="EncodeError naming only it; skip counts only it",
+)
+def test_a_chunk_with_one_corrupt_jpeg_names_exactly_that_file(
+    tmp_path: Path, sneaky: bytes
+) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=1, per_class=40, size=(48, 64))
+    paths = sorted(images.glob("*/*.jpg"))
+    bad = images / "circle" / "bad.jpg"
+    bad.write_bytes(sneaky)
+    missing = images / "circle" / "missing.jpg"
+    # Both in the first chunk of 32, among good files; the corrupt one comes first, as its
+    # error must (the check is deferred to the end of the chunk, the missing file is not).
+    source = _Files([*paths[:10], bad, *paths[10:20], missing, *paths[20:]])
+    with pytest.raises(EncodeError, match=r"corrupt JPEG") as raised:
+        tfpipe.write_tfrecords(source, tmp_path / "a" / "train", shuffle=False, progress=False)
+    assert "bad.jpg" in str(raised.value) and "missing" not in str(raised.value)
+
+    with pytest.warns(TfpipeWarning, match="skipped 2 of 42"):
+        info = tfpipe.write_tfrecords(
+            source, tmp_path / "b" / "train", on_error="skip", progress=False
+        )
+    assert [s.origin for s in info.skipped] == [str(bad), str(missing)]
+    assert "corrupt JPEG" in info.skipped[0].error
+    records = tf.data.TFRecordDataset([str(f) for f in info.files]).as_numpy_iterator()
+    stored = [info.schema.stored(record)["image"] for record in records]
+    assert sorted(stored) == sorted(p.read_bytes() for p in paths)  # every good one, unchanged
 
 
 @pytest.mark.fault(

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from tfpipe import _decode
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.info import (
     DatasetInfo,
@@ -43,7 +44,8 @@ from tfpipe.schema import Relabeling, Schema
 TARGET_SHARD_BYTES = 128 * 2**20
 MIN_SHARDS = 8
 # Below this median encode time per example of the first chunk (copied JPEG bytes, small
-# arrays) the work holds the GIL and threads only contend for it: such writes use one thread.
+# arrays) the work holds the GIL and threads only contend for it: such writes use one thread,
+# unless the chunk's check of copied images (GIL-free) takes at least as long.
 PARALLEL_MIN_SECONDS = 250e-6
 _CHUNK = 32
 _CHUNKS_PER_WORKER = 4
@@ -137,16 +139,53 @@ class _Encoder:
         return plain if origin == plain else f"{plain} ({origin})"
 
     def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
-        return [self.encode(int(i)) for i in indices]
+        return self.timed(indices)[0]
 
-    def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float]]:
-        """Encodes on this thread, timing each example."""
-        results, seconds = [], []
-        for index in indices:
+    def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float], float]:
+        """Encodes a chunk on this thread: the results, the seconds each example took to encode,
+        and the seconds per example of the chunk's image check.
+
+        The images the chunk copies are checked at the end, in graph calls that release the GIL
+        (`_decode.all_decode`). A failure ends as checks one by one would end it: an example
+        with a rejected image is encoded again, checked at once (its EncodeError, or its skip).
+        """
+        done: list[bytes | SkippedExample] = []
+        waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]] = []
+        seconds = []
+        for index in map(int, indices):
             started = time.perf_counter()
-            results.append(self.encode(int(index)))
+            result: bytes | SkippedExample | None
+            try:
+                with _decode.deferred_checks() as pending:
+                    result = self.encode(index)
+            except Exception:  # raised again below, after the checks that come first
+                result = None
+            if result is None:
+                # Checked one by one, the images before it, then its own, would fail first.
+                done += self._confirm(waiting)
+                waiting = []
+                done.append(self.encode(index))
+            else:
+                waiting.append((index, result, pending))
             seconds.append(time.perf_counter() - started)
-        return results, seconds
+        if not any(pending for *_, pending in waiting):
+            return done + [result for _, result, _ in waiting], seconds, 0.0
+        _decode.warm_up()  # not timed: once per process
+        started = time.perf_counter()
+        done += self._confirm(waiting)
+        return done, seconds, (time.perf_counter() - started) / len(seconds)
+
+    def _confirm(
+        self, waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]]
+    ) -> list[bytes | SkippedExample]:
+        """The results, once their deferred image checks pass; an example with an image
+        TensorFlow rejects is encoded again, checked at once (its EncodeError, or its skip)."""
+        if _decode.all_decode([check for *_, pending in waiting for check in pending]):
+            return [result for _, result, _ in waiting]
+        return [
+            result if all(_decode.decodes(*check) for check in pending) else self.encode(index)
+            for index, result, pending in waiting
+        ]
 
     def encode(self, index: int) -> bytes | SkippedExample:
         try:
@@ -388,9 +427,10 @@ def write_tfrecords(
         shuffle: write the examples in a random global order. Defaults to True.
         seed: the seed of that order. Defaults to 0.
         workers: threads that read and encode examples (Pillow releases the GIL while it
-            decodes, resizes and encodes). When the first examples encode in under 250 µs (median)
-            (JPEGs copied as they are, small arrays), threads would only contend for the GIL
-            and the write runs on one thread. Defaults to os.cpu_count().
+            decodes, resizes and encodes, and TensorFlow while it checks copied JPEGs/PNGs).
+            When the first examples encode in under 250 µs (median) (JPEGs copied as they are,
+            small arrays) and their image check takes less time than the encode, threads would only
+            contend for the GIL and the write runs on one thread. Defaults to os.cpu_count().
         on_error: "raise" stops at the first example that cannot be read or encoded; "skip"
             leaves it out, records it in `DatasetInfo.skipped` and warns once at the end.
             Defaults to "raise".
@@ -432,8 +472,11 @@ def _write(source: Any, path: Path, schema: Schema, options: WriteOptions) -> Da
     )
     encoder = _Encoder(source, schema, skip=options.on_error == "skip")
     chunks = (order[start : start + _CHUNK] for start in range(0, total, _CHUNK))
-    head, seconds = encoder.timed(next(chunks))
-    workers = options.workers if statistics.median(seconds) >= PARALLEL_MIN_SECONDS else 1
+    head, seconds, check = encoder.timed(next(chunks))
+    encode = statistics.median(seconds)
+    # Threads pay off when they run GIL-free work side by side: slow encodes (Pillow's), or an
+    # image check (TensorFlow's) that takes as long as the encode it overlaps with.
+    workers = options.workers if encode >= PARALLEL_MIN_SECONDS or check >= encode else 1
     results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
     num_shards = options.num_shards or _plan_shards(
         [r for r in head if isinstance(r, bytes)], total
