@@ -26,7 +26,7 @@ from tfpipe.errors import SchemaError, TfpipeError
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
-from tfpipe.records.verify import RAW_ERRORS, from_input, named_error
+from tfpipe.records.checker import RAW_ERRORS, from_input, named_error
 from tfpipe.schema import ClassLabel, Image, Schema
 from tfpipe.sources import SourceBase
 

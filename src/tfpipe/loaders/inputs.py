@@ -19,9 +19,9 @@ import tensorflow as tf
 
 from tfpipe.errors import SchemaError, SourceError
 from tfpipe.info import check_compression, tf_compression
+from tfpipe.records.checker import Fault, failing_images, first_fault
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate
-from tfpipe.records.verify import Fault, failing_images, first_fault
 from tfpipe.schema import (
     ClassLabel,
     Image,

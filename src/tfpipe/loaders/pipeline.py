@@ -34,7 +34,7 @@ from tfpipe.loaders.inputs import (
     RecordInput,
     Stage,
 )
-from tfpipe.records.verify import Fault
+from tfpipe.records.checker import Fault
 from tfpipe.schema import Schema
 
 _DEFAULT_BATCH = 64
