@@ -28,9 +28,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
-from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files
+from tfpipe.info import compression_of, resolve_files
 from tfpipe.schema import Schema, check_stored_labels
-from tfpipe.shards import SHARD_NAME, check_counts, check_sizes
+from tfpipe.shards import check_counts, check_sizes, one_dataset
 from tfpipe.sources.base import SourceBase
 
 INDEX_FOLDER = ".tfpipe-index"
@@ -298,20 +298,6 @@ class TFRecordSource(SourceBase):
         return state
 
 
-def _find_schema(path: Any, files: list[Path]) -> Schema:
-    candidates = [] if isinstance(path, list | tuple) else [os.fspath(path)]
-    match = SHARD_NAME.fullmatch(files[0].name)
-    if match:
-        candidates.append(str(files[0].parent / match["prefix"]))
-    for candidate in candidates:
-        if candidate.endswith(".json") or metadata_path(candidate).is_file():
-            return DatasetInfo.load(candidate).schema
-    raise SchemaError(
-        f"no tfpipe metadata file found for {[str(f) for f in files[:3]]}; pass schema=, or "
-        "write the dataset with tfpipe.write_tfrecords (which saves <prefix>.json)"
-    )
-
-
 def from_tfrecords(
     path: str | os.PathLike[str] | list[str | os.PathLike[str]],
     schema: Schema | None = None,
@@ -360,20 +346,18 @@ def from_tfrecords(
             )
     declared = check_sizes(files)
     if schema is None:
-        schema = _find_schema(path, files)
-    elif isinstance(schema, Schema):
-        _check_labels(path, files, schema)
-    if not isinstance(schema, Schema):
+        info = one_dataset(files, declared)
+        if info is None:
+            raise SchemaError(
+                f"no tfpipe metadata file found for {[str(f) for f in files[:3]]}; pass "
+                "schema=, or write the dataset with tfpipe.write_tfrecords (which saves "
+                "<prefix>.json)"
+            )
+        schema = info.schema
+    elif not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
+    for info in {id(e.info): e.info for e in declared.values()}.values():
+        check_stored_labels(info.schema, schema, str(info.metadata_path))
     source = TFRecordSource(files, schema, cache_dir)
     check_counts(files, source.shard_counts, declared)
     return source
-
-
-def _check_labels(path: Any, files: list[Path], schema: Schema) -> None:
-    """Refuses a schema= that would read the stored class indices as other classes."""
-    try:
-        stored = _find_schema(path, files)
-    except SchemaError:  # no (readable) metadata: schema= is the only description
-        return
-    check_stored_labels(stored, schema, str(path))
