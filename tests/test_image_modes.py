@@ -8,6 +8,7 @@ a graph). All comparisons are exact, JPEGs included (both use libjpeg's accurate
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -240,14 +241,21 @@ def test_modes_tensorflow_decodes_differently_are_refused_by_both_paths(
 @pytest.mark.fault(
     "palette BMP (TensorFlow ignores the palette)",
     reader="Pipeline over a folder",
-    outcome="InvalidArgumentError saying so, not wrong colours",
+    outcome="named_errors: DecodeError naming the file, not wrong colours",
 )
-def test_palette_bmp_is_refused_on_the_tensorflow_path() -> None:
+def test_palette_bmp_is_refused_on_the_tensorflow_path(tmp_path: Path) -> None:
     image = PILImage.open(io.BytesIO(_palette())).convert("P")
     data = tf.constant(_save(image, "BMP"))
     for channels in (1, 3, 4):
         with pytest.raises(tf.errors.InvalidArgumentError, match="ignores its palette"):
             tfpipe.Image(shape=(None, None, channels), encoding="png").decode_tensor(data)
+    (tmp_path / "a").mkdir()
+    path = tmp_path / "a" / "palette.bmp"
+    path.write_bytes(data.numpy())
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(tmp_path), image_size=(8, 8)).batch(1)
+    named = pytest.raises(tfpipe.DecodeError, match=rf"{re.escape(str(path))}.*ignores its palette")
+    with named, tfpipe.named_errors(pipeline):
+        list(pipeline.build())
 
 
 def test_tensorflow_decodes_like_pillow_not_with_its_default_fast_idct() -> None:
