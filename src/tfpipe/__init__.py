@@ -13,6 +13,7 @@ from tfpipe.errors import (
     TfpipeError,
     TfpipeWarning,
 )
+from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.fit import fit
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.loaders.pipeline import Pipeline
@@ -27,7 +28,7 @@ from tfpipe.records import (
     write_tfrecords,
 )
 from tfpipe.report import FitReport
-from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
+from tfpipe.schema import Schema
 from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
 
 __version__ = "0.1.0"

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from tfpipe.features import ClassLabel, Text
 from tfpipe.info import DatasetInfo
-from tfpipe.schema import ClassLabel, Schema, Text
+from tfpipe.schema import Schema
 
 _TEXT_CHARS = 40
 MAX_LISTED = 10

@@ -23,11 +23,12 @@ import tensorflow as tf
 from tfpipe._checks import check_image_size, check_int
 from tfpipe.bench import Throughput, measure
 from tfpipe.errors import SchemaError, TfpipeError
+from tfpipe.features import ClassLabel, Image
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.records.checker import RAW_ERRORS, from_input, named_error
-from tfpipe.schema import ClassLabel, Image, Schema
+from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
 
 DEFAULT_BATCH_SIZE = 32

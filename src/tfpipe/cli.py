@@ -30,9 +30,10 @@ from tfpipe._summary import (
 from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
 from tfpipe.demo import run_demo
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
+from tfpipe.features import Image
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
-from tfpipe.schema import Image, Schema
+from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 
 EXIT_ERROR = 2

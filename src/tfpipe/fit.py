@@ -25,8 +25,9 @@ from tfpipe.adapters import Input, adapt, naming
 from tfpipe.bench import batch_size_of, measure
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
+from tfpipe.labels import check_same_class_names
 from tfpipe.report import FitReport
-from tfpipe.schema import Schema, check_same_class_names
+from tfpipe.schema import Schema
 
 PROBE_SECONDS = 1.0
 INPUT_PROBE_SECONDS = 2.0

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
-from tfpipe.schema import ClassLabel, Schema
+from tfpipe.features import ClassLabel
+from tfpipe.schema import Schema
 
 FORMAT_VERSION = 1
 _COMPRESSION_SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}

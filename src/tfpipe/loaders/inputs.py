@@ -18,19 +18,14 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError, SourceError
+from tfpipe.features import ClassLabel, Image, Tensor, Text
+from tfpipe.features.image import resize_and_scale
 from tfpipe.info import check_compression, tf_compression
+from tfpipe.labels import check_stored_labels
 from tfpipe.records.checker import Fault, failing_images, first_fault
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate
-from tfpipe.schema import (
-    ClassLabel,
-    Image,
-    Schema,
-    Tensor,
-    Text,
-    check_stored_labels,
-    resize_and_scale,
-)
+from tfpipe.schema import Schema
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
 
 AUTOTUNE = tf.data.AUTOTUNE

@@ -23,8 +23,9 @@ import numpy as np
 
 from tfpipe._checks import check_image_size, check_int, check_positive
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.features import Feature, Image, Tensor, Text
 from tfpipe.loaders import workers as _workers
-from tfpipe.schema import Feature, Image, Schema, Tensor, Text
+from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
 Transform = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]

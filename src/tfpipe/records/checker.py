@@ -26,10 +26,11 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from tfpipe.errors import DataNotFoundError, DecodeError, SourceError, TfpipeError, tf_message
+from tfpipe.features import Image
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records.infer import PathArg, infer_schema
 from tfpipe.records.reader import locate
-from tfpipe.schema import Image, Schema
+from tfpipe.schema import Schema
 
 _CHUNK = 256
 _IMAGES = 1024

@@ -12,8 +12,9 @@ import tensorflow as tf
 
 from tfpipe import _imaging
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
+from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.info import compression_of, resolve_files, tf_compression
-from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
+from tfpipe.schema import Schema
 
 _CHANNELS_FOR_MODE = {"1": 1, "L": 1, "LA": 4, "RGBA": 4, "PA": 4}
 _CHANNELS_FOR_MODE.update(dict.fromkeys(_imaging.SIXTEEN_BIT_GRAY, 1))

@@ -10,8 +10,9 @@ import tensorflow as tf
 
 from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
+from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import PathArg, infer_schema, records
-from tfpipe.schema import Schema, check_stored_labels
+from tfpipe.schema import Schema
 from tfpipe.shards import check_sizes, declared_examples, one_dataset
 
 

@@ -39,7 +39,8 @@ from tfpipe.info import (
     shard_name,
     tf_compression,
 )
-from tfpipe.schema import Relabeling, Schema
+from tfpipe.labels import Relabeling
+from tfpipe.schema import Schema
 
 TARGET_SHARD_BYTES = 128 * 2**20
 MIN_SHARDS = 8

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from tfpipe.errors import SourceError
-from tfpipe.schema import ClassLabel, Feature, Image, Schema, Tensor, Text
+from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
+from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
 

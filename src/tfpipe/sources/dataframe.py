@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
-from tfpipe.schema import ClassLabel, Feature, Image, Schema, parse_list_cell
+from tfpipe.features import ClassLabel, Feature, Image
+from tfpipe.features.class_label import parse_list_cell
+from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
-from tfpipe.schema import ClassLabel, Image, Schema
+from tfpipe.features import ClassLabel, Image
+from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")

@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 from tfpipe.info import compression_of, resolve_files
-from tfpipe.schema import Schema, check_stored_labels
+from tfpipe.labels import check_stored_labels
+from tfpipe.schema import Schema
 from tfpipe.shards import check_counts, check_sizes, one_dataset
 from tfpipe.sources.base import SourceBase
 

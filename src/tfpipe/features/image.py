@@ -1,0 +1,214 @@
+"""`Image`: JPEG, PNG or raw pixels, decoded to uint8 on the numpy and tf.data paths."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+from tfpipe import _decode, _imaging, _orientation
+from tfpipe.errors import DecodeError, SchemaError
+from tfpipe.features.base import Feature
+
+
+@dataclasses.dataclass(frozen=True)
+class Image(Feature):
+    """An image stored as JPEG, PNG or raw uint8 pixels; decoded to uint8 (H, W, C).
+
+    `encode` accepts a file path, encoded bytes, a `PIL.Image` or a uint8 array. A JPEG (or PNG)
+    that already has the declared format, size and channels is stored byte for byte, once
+    TensorFlow's decoder has accepted it (a corrupt file raises `EncodeError`); anything
+    else is converted to the declared channels (EXIF orientation applied) and resized to the
+    declared height and width when they are given. `load` (Pillow) and `decode_tensor`
+    (TensorFlow) give the same pixels for every image mode (16-bit, palette, CMYK, ...; the
+    table is in docs/reliability.md), or both refuse the image.
+
+    Example:
+        >>> feature = tfpipe.Image(shape=(128, 128, 3), encoding="jpeg")
+        >>> feature.load(np.zeros((256, 256, 3), np.uint8)).shape
+        (128, 128, 3)
+
+    Args:
+        shape: `(height, width, channels)`; height and width may be None for variable sizes.
+            Channels is 1, 3 or 4. Defaults to `(None, None, 3)`.
+        encoding: "jpeg", "png" or "raw". Defaults to "jpeg".
+        quality: JPEG quality when an image has to be encoded. Defaults to 95.
+    """
+
+    kind: ClassVar[str] = "image"
+    shape: tuple[int | None, int | None, int] = (None, None, 3)
+    encoding: str = "jpeg"
+    quality: int = 95
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        if len(self.shape) != 3 or self.shape[2] not in (1, 3, 4):
+            raise SchemaError(
+                f"Image.shape must be (height, width, channels) with 1, 3 or 4 channels. "
+                f"Received: shape={self.shape}"
+            )
+        for dim in self.shape[:2]:
+            if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0):
+                raise SchemaError(
+                    f"Image.shape height and width must be positive ints or None. "
+                    f"Received: shape={self.shape}"
+                )
+        if self.encoding not in ("jpeg", "png", "raw"):
+            raise SchemaError(
+                "Image.encoding must be 'jpeg', 'png' or 'raw'. "
+                f"Received: encoding={self.encoding!r}"
+            )
+        if self.encoding == "raw" and None in self.shape:
+            raise SchemaError(
+                "Image(encoding='raw') needs a fixed height and width. "
+                f"Received: shape={self.shape}"
+            )
+        if self.encoding == "jpeg" and self.shape[2] == 4:
+            raise SchemaError("JPEG cannot store 4 channels: use encoding='png' for RGBA images")
+        if not 1 <= self.quality <= 100:
+            raise SchemaError(f"Image.quality must be in 1..100. Received: quality={self.quality}")
+
+    @property
+    def channels(self) -> int:
+        return int(self.shape[2])
+
+    @property
+    def dtype(self) -> str:
+        return "uint8"
+
+    @property
+    def decoded_shape(self) -> tuple[int | None, ...]:
+        return self.shape
+
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        proto.bytes_list.value.append(self.encode_bytes(value))
+
+    def encode_bytes(self, value: Any) -> bytes:
+        """The bytes stored for a value: copied when possible, otherwise encoded."""
+        if self.encoding == "raw":
+            return self.load(value).tobytes()
+        data = _imaging.read_bytes(value)
+        if (
+            data is not None
+            and _imaging.sniff_format(data) == self.encoding
+            and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
+        ):
+            _decode.check_decodes(data, self.encoding)
+            return data
+        image = self._prepare(value if data is None else data, self.shape[:2])
+        return _imaging.encode_image(image, self.encoding, self.quality)
+
+    def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
+        """Decodes to uint8 (H, W, C), resized to `size` or else to the declared size."""
+        target = size if size is not None else self.shape[:2]
+        if isinstance(value, np.ndarray) and value.shape == (*target, self.channels):
+            if value.dtype != np.uint8:
+                raise TypeError(f"expected a uint8 image array, got dtype {value.dtype}")
+            return value
+        return _imaging.as_array(self._prepare(value, target))
+
+    def _prepare(self, value: Any, size: tuple[int | None, int | None]) -> Any:
+        """The value as a decoded PIL image with the declared channels, resized to `size`."""
+        image = _imaging.open_image(value)
+        try:
+            return _imaging.prepare(image, self.channels, size)
+        except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
+            raise OSError(f"cannot decode image: {e}") from e
+
+    def stored(self, proto: tf.train.Feature) -> Any:
+        values = proto.bytes_list.value
+        if len(values) != 1:
+            raise DecodeError(f"expected one bytes value, found {len(values)}")
+        if self.encoding != "raw":
+            return values[0]
+        pixels = np.frombuffer(values[0], np.uint8)
+        needed = math.prod(d for d in self.shape if d is not None)
+        if pixels.size != needed:
+            raise DecodeError(
+                f"raw image has {pixels.size} bytes, shape {self.shape} needs {needed}"
+            )
+        return pixels.reshape(self.shape)
+
+    def decode_tensor(
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None = None,
+        reduced: bool = False,
+        rescale: float | None = None,
+    ) -> tf.Tensor:
+        """Decodes one stored image in a graph to (H, W, C), resized to `size`.
+
+        The result is uint8, or float32 multiplied by `rescale` when it is given (computed from
+        the resize's float output directly, without a round trip through uint8). With
+        `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT scale
+        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly. JPEGs are
+        turned upright by their EXIF orientation, as `load` turns them.
+        """
+        return self._decode_one(parsed, size, reduced, rescale)
+
+    def _decode_one(
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None,
+        reduced: bool,
+        rescale: float | None,
+        turn: tf.Tensor | None = None,
+    ) -> tf.Tensor:
+        """`decode_tensor`, given the JPEG's EXIF orientation `turn` when known already."""
+        size = self._resize_to(size)
+        if self.encoding == "raw":
+            image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
+        elif reduced and size is not None and self.encoding == "jpeg":
+            image = _decode.decode_jpeg_reduced(parsed, self.channels, size, turn)
+        else:
+            image = _decode.decode(parsed, self.channels, turn)
+        image.set_shape((None, None, self.channels) if size else self.shape)
+        return resize_and_scale(image, size, rescale)
+
+    def _resize_to(self, size: tuple[int, int] | None) -> tuple[int, int] | None:
+        """`size`, or None when the images are stored at that size already."""
+        if size is None or tuple(size) == self.shape[:2]:
+            return None
+        return size
+
+    def decode_batch(
+        self,
+        parsed: tf.Tensor,
+        size: tuple[int, int] | None = None,
+        reduced: bool = False,
+        rescale: float | None = None,
+    ) -> tf.Tensor:
+        """Decodes a vector of stored images to (B, H, W, C), like `decode_tensor` per image.
+
+        Raw pixels are decoded for the whole batch in one vectorised op; JPEG and PNG one
+        image at a time (`tf.map_fn`), since TensorFlow has no batched image decoder.
+        """
+        if self.encoding == "raw":
+            images = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), (-1, *self.shape))
+            return resize_and_scale(images, self._resize_to(size), rescale)
+        target = size or self.shape[:2]
+        turns = _orientation.orientation(parsed)  # for the whole batch at once: cheaper
+        return tf.map_fn(
+            lambda item: self._decode_one(item[0], size, reduced, rescale, item[1]),
+            (parsed, turns),
+            fn_output_signature=tf.TensorSpec(
+                (*target, self.channels), tf.uint8 if rescale is None else tf.float32
+            ),
+        )
+
+
+def resize_and_scale(
+    images: tf.Tensor, size: tuple[int, int] | None, rescale: float | None
+) -> tf.Tensor:
+    """Bilinear resize of uint8 image(s) to `size` (None: as they are), then uint8 again, or
+    float32 times `rescale` when it is given."""
+    if size is not None:
+        images = tf.image.resize(images, size)
+        if rescale is None:
+            return tf.saturate_cast(tf.round(images), tf.uint8)
+    elif rescale is not None:
+        images = tf.cast(images, tf.float32)
+    return images if rescale is None else images * rescale

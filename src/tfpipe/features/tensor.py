@@ -1,0 +1,150 @@
+"""`Tensor`: a numeric array of fixed shape or with a variable first dimension."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+from tfpipe.errors import SchemaError
+from tfpipe.features.base import _FLOAT_DTYPES, _INT_DTYPES, Feature, _describe
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor(Feature):
+    """A numeric array of fixed shape, or with a variable first dimension (None).
+
+    Integers and bools are stored as int64, floats as float32 (float64 loses precision).
+    A variable first dimension is read back as a `tf.RaggedTensor` in tf.data batches, and as
+    an array of its own length by `Schema.decode()`.
+
+    Example:
+        >>> tfpipe.Tensor(shape=(3,), dtype="float32").load([1, 2, 3])
+        array([1., 2., 3.], dtype=float32)
+
+    Args:
+        shape: the shape of one value; only the first dimension may be None. Defaults to ().
+        dtype: a numpy dtype name. Defaults to "float32".
+    """
+
+    kind: ClassVar[str] = "tensor"
+    shape: tuple[int | None, ...] = ()
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        try:
+            name = np.dtype(self.dtype).name
+        except TypeError as e:
+            raise SchemaError(f"Tensor.dtype {self.dtype!r} is not a numpy dtype") from e
+        if name not in _FLOAT_DTYPES + _INT_DTYPES:
+            raise SchemaError(
+                f"Tensor.dtype must be one of {list(_FLOAT_DTYPES + _INT_DTYPES)} "
+                f"(use Text for strings). Received: dtype={self.dtype!r}"
+            )
+        object.__setattr__(self, "dtype", name)
+        if any(d is None for d in self.shape[1:]) or any(
+            d is not None and (not isinstance(d, int) or d < 0) for d in self.shape
+        ):
+            raise SchemaError(
+                "Tensor.shape takes non-negative ints, and None only as the first dimension. "
+                f"Received: shape={self.shape}"
+            )
+
+    @property
+    def decoded_shape(self) -> tuple[int | None, ...]:
+        return self.shape
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in _FLOAT_DTYPES
+
+    @property
+    def storage_dtype(self) -> tf.DType:
+        return tf.float32 if self.is_float else tf.int64
+
+    @property
+    def variable(self) -> bool:
+        return bool(self.shape) and self.shape[0] is None
+
+    def load(self, value: Any) -> np.ndarray:
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"expected {self.dtype}, got {_describe(value)}")
+        if self.variable and array.ndim == 1 and len(self.shape) > 1:
+            array = array.reshape(-1, *self.shape[1:])
+        if array.ndim != len(self.shape) or any(
+            d is not None and d != n for d, n in zip(self.shape, array.shape, strict=True)
+        ):
+            raise ValueError(f"expected shape {self.shape}, got {array.shape}")
+        return self.convert(array)
+
+    def convert(self, array: np.ndarray) -> np.ndarray:
+        """`array` (any shape) as this dtype; raises ValueError naming the first value that
+        would become a different number (300 as uint8, 1e39 as float32)."""
+        return _convert(array, self.dtype)
+
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        flat = self.load(value).ravel()
+        if self.is_float:
+            proto.float_list.value.extend(_convert(flat, "float32").tolist())
+        else:
+            proto.int64_list.value.extend(flat.astype(np.int64).tolist())
+
+    def stored(self, proto: tf.train.Feature) -> Any:
+        values = proto.float_list.value if self.is_float else proto.int64_list.value
+        return np.asarray(values, self.dtype).reshape(
+            [-1 if d is None else d for d in self.shape] if self.shape else ()
+        )
+
+    def decode_tensor(self, parsed: tf.Tensor) -> tf.Tensor:
+        if self.variable and len(self.shape) > 1:
+            parsed = tf.reshape(parsed, [-1, *self.shape[1:]])
+        return tf.cast(parsed, self.dtype)
+
+
+@functools.cache
+def _range(dtype: np.dtype[Any]) -> tuple[float, float, str]:
+    """The lowest and highest value of a dtype, and how errors show them."""
+    if dtype.kind == "b":
+        return 0, 1, "0 or 1"
+    if dtype.kind == "f":
+        top = float(np.finfo(dtype).max)
+        return -top, top, f"±{top:.8g}"
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max), f"[{info.min}, {info.max}]"
+
+
+def _convert(array: np.ndarray, dtype: str) -> np.ndarray:
+    """`array` as `dtype`; raises ValueError naming the first value that would not survive.
+
+    numpy wraps integers (300 as uint8 is 44) and turns floats beyond the range into inf; NaN
+    and inf themselves are data and pass.
+    """
+    target = np.dtype(dtype)
+    if array.size == 0 or np.can_cast(array.dtype, target):
+        return array.astype(target, copy=False)
+    if array.dtype.kind == "f" and target.kind != "f" and not np.all(np.mod(array, 1) == 0):
+        raise TypeError(f"expected {target.name}, got non-integral values {_describe(array)}")
+    low, high, limits = _range(target)
+    if low <= array.min() and array.max() <= high:  # the common case; NaN takes the long way
+        return array.astype(target)
+    if target.kind == "f":
+        with np.errstate(over="ignore"):
+            bad = np.isinf(array.astype(target)) & np.isfinite(array)
+    elif target.kind == "b":
+        bad = (array != 0) & (array != 1)
+    else:
+        bad = ~((array >= low) & (array <= high))
+    if np.any(bad):
+        position = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = f" at index {position}" if position else ""
+        raise ValueError(
+            f"value {array[position].item()!r}{at} is outside the range of {target.name} "
+            f"({limits}) and would be stored as a different number; clip or rescale the data, "
+            "or declare a wider dtype"
+        )
+    return array.astype(target)

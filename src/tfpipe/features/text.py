@@ -1,0 +1,52 @@
+"""`Text`: a UTF-8 string."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+
+from tfpipe.errors import DecodeError
+from tfpipe.features.base import Feature, _describe
+
+
+@dataclasses.dataclass(frozen=True)
+class Text(Feature):
+    """A string stored as UTF-8 bytes; decoded to `str` by numpy, `tf.string` in graphs.
+
+    Example:
+        >>> str(tfpipe.Text().load(b"hello"))
+        'hello'
+    """
+
+    kind: ClassVar[str] = "text"
+
+    @property
+    def dtype(self) -> str:
+        return "str"
+
+    @property
+    def decoded_shape(self) -> tuple[int | None, ...]:
+        return ()
+
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        if not isinstance(value, bytes):
+            raise TypeError(f"expected str or bytes, got {_describe(value)}")
+        proto.bytes_list.value.append(value)
+
+    def load(self, value: Any) -> np.ndarray:
+        if isinstance(value, bytes):
+            value = value.decode("utf-8")
+        if not isinstance(value, str):
+            raise TypeError(f"expected str or bytes, got {_describe(value)}")
+        return np.asarray(value)
+
+    def stored(self, proto: tf.train.Feature) -> Any:
+        values = proto.bytes_list.value
+        if len(values) != 1:
+            raise DecodeError(f"expected one bytes value, found {len(values)}")
+        return values[0]
