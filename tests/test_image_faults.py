@@ -110,6 +110,32 @@ def test_writer_refuses_a_corrupt_jpeg_it_would_copy_byte_for_byte(
     assert len(list(tfpipe.read_tfrecords(info.metadata_path))) == info.num_examples == 4
 
 
+@pytest.mark.fault(
+    "corrupt JPEG written with check_copies=False",
+    reader="write_tfrecords, then tfpipe.verify and Pipeline",
+    outcome="stored as asked; verify and named_errors name the record",
+)
+def test_check_copies_false_stores_a_corrupt_jpeg_that_verify_and_training_name(
+    tmp_path: Path, sneaky: bytes
+) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(48, 64))
+    (images / "circle" / "zz-bad.jpg").write_bytes(sneaky)
+    source = tfpipe.from_directory(images)
+    prefix = tmp_path / "out" / "train"
+    info = tfpipe.write_tfrecords(source, prefix, check_copies=False, progress=False)
+    assert info.num_examples == 5  # not checked, so not refused: the caller said so
+    report = tfpipe.verify(prefix, progress=False)
+    assert not report.ok and "train-0000" in str(report)
+    pipeline = tfpipe.Pipeline(prefix, image_size=(48, 64)).batch(5)
+    named = pytest.raises(DecodeError, match=r"train-0000\d-of-0000\d\.tfrecord")
+    with named, tfpipe.named_errors(pipeline):
+        list(pipeline.build())
+    assert main(["write", str(images), str(tmp_path / "cli" / "train")]) == 2
+    assert main(["write", str(images), str(tmp_path / "cli" / "train"), "--no-check-copies"]) == 0
+    with pytest.raises(TypeError, match="check_copies must be True or False"):
+        tfpipe.write_tfrecords(source, prefix, check_copies="no", progress=False)  # type: ignore[arg-type]
+
+
 class _Files:
     """A source of image files in a given order, one class."""
 

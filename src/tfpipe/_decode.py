@@ -146,11 +146,14 @@ def check_decodes(data: bytes, fmt: str) -> None:
     treats as errors. A PNG is decoded in full (libpng checks every chunk's CRC).
 
     Inside `deferred_checks()` (on this thread), the decode is only collected, for one
-    `all_decode` call over many images; the size check stays here.
+    `all_decode` call over many images; inside `unchecked_copies()` it is not done at all. The
+    size check stays here in every case.
     """
     size = _imaging.image_size(data)
     if size is not None:
         _imaging.check_pixels(*size)
+    if not _CHECK_COPIES.get():
+        return
     pending = _PENDING.get()
     if pending is not None:
         pending.append((data, fmt))
@@ -172,6 +175,21 @@ Check = tuple[bytes, str]
 _PENDING: contextvars.ContextVar[list[Check] | None] = contextvars.ContextVar(
     "tfpipe_pending_checks", default=None
 )
+
+
+_CHECK_COPIES: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "tfpipe_check_copies", default=True
+)
+
+
+@contextlib.contextmanager
+def unchecked_copies() -> Iterator[None]:
+    """Within (on this thread), `check_decodes` checks the pixel count only, not the decode."""
+    token = _CHECK_COPIES.set(False)
+    try:
+        yield
+    finally:
+        _CHECK_COPIES.reset(token)
 
 
 @contextlib.contextmanager

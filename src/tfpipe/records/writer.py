@@ -73,6 +73,7 @@ class WriteOptions:
     workers: int | None = None
     on_error: str = "raise"
     progress: bool = True
+    check_copies: bool = True
 
     def __post_init__(self) -> None:
         if self.num_shards is not None and not _positive_int(self.num_shards):
@@ -96,6 +97,10 @@ class WriteOptions:
         if self.on_error not in _ON_ERROR:
             raise ValueError(
                 f"on_error must be one of {list(_ON_ERROR)}. Received: on_error={self.on_error!r}"
+            )
+        if not isinstance(self.check_copies, bool):
+            raise TypeError(
+                f"check_copies must be True or False. Received: check_copies={self.check_copies!r}"
             )
 
 
@@ -122,10 +127,11 @@ def _ordered_map(
 class _Encoder:
     """Encodes examples of a source, naming them in errors; skips failures when asked."""
 
-    def __init__(self, source: Any, schema: Schema, skip: bool) -> None:
+    def __init__(self, source: Any, schema: Schema, skip: bool, check_copies: bool) -> None:
         self.source = source
         self.schema = schema
         self.skip = skip
+        self.check_copies = check_copies
         self.origin = getattr(source, "origin", None)
         own = getattr(source, "schema", None)
         self.relabel = Relabeling(own, schema) if isinstance(own, Schema) else None
@@ -149,7 +155,16 @@ class _Encoder:
         The images the chunk copies are checked at the end, in graph calls that release the GIL
         (`_decode.all_decode`). A failure ends as checks one by one would end it: an example
         with a rejected image is encoded again, checked at once (its EncodeError, or its skip).
+        With `check_copies=False` copied images are not decoded at all.
         """
+        if not self.check_copies:
+            with _decode.unchecked_copies():
+                return self._timed(indices)
+        return self._timed(indices)
+
+    def _timed(
+        self, indices: np.ndarray
+    ) -> tuple[list[bytes | SkippedExample], list[float], float]:
         done: list[bytes | SkippedExample] = []
         waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]] = []
         seconds = []
@@ -393,6 +408,7 @@ def write_tfrecords(
     workers: int | None = None,
     on_error: str = "raise",
     progress: bool = True,
+    check_copies: bool = True,
 ) -> DatasetInfo:
     """Writes every example of a source to TFRecord shards and a metadata file.
 
@@ -436,6 +452,12 @@ def write_tfrecords(
             leaves it out, records it in `DatasetInfo.skipped` and warns once at the end.
             Defaults to "raise".
         progress: show a progress bar (examples/s). Defaults to True.
+        check_copies: decode each JPEG/PNG stored byte for byte once with TensorFlow's decoder,
+            so a corrupt file fails here, named, rather than in training. It is most of the
+            cost of a copying write (~0.2x the speed of copying bytes alone); pass False only
+            for images checked already (e.g. by `tfpipe verify` of the records they come from).
+            Unchecked, a corrupt image fails when it is decoded, named by `tfpipe.fit` and
+            `tfpipe.named_errors`. Defaults to True.
 
     Returns:
         The `DatasetInfo` that was saved beside the shards.
@@ -448,7 +470,9 @@ def write_tfrecords(
             source's (listing both).
         TfpipeError: another write to the same prefix is running (naming its pid).
     """
-    options = WriteOptions(num_shards, compression, shuffle, seed, workers, on_error, progress)
+    options = WriteOptions(
+        num_shards, compression, shuffle, seed, workers, on_error, progress, check_copies
+    )
     schema = _check_source(source, schema)
     path = _check_prefix(prefix)
     if options.num_shards is not None and options.num_shards > len(source):
@@ -471,7 +495,7 @@ def _write(source: Any, path: Path, schema: Schema, options: WriteOptions) -> Da
         if options.shuffle
         else np.arange(total)
     )
-    encoder = _Encoder(source, schema, skip=options.on_error == "skip")
+    encoder = _Encoder(source, schema, options.on_error == "skip", options.check_copies)
     chunks = (order[start : start + _CHUNK] for start in range(0, total, _CHUNK))
     head, seconds, check = encoder.timed(next(chunks))
     encode = statistics.median(seconds)
