@@ -78,11 +78,24 @@ def _columns(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+_CSV_OPTIONS = {
+    "--path-col": "path_col",
+    "--image-cols": "image_cols",
+    "--label-cols": "label_cols",
+    "--label-sep": "label_sep",
+    "--image-suffix": "image_suffix",
+    "--base-dir": "base_dir",
+}
+
+
 def _open_source(args: argparse.Namespace) -> SourceBase:
     """An image folder or a CSV of image paths and labels, as a source."""
     src = Path(args.src)
     shape = (*args.image_size, 3) if args.image_size else (None, None, 3)
     if src.is_dir():
+        given = [flag for flag, dest in _CSV_OPTIONS.items() if getattr(args, dest) is not None]
+        if given:
+            raise ValueError(f"{given[0]} applies to a CSV SRC; {str(src)!r} is an image folder")
         return from_directory(src, image_shape=shape)
     if src.suffix.lower() != ".csv":
         raise FileNotFoundError(
@@ -96,6 +109,9 @@ def _open_source(args: argparse.Namespace) -> SourceBase:
             label_cols=args.label_cols,
             base_dir=args.base_dir if args.base_dir is not None else src.parent,
             image_shape=shape,
+            image_cols=args.image_cols,
+            label_sep=args.label_sep,
+            image_suffix=args.image_suffix,
         )
     except DataNotFoundError as e:
         if args.base_dir is not None:
@@ -106,10 +122,16 @@ def _open_source(args: argparse.Namespace) -> SourceBase:
 
 
 def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
-    """The source's schema, with its image stored in `--encoding` (raw at `--image-size`)."""
+    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`)."""
     encoding = args.encoding or ("raw" if args.image_size else "jpeg")
-    shape = source.schema["image"].decoded_shape
-    return Schema({**source.schema, "image": Image(shape=shape, encoding=encoding)})  # type: ignore[arg-type]
+    return Schema(
+        {
+            name: Image(shape=feature.shape, encoding=encoding)
+            if type(feature) is Image  # not a subclass, such as a lossless label image
+            else feature
+            for name, feature in source.schema.items()
+        }
+    )
 
 
 def _write(args: argparse.Namespace, out: TextIO) -> None:
@@ -281,12 +303,26 @@ def _parser() -> argparse.ArgumentParser:
         "H*W*3 bytes each), jpeg is ~5-10x smaller (default: raw with --image-size, else jpeg, "
         "which copies JPEG files as they are)",
     )
-    write.add_argument("--path-col", default="path", help="CSV column of image paths (path)")
+    write.add_argument("--path-col", help="CSV column of image paths, the feature 'image' (path)")
     write.add_argument(
-        "--label-cols",
+        "--image-cols",
         type=_columns,
-        default=["label"],
-        help="comma-separated CSV label columns (label)",
+        help="comma-separated CSV image columns, each a feature of its name, e.g. image,mask "
+        "(instead of --path-col)",
+    )
+    write.add_argument(
+        "--label-cols", type=_columns, help="comma-separated CSV label columns (label)"
+    )
+    write.add_argument(
+        "--label-sep",
+        metavar="SEP",
+        help='split label cells into tags at SEP, e.g. " " for "haze primary water": each label '
+        "column becomes multi-label over its sorted tags; an empty cell has no tags",
+    )
+    write.add_argument(
+        "--image-suffix",
+        metavar="SUFFIX",
+        help="add SUFFIX to every CSV image path, e.g. .jpg for names without an extension",
     )
     write.add_argument("--base-dir", help="folder relative CSV paths start from (the CSV's)")
     write.add_argument("--seed", type=int, default=0, help="seed of the split and shuffle (0)")

@@ -59,7 +59,8 @@ class _Plan:
             self.files = {c: c for c in _names("image_cols", image_cols)}
             self.arguments.update(dict.fromkeys(self.files, "image_cols"))
         elif schema is None or "image" in schema or path_col is not None:
-            self.files = {"image": path_col or "path"}
+            default = "image" if "path" not in df.columns and "image" in df.columns else "path"
+            self.files = {"image": path_col or default}
             self.arguments["image"] = "path_col"
         else:
             self.files = {}
@@ -384,7 +385,8 @@ def from_dataframe(
     Args:
         df: the DataFrame, one row per example.
         path_col: the column of image paths, read as the feature "image". Defaults to "path"
-            (unless `image_cols` is given, or `schema` has no feature "image").
+            (or "image" when there is no column "path"; none when `image_cols` is given, or
+            `schema` has no feature "image").
         label_cols: the label (or, by `schema`, tensor and text) columns, each a feature of
             its name. Defaults to the schema's features that are not files, or ("label",).
         base_dir: the folder relative paths start from. Defaults to None.
