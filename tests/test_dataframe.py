@@ -107,6 +107,14 @@ def test_integer_tags_and_separator_per_column(tmp_path: Path) -> None:
     assert src.schema["ids"] == tfpipe.ClassLabel(num_classes=4, multi_label=True)
     assert [src[i]["ids"] for i in range(3)] == [[3, 1], [0], []]
     np.testing.assert_array_equal(src.labels(), [0, 1, 0])
+    named = tfpipe.ClassLabel(["0", "3", "1"], multi_label=True)  # digits as names: not indices
+    schema = tfpipe.Schema({**src.schema, "ids": named})
+    src = tfpipe.from_dataframe(df, base_dir=tmp_path, schema=schema, label_sep={"ids": ","})
+    assert [src[i]["ids"] for i in range(3)] == [[1, 2], [0], []]
+    with pytest.raises(tfpipe.SourceError, match="ids: no row has a class"):
+        tfpipe.from_dataframe(
+            df.assign(ids=["", " ", None]), label_cols="ids", label_sep=",", base_dir=tmp_path
+        )
 
 
 @pytest.mark.slow

@@ -51,14 +51,14 @@ def _int_if_integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def tag_cells(column: pd.Series, sep: str) -> list[list[Any]]:
+def tag_cells(column: pd.Series, sep: str) -> list[list[str]]:
     """The tags of each cell of a tag-string column such as "haze primary water".
 
     Tags are split at `sep` (at any run of whitespace when `sep` is whitespace) and stripped;
     empty pieces and repeats are dropped, so stray spaces do not make tags. An empty or missing
-    cell has no tags. When every tag of the column is an integer ("3 7"), tags are ints.
+    cell has no tags.
     """
-    rows: list[list[Any]] = []
+    rows: list[list[str]] = []
     for value in column.tolist():
         if is_missing(value):
             rows.append([])
@@ -66,6 +66,11 @@ def tag_cells(column: pd.Series, sep: str) -> list[list[Any]]:
         text = str(_int_if_integral(value))
         pieces = text.split() if not sep.strip() else [p.strip() for p in text.split(sep)]
         rows.append(list(dict.fromkeys(p for p in pieces if p)))
+    return rows
+
+
+def as_indices(rows: list[list[str]]) -> list[list[Any]]:
+    """Tag rows as class indices when every tag is an integer ("3 7"), else as they are."""
     if all(_INT.fullmatch(tag) for tags in rows for tag in tags):
         return [[int(tag) for tag in tags] for tags in rows]
     return rows
@@ -79,6 +84,8 @@ def infer_label(column: str, values: list[Any]) -> ClassLabel:
     """
     multi = any(isinstance(v, list | tuple | np.ndarray) for v in values)
     items = [x for v in values for x in v] if multi else values
+    if not items:
+        raise SourceError(f"{column}: no row has a class; the column cannot define the classes")
     if items and all(isinstance(x, str) for x in items):
         names = sorted(set(items))
         _refuse_paths(column, names, len(values))

@@ -14,7 +14,14 @@ import pandas as pd
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.schema import Schema
-from tfpipe.sources._cells import cells, crowding, infer_label, is_missing, tag_cells
+from tfpipe.sources._cells import (
+    as_indices,
+    cells,
+    crowding,
+    infer_label,
+    is_missing,
+    tag_cells,
+)
 from tfpipe.sources.base import SourceBase
 
 PerColumn = str | Mapping[str, str] | None
@@ -224,6 +231,8 @@ class DataFrameSource(SourceBase):
         else:
             missing = "label" if feature is None or isinstance(feature, ClassLabel) else None
             values = tag_cells(column, sep) if sep is not None else cells(column, missing)
+            if sep is not None and not (isinstance(feature, ClassLabel) and feature.names):
+                values = as_indices(values)  # "3 7" names classes 3 and 7 when there are no names
         if feature is None:
             feature = infer_label(name, values)
             self._warn_if_crowded(name, values)
