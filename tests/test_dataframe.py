@@ -346,3 +346,37 @@ def test_cli_refuses_csv_flags_for_a_folder(
     assert main(["write", str(image_folder), str(tmp_path / "o"), "--label-sep", " "]) == 2
     err = capsys.readouterr().err
     assert "tfpipe write: error: --label-sep applies to a CSV SRC" in err
+
+
+@pytest.mark.fault(
+    "a bad cell in a DataFrame column the schema declares (path, tensor, text)",
+    reader="from_dataframe(schema=)",
+    outcome="SourceError naming the column and the row",
+)
+@pytest.mark.parametrize(
+    ("column", "cells", "message"),
+    [
+        ("photo", ["0.jpg", None], "photo: missing file path in row 1"),
+        ("box", ["[0, 0, 4, 4]", "[1, 2, 3]"], r"box: expected shape \(4,\), got \(3,\) in row 1"),
+        ("box", ["[0, 0, 4, 4]", "[0.5, 1, 2, 3]"], "box: expected int64, got non-integral"),
+        ("caption", [None, "x"], "caption: missing text in row 0"),
+        ("caption", ["a", 7], "caption: expected str or bytes, got 7 in row 1"),
+    ],
+)
+def test_bad_cells_of_declared_columns_are_named(
+    tmp_path: Path, column: str, cells: list[object], message: str
+) -> None:
+    _tile(tmp_path / "0.jpg", 1)
+    _tile(tmp_path / "1.jpg", 2)
+    df = pd.DataFrame(
+        {"photo": ["0.jpg", "1.jpg"], "box": ["[0, 0, 4, 4]"] * 2, "caption": ["a", "b"]}
+    )
+    schema = tfpipe.Schema(
+        {
+            "photo": tfpipe.Image(),
+            "box": tfpipe.Tensor(shape=(4,), dtype="int64"),
+            "caption": tfpipe.Text(),
+        }
+    )
+    with pytest.raises(tfpipe.SourceError, match=message):
+        tfpipe.from_dataframe(df.assign(**{column: cells}), schema=schema, base_dir=tmp_path)
