@@ -257,6 +257,7 @@ def test_missing_file_names_the_row_and_the_path_tried(planet: Path) -> None:
         ({"path_col": "path", "image_cols": ["path"]}, "path_col and image_cols: pass one"),
         ({"label_sep": {"size": " "}}, r"label_sep: 'size' is not one of the columns \['label'\]"),
         ({"label_sep": ""}, "label_sep must be a non-empty string"),
+        ({"label_sep": " ", "label_cols": []}, "label_sep is given, but there is no column"),
         ({"image_suffix": {"mask": ".png"}}, "image_suffix: 'mask' is not one of the columns"),
         ({"image_cols": ["path", "label"]}, "label_cols: 'label' is also an image feature"),
         ({"image_cols": ["mask"]}, "image_cols: column 'mask' is not in the DataFrame"),

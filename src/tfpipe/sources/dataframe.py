@@ -123,6 +123,8 @@ def _per_column(argument: str, value: PerColumn, names: Sequence[str]) -> dict[s
     """A per-column option: one string for every column in `names`, or a column -> string map."""
     if value is None:
         return {}
+    if not names:
+        raise SourceError(f"{argument} is given, but there is no column it could apply to")
     chosen = {n: value for n in names} if isinstance(value, str) else dict(value)
     for name, text in chosen.items():
         if name not in names:
