@@ -381,3 +381,43 @@ def test_bad_cells_of_declared_columns_are_named(
     )
     with pytest.raises(tfpipe.SourceError, match=message):
         tfpipe.from_dataframe(df.assign(**{column: cells}), schema=schema, base_dir=tmp_path)
+
+
+def test_cli_schema_file_decides_the_columns_and_names_keep_their_zeros(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    names = ["0001", "0002", "0010"]  # read as numbers, they would be 1, 2, 10
+    for i, name in enumerate(names):
+        _tile(tmp_path / f"{name}.png", 50 * i)
+        _tile(tmp_path / f"{name}_mask.png", i + 1, mode="L")
+    pd.DataFrame(
+        {
+            "image": names,
+            "mask": [f"{n}_mask" for n in names],
+            "tags": ["a b", "", "b"],
+            "id": [7, 8, 9],
+        }
+    ).to_csv(tmp_path / "rows.csv", index=False)
+    schema = tfpipe.Schema(
+        {
+            "image": tfpipe.Image(shape=(8, 8, 3), encoding="png"),
+            "mask": tfpipe.Image(shape=(8, 8, 1), encoding="png"),
+            "tags": tfpipe.ClassLabel(["b", "a"], multi_label=True),
+            "id": tfpipe.Text(),
+        }
+    )
+    (tmp_path / "schema.json").write_text(schema.to_json())
+    out = tmp_path / "out"
+    schema_file = str(tmp_path / "schema.json")
+    flags = ["--schema", schema_file, "--label-sep", " ", "--image-suffix", ".png"]
+    argv = ["write", str(tmp_path / "rows.csv"), str(out), "--no-shuffle", *flags]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert tfpipe.DatasetInfo.load(out).schema == schema  # stored as declared: PNG, 1 channel
+    examples = list(tfpipe.read_tfrecords(out).as_numpy_iterator())
+    assert [int(e["image"][0, 0, 0]) for e in examples] == [0, 50, 100]
+    assert [int(e["mask"][0, 0, 0]) for e in examples] == [1, 2, 3]
+    assert [e["id"] for e in examples] == [b"7", b"8", b"9"]  # Text: read as text
+    assert [e["tags"].tolist() for e in examples] == [[1, 1], [0, 0], [1, 0]]
+
+    assert main([*argv, "--image-size", "4x4"]) == 2
+    assert "--image-size describes inferred images" in capsys.readouterr().err

@@ -30,11 +30,12 @@ from tfpipe._summary import (
 from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
 from tfpipe.demo import run_demo
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
-from tfpipe.features import Image
+from tfpipe.features import Image, Text
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
+from tfpipe.sources.dataframe import reads_file
 
 EXIT_ERROR = 2
 EXIT_FAULTS = 1
@@ -85,6 +86,7 @@ _CSV_OPTIONS = {
     "--label-sep": "label_sep",
     "--image-suffix": "image_suffix",
     "--base-dir": "base_dir",
+    "--schema": "schema",
 }
 
 
@@ -102,12 +104,14 @@ def _open_source(args: argparse.Namespace) -> SourceBase:
             f"SRC: {str(src)!r} is neither an image folder nor a .csv file"
             + ("" if src.exists() else " (it does not exist)")
         )
+    schema = _given_schema(args)
     try:
         return from_dataframe(
-            pd.read_csv(src),
+            pd.read_csv(src, dtype=_text_columns(src, args, schema)),
             path_col=args.path_col,
             label_cols=args.label_cols,
             base_dir=args.base_dir if args.base_dir is not None else src.parent,
+            schema=schema,
             image_shape=shape,
             image_cols=args.image_cols,
             label_sep=args.label_sep,
@@ -121,8 +125,32 @@ def _open_source(args: argparse.Namespace) -> SourceBase:
         ) from e
 
 
+def _given_schema(args: argparse.Namespace) -> Schema | None:
+    """The `--schema` JSON file, which then alone says how images are stored."""
+    if args.schema is None:
+        return None
+    if args.image_size or args.encoding:
+        raise ValueError(
+            f"{'--image-size' if args.image_size else '--encoding'} describes inferred images; "
+            "with --schema, declare the images' shape and encoding in the schema"
+        )
+    return Schema.from_json(Path(args.schema))
+
+
+def _text_columns(src: Path, args: argparse.Namespace, schema: Schema | None) -> dict[str, type]:
+    """The CSV columns read as text: path and text columns, so that 0001 keeps its zeros."""
+    header = list(pd.read_csv(src, nrows=0).columns)
+    names = args.image_cols or [args.path_col or ("image" if "path" not in header else "path")]
+    if schema is not None:
+        names += [n for n, f in schema.items() if reads_file(f) or isinstance(f, Text)]
+    return dict.fromkeys(names, str)
+
+
 def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
-    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`)."""
+    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`);
+    a `--schema` is kept as it is."""
+    if args.schema is not None:
+        return source.schema
     encoding = args.encoding or ("raw" if args.image_size else "jpeg")
     return Schema(
         {
@@ -325,6 +353,12 @@ def _parser() -> argparse.ArgumentParser:
         help="add SUFFIX to every CSV image path, e.g. .jpg for names without an extension",
     )
     write.add_argument("--base-dir", help="folder relative CSV paths start from (the CSV's)")
+    write.add_argument(
+        "--schema",
+        metavar="FILE",
+        help="a schema JSON file (tfpipe.Schema.to_json()) saying what each CSV column is "
+        "(images, masks, labels, tensors, text) and how images are stored",
+    )
     write.add_argument("--seed", type=int, default=0, help="seed of the split and shuffle (0)")
     write.add_argument("--workers", type=int, help="encoding threads (default: CPU count)")
     write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
