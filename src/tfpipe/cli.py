@@ -30,11 +30,12 @@ from tfpipe._summary import (
 from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
 from tfpipe.demo import run_demo
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
-from tfpipe.features import Image
+from tfpipe.features import Image, Text
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
+from tfpipe.sources.dataframe import reads_file
 
 EXIT_ERROR = 2
 EXIT_FAULTS = 1
@@ -78,24 +79,43 @@ def _columns(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+_CSV_OPTIONS = {
+    "--path-col": "path_col",
+    "--image-cols": "image_cols",
+    "--label-cols": "label_cols",
+    "--label-sep": "label_sep",
+    "--image-suffix": "image_suffix",
+    "--base-dir": "base_dir",
+    "--schema": "schema",
+}
+
+
 def _open_source(args: argparse.Namespace) -> SourceBase:
     """An image folder or a CSV of image paths and labels, as a source."""
     src = Path(args.src)
     shape = (*args.image_size, 3) if args.image_size else (None, None, 3)
     if src.is_dir():
+        given = [flag for flag, dest in _CSV_OPTIONS.items() if getattr(args, dest) is not None]
+        if given:
+            raise ValueError(f"{given[0]} applies to a CSV SRC; {str(src)!r} is an image folder")
         return from_directory(src, image_shape=shape)
     if src.suffix.lower() != ".csv":
         raise FileNotFoundError(
             f"SRC: {str(src)!r} is neither an image folder nor a .csv file"
             + ("" if src.exists() else " (it does not exist)")
         )
+    schema = _given_schema(args)
     try:
         return from_dataframe(
-            pd.read_csv(src),
+            pd.read_csv(src, dtype=_text_columns(src, args, schema)),
             path_col=args.path_col,
             label_cols=args.label_cols,
             base_dir=args.base_dir if args.base_dir is not None else src.parent,
+            schema=schema,
             image_shape=shape,
+            image_cols=args.image_cols,
+            label_sep=args.label_sep,
+            image_suffix=args.image_suffix,
         )
     except DataNotFoundError as e:
         if args.base_dir is not None:
@@ -105,11 +125,41 @@ def _open_source(args: argparse.Namespace) -> SourceBase:
         ) from e
 
 
+def _given_schema(args: argparse.Namespace) -> Schema | None:
+    """The `--schema` JSON file, which then alone says how images are stored."""
+    if args.schema is None:
+        return None
+    if args.image_size or args.encoding:
+        raise ValueError(
+            f"{'--image-size' if args.image_size else '--encoding'} describes inferred images; "
+            "with --schema, declare the images' shape and encoding in the schema"
+        )
+    return Schema.from_json(Path(args.schema))
+
+
+def _text_columns(src: Path, args: argparse.Namespace, schema: Schema | None) -> dict[str, type]:
+    """The CSV columns read as text: path and text columns, so that 0001 keeps its zeros."""
+    header = list(pd.read_csv(src, nrows=0).columns)
+    names = args.image_cols or [args.path_col or ("image" if "path" not in header else "path")]
+    if schema is not None:
+        names += [n for n, f in schema.items() if reads_file(f) or isinstance(f, Text)]
+    return dict.fromkeys(names, str)
+
+
 def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
-    """The source's schema, with its image stored in `--encoding` (raw at `--image-size`)."""
+    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`);
+    a `--schema` is kept as it is."""
+    if args.schema is not None:
+        return source.schema
     encoding = args.encoding or ("raw" if args.image_size else "jpeg")
-    shape = source.schema["image"].decoded_shape
-    return Schema({**source.schema, "image": Image(shape=shape, encoding=encoding)})  # type: ignore[arg-type]
+    return Schema(
+        {
+            name: Image(shape=feature.shape, encoding=encoding)
+            if type(feature) is Image  # not a subclass, such as a lossless label image
+            else feature
+            for name, feature in source.schema.items()
+        }
+    )
 
 
 def _write(args: argparse.Namespace, out: TextIO) -> None:
@@ -282,14 +332,34 @@ def _parser() -> argparse.ArgumentParser:
         "H*W*3 bytes each), jpeg is ~5-10x smaller (default: raw with --image-size, else jpeg, "
         "which copies JPEG files as they are)",
     )
-    write.add_argument("--path-col", default="path", help="CSV column of image paths (path)")
+    write.add_argument("--path-col", help="CSV column of image paths, the feature 'image' (path)")
     write.add_argument(
-        "--label-cols",
+        "--image-cols",
         type=_columns,
-        default=["label"],
-        help="comma-separated CSV label columns (label)",
+        help="comma-separated CSV image columns, each a feature of its name, e.g. image,mask "
+        "(instead of --path-col)",
+    )
+    write.add_argument(
+        "--label-cols", type=_columns, help="comma-separated CSV label columns (label)"
+    )
+    write.add_argument(
+        "--label-sep",
+        metavar="SEP",
+        help='split label cells into tags at SEP, e.g. " " for "haze primary water": each label '
+        "column becomes multi-label over its sorted tags; an empty cell has no tags",
+    )
+    write.add_argument(
+        "--image-suffix",
+        metavar="SUFFIX",
+        help="add SUFFIX to every CSV image path, e.g. .jpg for names without an extension",
     )
     write.add_argument("--base-dir", help="folder relative CSV paths start from (the CSV's)")
+    write.add_argument(
+        "--schema",
+        metavar="FILE",
+        help="a schema JSON file (tfpipe.Schema.to_json()) saying what each CSV column is "
+        "(images, masks, labels, tensors, text) and how images are stored",
+    )
     write.add_argument("--seed", type=int, default=0, help="seed of the split and shuffle (0)")
     write.add_argument("--workers", type=int, help="encoding threads (default: CPU count)")
     write.add_argument("--no-shuffle", action="store_true", help="keep the source order")

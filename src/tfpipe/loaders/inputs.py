@@ -160,8 +160,8 @@ def _columns(source: Any) -> dict[str, np.ndarray]:
     if isinstance(source, DirectorySource):
         return {"image": source.paths, "label": source.labels()}
     if isinstance(source, DataFrameSource):
-        columns = {"image": source.paths}
-        for name, values in source.label_values.items():
+        columns = dict(source.files)  # file paths, read in the graph
+        for name, values in source.values.items():
             feature = source.schema[name]
             columns[name] = np.stack([feature.load(v) for v in values])
         return columns

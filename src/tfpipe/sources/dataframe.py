@@ -1,10 +1,10 @@
-"""A source over a pandas DataFrame of image paths and label columns."""
+"""A source over a pandas DataFrame: image path columns, label, tensor and text columns."""
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,134 +12,278 @@ import numpy as np
 import pandas as pd
 
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
-from tfpipe.features import ClassLabel, Feature, Image
-from tfpipe.features.class_label import parse_list_cell
+from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.schema import Schema
+from tfpipe.sources._cells import (
+    as_indices,
+    cells,
+    crowding,
+    infer_label,
+    is_missing,
+    tag_cells,
+)
 from tfpipe.sources.base import SourceBase
 
-
-def _cell_values(column: pd.Series) -> list[Any]:
-    """The cells of a label column, with list-like strings such as "[1, 0, 3]" parsed."""
-    values = column.tolist()
-    for row, value in zip(column.index, values, strict=True):
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            raise SourceError(f"{column.name}: missing label in row {row}")
-    if any(isinstance(v, str) and v.lstrip().startswith("[") for v in values):
-        parsed = []
-        for row, value in zip(column.index, values, strict=True):
-            try:
-                parsed.append(parse_list_cell(value) if isinstance(value, str) else value)
-            except ValueError as e:
-                raise SourceError(f"{column.name}: {e} in row {row}") from e
-        return parsed
-    return [int(v) if isinstance(v, float) and v.is_integer() else v for v in values]
+PerColumn = str | Mapping[str, str] | None
 
 
-def _infer_label(values: list[Any]) -> ClassLabel:
-    multi = any(isinstance(v, list | tuple | np.ndarray) for v in values)
-    items = [x for v in values for x in v] if multi else values
-    if items and all(isinstance(x, str) for x in items):
-        return ClassLabel(names=sorted(set(items)), multi_label=multi)
-    if all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in items):
-        return ClassLabel(
-            num_classes=max([int(x) for x in items], default=0) + 1, multi_label=multi
-        )
-    kinds = sorted({type(x).__name__ for x in items})
-    raise TypeError(f"expected class names or int indices, got values of types {kinds}")
+def reads_file(feature: Feature) -> bool:
+    """True for the features whose DataFrame cell is a file path: every feature but ClassLabel,
+    Tensor and Text (Image, Mask, ...), which hold their value in the cell itself."""
+    return not isinstance(feature, ClassLabel | Tensor | Text)
 
 
-class DataFrameSource(SourceBase):
-    """One example per row: `{"image": <path>, <label column>: <label>, ...}`.
+def _names(argument: str, value: str | Sequence[str]) -> list[str]:
+    names = [value] if isinstance(value, str) else list(value)
+    if not all(isinstance(n, str) and n for n in names):
+        raise SourceError(f"{argument} must be a list of column names. Received: {value!r}")
+    return names
 
-    Label cells are validated and turned into class indices once, at construction; only
-    compact arrays are kept (no DataFrame), so the source pickles cheaply to worker processes.
+
+class _Plan:
+    """Which columns are read as files and which as values, by feature name.
+
+    `files` maps each file feature to its column (the legacy `path_col` gives the feature
+    "image"); every other feature is read from the column of its own name.
     """
 
     def __init__(
         self,
         df: pd.DataFrame,
-        path_col: str = "path",
-        label_cols: Sequence[str] = ("label",),
+        path_col: str | None,
+        image_cols: str | Sequence[str] | None,
+        label_cols: str | Sequence[str] | None,
+        schema: Schema | None,
+    ) -> None:
+        self.arguments: dict[str, str] = {}  # feature -> the argument that named it
+        if image_cols is not None and path_col is not None:
+            raise SourceError(
+                "path_col and image_cols: pass one of them; path_col= reads one image column as "
+                "the feature 'image', image_cols= reads each listed column as a feature of its "
+                f"own name. Received: path_col={path_col!r}, image_cols={image_cols!r}"
+            )
+        if image_cols is not None:
+            self.files = {c: c for c in _names("image_cols", image_cols)}
+            self.arguments.update(dict.fromkeys(self.files, "image_cols"))
+        elif schema is None or "image" in schema or path_col is not None:
+            default = "image" if "path" not in df.columns and "image" in df.columns else "path"
+            self.files = {"image": path_col or default}
+            self.arguments["image"] = "path_col"
+        else:
+            self.files = {}
+        if label_cols is not None:
+            self.values = _names("label_cols", label_cols)
+        elif schema is not None:
+            self.values = [n for n in schema if n not in self.files and not reads_file(schema[n])]
+        else:
+            self.values = ["label"]
+        self.arguments.update({n: "label_cols" for n in self.values if n not in self.arguments})
+        if schema is not None:
+            self._follow(schema)
+        both = [n for n in self.values if n in self.files]
+        if both:
+            raise SourceError(
+                f"label_cols: {both[0]!r} is also an image feature ({self.arguments[both[0]]}); "
+                "a feature is read either as a file path or as a value"
+            )
+        for name, column in [*self.files.items(), *((n, n) for n in self.values)]:
+            if column not in df.columns:
+                raise SourceError(
+                    f"{self.arguments[name]}: column {column!r} is not in the DataFrame; "
+                    f"it has {list(df.columns)}"
+                )
+
+    def _follow(self, schema: Schema) -> None:
+        """Reads the schema's file features as files, and checks it covers every feature."""
+        for name, argument in self.arguments.items():
+            if name not in schema:
+                raise SourceError(
+                    f"{argument}: feature {name!r} is not in the schema; it has {list(schema)}"
+                )
+        for name in schema:
+            if reads_file(schema[name]) and name not in self.files:
+                self.files[name] = name
+                self.arguments.setdefault(name, "schema")
+        self.values = [n for n in self.values if n not in self.files]
+        for name in self.files:
+            if not reads_file(schema[name]):
+                raise SourceError(
+                    f"{self.arguments[name]}: column {self.files[name]!r} is read as file paths, "
+                    f"but schema= declares {name!r} as {type(schema[name]).__name__}"
+                )
+        unread = [n for n in schema if n not in self.files and n not in self.values]
+        if unread:
+            raise SourceError(
+                f"schema: feature {unread[0]!r} has no column to read; add it to label_cols "
+                "(or image_cols), or drop it from the schema"
+            )
+
+
+def _per_column(argument: str, value: PerColumn, names: Sequence[str]) -> dict[str, str]:
+    """A per-column option: one string for every column in `names`, or a column -> string map."""
+    if value is None:
+        return {}
+    if not names:
+        raise SourceError(f"{argument} is given, but there is no column it could apply to")
+    chosen = {n: value for n in names} if isinstance(value, str) else dict(value)
+    for name, text in chosen.items():
+        if name not in names:
+            raise SourceError(f"{argument}: {name!r} is not one of the columns {list(names)}")
+        if not isinstance(text, str) or not text:
+            raise SourceError(f"{argument} must be a non-empty string. Received: {text!r}")
+    return chosen
+
+
+def _file_paths(
+    column: pd.Series, base_dir: str | os.PathLike[str] | None, suffix: str | None
+) -> np.ndarray:
+    """The paths of a file column (base_dir joined, suffix added); every file must exist."""
+    base = Path(base_dir) if base_dir is not None else None
+    raw = column.tolist()
+    names = []
+    for row, cell in zip(column.index, raw, strict=True):
+        if is_missing(cell):
+            raise SourceError(f"{column.name}: missing file path in row {row}")
+        names.append(str(cell) + (suffix or ""))
+    paths = np.asarray(
+        [str(base / n) if base is not None and not os.path.isabs(n) else n for n in names]
+    )
+    missing = [i for i, p in enumerate(paths) if not os.path.isfile(p)]
+    if missing:
+        row, path, cell = column.index[missing[0]], paths[missing[0]], raw[missing[0]]
+        raise DataNotFoundError(
+            f"{column.name}: {len(missing)} image file(s) do not exist, "
+            f"first {str(path)!r} in row {row}"
+            + (f" (the cell {cell!r} + image_suffix {suffix!r})" if suffix else "")
+            + ("" if base is not None else "; pass base_dir= if the paths are relative")
+        )
+    return paths
+
+
+class DataFrameSource(SourceBase):
+    """One example per row: a file path per image column, a value per label/tensor/text column.
+
+    Cells are validated (files exist, labels are known classes) and turned into class indices
+    once, at construction; only compact arrays are kept (no DataFrame), so the source pickles
+    cheaply to worker processes.
+    """
+
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        path_col: str | None = None,
+        label_cols: str | Sequence[str] | None = None,
         base_dir: str | os.PathLike[str] | None = None,
         schema: Schema | None = None,
         image_shape: tuple[int | None, int | None, int] = (None, None, 3),
+        image_cols: str | Sequence[str] | None = None,
+        label_sep: PerColumn = None,
+        image_suffix: PerColumn = None,
     ) -> None:
         if not isinstance(df, pd.DataFrame):
             raise SourceError(f"df must be a pandas DataFrame, got {type(df).__name__}")
-        if isinstance(label_cols, str):
-            label_cols = [label_cols]
-        for argument, column in [("path_col", path_col)] + [("label_cols", c) for c in label_cols]:
-            if column not in df.columns:
-                raise SourceError(
-                    f"{argument}: column {column!r} is not in the DataFrame; "
-                    f"it has {list(df.columns)}"
-                )
-        if "image" in label_cols:
-            raise SourceError("label_cols: 'image' is the name of the image feature")
+        if schema is not None and not isinstance(schema, Schema):
+            raise SourceError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
+        plan = _Plan(df, path_col, image_cols, label_cols, schema)
         if len(df) == 0:
             raise SourceError("df is empty: a source needs at least one row")
-        base = Path(base_dir) if base_dir is not None else None
-        self.paths = np.asarray(
-            [
-                str(base / p) if base is not None and not os.path.isabs(p) else str(p)
-                for p in df[path_col].astype(str)
-            ]
-        )
-        missing = [
-            (row, p) for row, p in zip(df.index, self.paths, strict=True) if not os.path.isfile(p)
-        ]
-        if missing:
-            row, path = missing[0]
-            raise DataNotFoundError(
-                f"{path_col}: {len(missing)} image file(s) do not exist, "
-                f"first {str(path)!r} in row {row}"
-                + ("" if base is not None else "; pass base_dir= if the paths are relative")
-            )
-        features: dict[str, Feature] = {"image": Image(shape=image_shape)}
-        self.label_values: dict[str, list[Any]] = {}
-        for column in label_cols:
-            values = _cell_values(df[column])
-            try:
-                feature = schema[column] if schema is not None else _infer_label(values)
-            except TypeError as e:
-                raise SourceError(f"{column}: {e}") from e
-            if not isinstance(feature, ClassLabel):
-                raise SourceError(
-                    f"{column}: label columns need a ClassLabel feature, "
-                    f"got {type(feature).__name__}"
-                )
-            self.label_values[column] = [
-                _indices(feature, value, column, row)
-                for row, value in zip(df.index, values, strict=True)
-            ]
-            features[column] = feature
+        suffixes = _per_column("image_suffix", image_suffix, list(plan.files))
         self.rows = np.asarray(df.index)
+        self.files = {
+            name: _file_paths(df[column], base_dir, suffixes.get(name))
+            for name, column in plan.files.items()
+        }
+        features: dict[str, Feature] = {
+            name: schema[name] if schema is not None else Image(shape=image_shape)
+            for name in self.files
+        }
+        separators = _per_column("label_sep", label_sep, plan.values)
+        if isinstance(label_sep, str) and schema is not None:
+            separators = {n: s for n, s in separators.items() if _multi_label(schema[n])}
+            if not separators:
+                raise SourceError(
+                    "label_sep: schema= declares no multi-label ClassLabel among label_cols "
+                    f"{plan.values}; tag strings need ClassLabel(..., multi_label=True)"
+                )
+        self.values: dict[str, list[Any]] = {}
+        for name in plan.values:
+            given = schema[name] if schema is not None else None
+            features[name], self.values[name] = self._value_column(
+                df[name], given, separators.get(name)
+            )
         self.schema = schema if schema is not None else Schema(features)
-        self.schema.check_names(list(features), "label_cols")
-        self._groups = self._check_duplicates(path_col)
+        self.paths = next(iter(self.files.values()), None)
+        self._groups = self._check_duplicates(next(iter(plan.files.values()), ""))
+
+    def _value_column(
+        self, column: pd.Series, feature: Feature | None, sep: str | None
+    ) -> tuple[Feature, list[Any]]:
+        """The feature of a value column (inferred: a ClassLabel) and its validated values."""
+        name = str(column.name)
+        if sep is not None and not (feature is None or _multi_label(feature)):
+            raise SourceError(
+                f"label_sep: column {name!r} is declared {feature!r} in schema=; tag strings "
+                "need ClassLabel(..., multi_label=True)"
+            )
+        if isinstance(feature, Text):
+            values = column.tolist()
+            for row, value in zip(column.index, values, strict=True):
+                if is_missing(value):
+                    raise SourceError(f"{name}: missing text in row {row}")
+        else:
+            missing = "label" if feature is None or isinstance(feature, ClassLabel) else None
+            values = tag_cells(column, sep) if sep is not None else cells(column, missing)
+            if sep is not None and not (isinstance(feature, ClassLabel) and feature.names):
+                values = as_indices(values)  # "3 7" names classes 3 and 7 when there are no names
+        if feature is None:
+            feature = infer_label(name, values)
+            self._warn_if_crowded(name, values)
+        rows = zip(column.index, values, strict=True)
+        return feature, [_checked(feature, value, name, row) for row, value in rows]
+
+    def _warn_if_crowded(self, name: str, values: list[Any]) -> None:
+        distinct = crowding(values)
+        if distinct is not None:
+            warnings.warn(
+                f"label_cols: column {name!r} has {distinct} distinct values among {len(values)} "
+                f"rows, so it was made a ClassLabel of {distinct}+ classes; if it holds ids, file "
+                f"names or numbers rather than classes, declare it: image_cols=[..., {name!r}] "
+                "for file paths, or schema= with tfpipe.Tensor / tfpipe.Text (a schema "
+                "declaring it tfpipe.ClassLabel keeps it a label and silences this)",
+                TfpipeWarning,
+                stacklevel=5,
+            )
 
     def _check_duplicates(self, path_col: str) -> np.ndarray | None:
         """Group numbers of rows naming one image file (None when no file repeats).
 
-        Rows of one image must agree on every label; repeats are warned about once.
+        Rows of one image must agree on every other column; repeats are warned about once.
         """
+        if self.paths is None:
+            return None
         keys = [os.path.normpath(os.path.abspath(p)) for p in self.paths]
         _, firsts, groups = np.unique(keys, return_index=True, return_inverse=True)
         repeats = np.flatnonzero(firsts[groups] != np.arange(len(keys)))
         if not len(repeats):
             return None
-        for row in repeats:
-            first = firsts[groups[row]]
-            for column, values in self.label_values.items():
-                if _label_set(values[row]) != _label_set(values[first]):
+        columns: dict[str, Any] = {**self.files, **self.values}
+        for row in repeats.tolist():
+            first = int(firsts[groups[row]])
+            for name, values in columns.items():
+                if _key(values[row]) != _key(values[first]):
+                    label = isinstance(self.schema[name], ClassLabel)
                     raise SourceError(
-                        f"{column}: rows {self.rows[first]} and {self.rows[row]} name the same "
-                        f"image {str(self.paths[row])!r} with different labels "
-                        f"({_label_text(self.schema[column], values[first])} and "
-                        f"{_label_text(self.schema[column], values[row])}); fix or remove one "
-                        "of the rows, "
-                        "or give an image several classes in one row with a list cell such as "
-                        "\"['cat', 'dog']\""
+                        f"{name}: rows {self.rows[first]} and {self.rows[row]} name the same "
+                        f"image {str(self.paths[row])!r} with different "
+                        f"{'labels' if label else 'values'} "
+                        f"({_text(self.schema[name], values[first])} and "
+                        f"{_text(self.schema[name], values[row])}); fix or remove one of the rows"
+                        + (
+                            ", or give an image several classes in one row with a list cell "
+                            "such as \"['cat', 'dog']\""
+                            if label
+                            else ""
+                        )
                     )
         row, first = repeats[0], firsts[groups[repeats[0]]]
         warnings.warn(
@@ -153,76 +297,129 @@ class DataFrameSource(SourceBase):
         return np.asarray(groups, np.int64).ravel()
 
     def __len__(self) -> int:
-        return len(self.paths)
+        return len(self.rows)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         index = self.check_index(index)
-        example: dict[str, Any] = {"image": str(self.paths[index])}
-        for column, values in self.label_values.items():
-            example[column] = values[index]
+        example: dict[str, Any] = {}
+        for name in self.schema:
+            example[name] = (
+                str(self.files[name][index]) if name in self.files else self.values[name][index]
+            )
         return example
 
     def origin(self, index: int) -> str:
         index = self.check_index(index)
-        return f"row {self.rows[index]} ({self.paths[index]})"
+        row = f"row {self.rows[index]}"
+        return row if self.paths is None else f"{row} ({self.paths[index]})"
 
     def groups(self) -> np.ndarray | None:
         return self._groups
 
     def labels(self) -> np.ndarray | None:
-        for values in self.label_values.values():
-            if values and isinstance(values[0], int):
+        for name, values in self.values.items():
+            feature = self.schema[name]
+            if isinstance(feature, ClassLabel) and not feature.multi_label:
                 return np.asarray(values, np.int64)
         return None
 
 
-def _label_text(feature: Any, value: int | list[int]) -> str:
-    """A label as its class name(s) when the ClassLabel has names, else as index(es)."""
+def _multi_label(feature: Feature) -> bool:
+    return isinstance(feature, ClassLabel) and feature.multi_label
+
+
+def _key(value: Any) -> Any:
+    """A comparable form of a stored value: a set of classes, array bytes, a normalized path."""
+    if isinstance(value, list):
+        return frozenset(value)
+    if isinstance(value, np.ndarray):
+        return value.shape, value.tobytes()
+    if isinstance(value, np.str_):
+        return os.path.normpath(os.path.abspath(value))
+    return value
+
+
+def _text(feature: Feature, value: Any) -> str:
+    """A value for an error: class name(s) when the ClassLabel has names, else its repr."""
+    if not isinstance(feature, ClassLabel) or feature.names is None:
+        return repr(value.tolist() if isinstance(value, np.ndarray) else str(value))
     names = feature.names
-    if names is None:
-        return repr(value)
     return repr([names[i] for i in value] if isinstance(value, list) else names[value])
 
 
-def _label_set(value: int | list[int]) -> frozenset[int]:
-    return frozenset(value) if isinstance(value, list) else frozenset([value])
-
-
-def _indices(feature: ClassLabel, value: Any, column: str, row: Any) -> int | list[int]:
+def _checked(feature: Feature, value: Any, column: str, row: Any) -> Any:
+    """A cell as the source keeps it: class index (or indices), a loaded array, or the text."""
     try:
-        indices = feature.indices(value)
+        if isinstance(feature, ClassLabel):
+            indices = feature.indices(value)
+            return indices if feature.multi_label else indices[0]
+        loaded = feature.load(value)
+        return loaded if isinstance(feature, Tensor) else value
     except (TypeError, ValueError) as e:
         raise SourceError(f"{column}: {e} in row {row}") from e
-    return indices if feature.multi_label else indices[0]
 
 
 def from_dataframe(
     df: pd.DataFrame,
     *,
-    path_col: str = "path",
-    label_cols: Sequence[str] = ("label",),
+    path_col: str | None = None,
+    label_cols: str | Sequence[str] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
     schema: Schema | None = None,
     image_shape: tuple[int | None, int | None, int] = (None, None, 3),
+    image_cols: str | Sequence[str] | None = None,
+    label_sep: str | Mapping[str, str] | None = None,
+    image_suffix: str | Mapping[str, str] | None = None,
 ) -> DataFrameSource:
-    """A source over a DataFrame with an image path column and label columns.
+    """A source over a DataFrame: one example per row, one feature per column used.
 
-    Label cells may be class indices, class names, or lists (a real list or a string such as
-    "[1, 0, 3]", parsed safely): a list column becomes a multi-label `ClassLabel`. Each label
-    column is its own feature, so several columns give several model outputs.
+    Image columns hold file paths (relative to `base_dir`, with `image_suffix` added to names
+    without an extension); every file must exist. Label cells may be class indices, class
+    names, lists (a real list or a string such as "[1, 0, 3]", parsed safely; a list column
+    becomes a multi-label `ClassLabel`), or tag strings split at `label_sep` ("haze primary
+    water" gives a multi-hot row over the sorted tag vocabulary; an empty cell has no tags).
+
+    With `schema=`, the schema decides what each column is: a column declared `Image` (or
+    another file feature such as a mask) is read as file paths, `ClassLabel`, `Tensor` and
+    `Text` columns as values, and every feature of the schema needs its column. Without one,
+    label columns are inferred to be `ClassLabel`s; a column of file paths is refused, and
+    one with more distinct values than half its rows (of at least 20) gives a warning.
 
     Example:
-        >>> df = pd.DataFrame({"path": ["a.jpg", "b.jpg"], "weather": ["clear", "haze"],
-        ...                    "ground": ["[0, 2]", "[1]"]})
-        >>> src = tfpipe.from_dataframe(df, label_cols=["weather", "ground"], base_dir="img")
+        >>> df = pd.DataFrame({"image_name": ["train_0", "train_1"],
+        ...                    "tags": ["haze primary", "clear primary water"]})
+        >>> src = tfpipe.from_dataframe(df, path_col="image_name", label_cols="tags",
+        ...                             label_sep=" ", image_suffix=".jpg", base_dir="train-jpg")
+        >>> src.schema["tags"].names
+        ('clear', 'haze', 'primary', 'water')
 
     Args:
-        df: the DataFrame, one row per image.
-        path_col: the column of image paths. Defaults to "path".
-        label_cols: the label columns, each a feature of the schema. Defaults to ("label",).
+        df: the DataFrame, one row per example.
+        path_col: the column of image paths, read as the feature "image". Defaults to "path"
+            (or "image" when there is no column "path"; none when `image_cols` is given, or
+            `schema` has no feature "image").
+        label_cols: the label (or, by `schema`, tensor and text) columns, each a feature of
+            its name. Defaults to the schema's features that are not files, or ("label",).
         base_dir: the folder relative paths start from. Defaults to None.
-        schema: the schema to use instead of inferring one (class name order, image shape).
-            Defaults to None.
+        schema: the schema to use instead of inferring one (class name order, image shapes,
+            which columns are images, tensors or text). Defaults to None.
         image_shape: the `Image` shape of an inferred schema. Defaults to (None, None, 3).
+        image_cols: several image columns (e.g. ["image", "mask"]), each a feature of its
+            name, instead of `path_col`. Defaults to None.
+        label_sep: split tag strings at this separator (" " splits at any whitespace) into
+            multi-label classes; one string for every label column (with `schema`, for its
+            multi-label ones), or a column -> separator dict. Defaults to None.
+        image_suffix: text added to every path of the image columns, e.g. ".jpg" for names
+            without an extension; one string, or a column -> suffix dict. Defaults to None.
     """
-    return DataFrameSource(df, path_col, label_cols, base_dir, schema, image_shape)
+    return DataFrameSource(
+        df,
+        path_col,
+        label_cols,
+        base_dir,
+        schema,
+        image_shape,
+        image_cols,
+        label_sep,
+        image_suffix,
+    )
