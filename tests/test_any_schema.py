@@ -370,3 +370,14 @@ def test_explain_talks_of_images_only_when_there_are_images(
         assert "image" not in plan and "float32 x" not in plan
     images = tfpipe.Pipeline(tfpipe.from_directory(image_folder), image_size=(8, 8)).explain()
     assert "decode image files per element (resize to 8x8)" in images
+
+
+def test_benchmark_times_a_table_with_or_without_x_and_y(table_records: str) -> None:
+    alone = tfpipe.benchmark(table_records, batches=3, batch_size=16, warmup=1)
+    assert alone.examples == 3 * 16
+    pairs = tfpipe.benchmark(table_records, batches=3, batch_size=16, warmup=1, x="left", y="price")
+    assert pairs.examples == 3 * 16
+    with pytest.raises(
+        tfpipe.SchemaError, match=r"feature 'cost' is not in the schema \(y='cost'\)"
+    ):
+        tfpipe.benchmark(table_records, batches=3, x="left", y="cost")

@@ -90,6 +90,7 @@ def adapt(
     argument: str = "data",
     x: Names | None = None,
     y: Names | None = None,
+    pairs: bool = True,
 ) -> Input:
     """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
 
@@ -110,6 +111,9 @@ def adapt(
         x: the feature name(s) the model takes, for inputs of example dicts (a path, a source,
             a Pipeline without `as_supervised`, a tf.data dataset of dicts). Defaults to None.
         y: the feature name(s) the model predicts, as `x`. Defaults to None.
+        pairs: whether a path or a source must give `(x, y)` pairs (for training); when False
+            (timing the input alone) one without `x` and `y` whose schema is not one Image and
+            one ClassLabel gives its example dicts. Defaults to True.
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
@@ -120,7 +124,7 @@ def adapt(
             f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
         )
     if isinstance(data, str | os.PathLike | SourceBase):
-        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y)
+        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs)
     if isinstance(data, Pipeline):
         data = _supervised(data, argument, x, y)
         return _from_dataset(
@@ -194,8 +198,9 @@ def benchmark(
             Defaults to None.
         warmup: batches read before the timing starts. Defaults to 5.
         max_seconds: stop timing after this long. Defaults to None (no limit).
-        x: the input feature name(s), for a path or a source whose schema is not one Image and
-            one ClassLabel (as in `tfpipe.fit`). Defaults to None.
+        x: the input feature name(s) to select from a path or a source (as in `tfpipe.fit`).
+            Defaults to None (its one Image, or every feature when it has not one Image and
+            one ClassLabel).
         y: the target feature name(s), as `x`. Defaults to None.
 
     Returns:
@@ -206,7 +211,9 @@ def benchmark(
             TensorFlow's error as the cause; see `named_errors`).
     """
     check_int("batches", batches)
-    source = adapt(data, batch_size=batch_size, shuffle=False, image_size=image_size, x=x, y=y)
+    source = adapt(
+        data, batch_size=batch_size, shuffle=False, image_size=image_size, x=x, y=y, pairs=False
+    )
     with naming(source):
         return measure(
             source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
@@ -328,31 +335,37 @@ def _default_pipeline(
     argument: str,
     x: Names | None,
     y: Names | None,
+    pairs: bool,
 ) -> Input:
     """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
-    `y` (by default the one Image and the one ClassLabel), images as float32 in [0, 1]."""
+    `y` (by default the one Image and the one ClassLabel; example dicts for another schema
+    when not `pairs`), images as float32 in [0, 1]."""
     if isinstance(data, SourceBase):
         schema, where = data.schema, f"{argument} ({type(data).__name__})"
     else:
         schema, where = DatasetInfo.load(data).schema, f"{argument}={os.fspath(data)!r}"
     images = [n for n, f in schema.items() if isinstance(f, Image)]
+    labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
+    if x is None and len(images) == len(labels) == 1:
+        x, y = images[0], labels[0]
     if x is None or y is None:
-        labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
-        if len(images) != 1 or len(labels) != 1:
+        if pairs:
             raise SchemaError(
                 f"{where}: without x and y, the default pipeline needs exactly one Image and "
                 f"one ClassLabel feature (its x and y), but the schema has {schema}. Pass "
                 "x=... and y=... (the feature name(s) the model takes and predicts), e.g. "
                 f"x={next(iter(schema))!r}, y={list(schema)[-1]!r}"
             )
-        x, y = images[0], labels[0]
-    check_known(x, y, schema, where, "the schema")
+    else:
+        check_known(x, y, schema, where, "the schema")
     size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     fixed = all(None not in schema[n].decoded_shape[:2] for n in images)
     pipeline = Pipeline(data, image_size=None if fixed else image_size, rescale=1 / 255)
     if shuffle:
         pipeline = pipeline.shuffle()
-    pipeline = pipeline.batch(size).as_supervised(x, y)
+    pipeline = pipeline.batch(size)
+    if x is not None:
+        pipeline = pipeline.as_supervised(x, y)
     return _from_dataset(
         pipeline.build(),
         "TFRecords" if isinstance(data, str | os.PathLike) else "source",
