@@ -281,7 +281,7 @@ def test_pad_gives_the_exact_padded_rows(list_records: str) -> None:
         np.testing.assert_array_equal(points[i, : len(tokens)], i)
         np.testing.assert_array_equal(points[i, len(tokens) :], -1)
     plan = pipeline.explain()
-    assert "pad tokens to 6 values with -1 (an error when longer)" in plan
+    assert "pad tokens to 6 values with -1 (longer values: an error)" in plan
     assert "pad points to 5 values with -1.0" in plan
     spec = pipeline.batch(2).build().element_spec
     assert spec["tokens"].shape.as_list() == [None, 6]
@@ -301,9 +301,37 @@ def test_a_list_longer_than_the_pad_is_an_error_naming_it(list_records: str) -> 
         in_order(pipeline)
 
 
+def test_truncate_cuts_longer_values_and_counts_them(list_records: str) -> None:
+    pipeline = tfpipe.Pipeline(list_records, pad={"tokens": 2, "points": 3}, truncate=True)
+    assert pipeline.truncated() == {"tokens": 0, "points": 0}
+    batch = in_order(pipeline)
+    expected = [[*tokens, 0, 0][:2] for tokens in LISTS]
+    np.testing.assert_array_equal(batch["tokens"].numpy(), expected)
+    assert batch["points"].shape == (len(LISTS), 3, 2)
+    assert pipeline.truncated() == {"tokens": 2, "points": 1}  # [1, 2, 3] and [5, ..., 9]
+    assert "pad tokens to 2 values with 0 (longer values: cut to it, counted)" in (
+        pipeline.explain()
+    )
+
+
+@pytest.mark.fault(
+    "lists cut by Pipeline(pad=..., truncate=True)",
+    reader="tfpipe.fit",
+    outcome="TfpipeWarning counting the values cut, per feature",
+)
+def test_fit_warns_about_the_values_it_cut(list_records: str) -> None:
+    inputs = keras.Input((2,))
+    model = compiled(inputs, keras.layers.Dense(1)(inputs), "mse")
+    pipeline = tfpipe.Pipeline(list_records, pad={"tokens": 2}, truncate=True).batch(5)
+    with pytest.warns(tfpipe.TfpipeWarning, match=r"data: \d+ value\(s\) of 'tokens' were cut"):
+        tfpipe.fit(model, pipeline, x="tokens", y="label", report=False, verbose=0)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
+        ({"truncate": True}, ValueError, r"truncate must be True or False, and applies with pad"),
+        ({"pad": {"tokens": 4}, "truncate": "yes"}, ValueError, r"truncate must be True or"),
         ({"pad": {"label": 4}}, tfpipe.SchemaError, r"pad: feature 'label' is Tensor"),
         ({"pad": {"tokenz": 4}}, tfpipe.SchemaError, r"pad: feature 'tokenz' is not in"),
         ({"pad": {"tokens": 0}}, ValueError, r"pad\['tokens'\] must be a positive int"),

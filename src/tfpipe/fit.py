@@ -239,6 +239,7 @@ def fit(
     finally:
         if probe.chosen:
             _set_steps_per_execution(model, 1)
+    _warn_truncated(inputs)
     history.report = None
     if report:
         # Timed after training: iterating the input before fit left its threads and buffers
@@ -356,6 +357,21 @@ def _data_kind_of(batch: Any) -> str | None:
     if any(rank >= 4 for rank in ranks):
         return "images"
     return "tensors" if ranks and max(ranks) <= 2 else None
+
+
+def _warn_truncated(inputs: list[Input]) -> None:
+    """Warns about the values a `Pipeline(truncate=True)` cut to their pad length."""
+    for source, argument in zip(inputs, ("data", "validation"), strict=False):
+        counts = source.pipeline.truncated() if source.pipeline is not None else {}
+        for name, count in counts.items():
+            if count:
+                warnings.warn(
+                    f"{argument}: {count} value(s) of {name!r} were cut to their pad length "
+                    "(Pipeline(pad=..., truncate=True)), counting every read including "
+                    "tfpipe.fit's probes; raise the pad length to keep them whole",
+                    TfpipeWarning,
+                    stacklevel=3,
+                )
 
 
 def _warn_ignored(source: Input, argument: str, **given: Any) -> None:

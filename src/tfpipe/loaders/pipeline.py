@@ -34,7 +34,7 @@ from tfpipe.loaders.inputs import (
     RecordInput,
     Stage,
 )
-from tfpipe.loaders.padding import padding_stages
+from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
 from tfpipe.records.checker import Fault
 from tfpipe.schema import Schema
@@ -144,6 +144,8 @@ class Pipeline:
             value fails with an error naming the feature. Defaults to None (variable-length
             features are `tf.RaggedTensor`s).
         pad_value: the value padding fills in. Defaults to 0.
+        truncate: cut values longer than their pad length to their first rows instead of
+            failing; `truncated()` counts them (and `tfpipe.fit` warns). Defaults to False.
     """
 
     def __init__(
@@ -157,12 +159,18 @@ class Pipeline:
         compression: str | None = "auto",
         pad: Mapping[str, int] | None = None,
         pad_value: float = 0,
+        truncate: bool = False,
     ) -> None:
         image_size = check_image_size("image_size", image_size)
         rescale = check_positive("rescale", rescale, or_none=True)
         self._decoding = Decoding(image_size, bool(reduced_decode), rescale)
         self._input = _make_input(source, schema, compression)
-        self._padding = padding_stages(pad, pad_value, self._input.schema)
+        if truncate not in (True, False) or (truncate and pad is None):
+            raise ValueError(
+                "truncate must be True or False, and applies with pad={name: length}. "
+                f"Received: truncate={truncate!r}, pad={pad!r}"
+            )
+        self._padding = Padding(pad, pad_value, bool(truncate), self._input.schema)
         self._seed: int | None = None
         self._shuffle = False
         self._buffer: int | None = None
@@ -413,6 +421,20 @@ class Pipeline:
         """
         return self._input.locate_fault(self._decoding)
 
+    def truncated(self) -> dict[str, int]:
+        """How many values `truncate=True` cut to their pad length so far, per feature.
+
+        Counted as examples are read (one read twice counts twice), by this pipeline and every
+        variant built from the same `Pipeline(...)`; empty without `truncate=True`.
+
+        Example:
+            >>> p = tfpipe.Pipeline("out/reviews", pad={"tokens": 128}, truncate=True).batch(32)
+            >>> batches = list(p.build())
+            >>> p.truncated()
+            {'tokens': 17}
+        """
+        return self._padding.truncated()
+
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
 
@@ -473,7 +495,7 @@ class Pipeline:
                 f"batch {size} records" + (" (drop remainder)" if drop else ""),
                 lambda ds: ds.batch(size, drop_remainder=drop),
             )
-            assembly.run_all([inp.decoder(self._decoding), *self._padding])
+            assembly.run_all([inp.decoder(self._decoding), *self._padding.stages])
             assembly.batched = True
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:
