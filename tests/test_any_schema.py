@@ -223,7 +223,12 @@ def test_bad_x_and_y_are_named(
         tfpipe.fit(regression(), table_records, verbose=0, **kwargs)
 
 
-def test_x_and_y_are_refused_where_they_cannot_apply(table_records: str) -> None:
+def test_x_and_y_are_refused_where_they_cannot_apply(
+    table_records: str, table: dict[str, np.ndarray]
+) -> None:
+    loader = tfpipe.SequenceLoader(tfpipe.from_arrays(table), x="features", y="price")
+    with pytest.raises(ValueError, match=r"data is a SequenceLoader, which yields its own"):
+        tfpipe.fit(regression(), loader, x="features", y="price", verbose=0)
     supervised = tfpipe.Pipeline(table_records).batch(8).as_supervised("features", "price")
     assert supervised.supervised == ("features", "price")
     with pytest.raises(ValueError, match=r"already yields \(x, y\) pairs .*one place"):

@@ -139,16 +139,16 @@ def adapt(
             data_kind=_data_kind(data.schema),
         )
     if isinstance(data, tf.data.Dataset):
-        if x is not None:
-            data = _select(data, argument, x, y)  # type: ignore[arg-type]
+        if x is not None and y is not None:
+            data = _select(data, argument, x, y)
         return _from_dataset(data, "tf.data")
-    if x is not None:
-        raise ValueError(
-            f"x and y select features of example dicts, but {argument} is a "
-            f"{type(data).__name__}, which yields its own (x, y) batches: drop x and y, or "
-            f"pass a tfpipe.Pipeline, a source or a TFRecord path. Received: x={x!r}, y={y!r}"
-        )
     if isinstance(data, keras.utils.PyDataset):
+        if x is not None:
+            raise ValueError(
+                f"x and y select features of example dicts, but {argument} is a "
+                f"{type(data).__name__}, which yields its own (x, y) batches: drop x and y, or "
+                f"pass a tfpipe.Pipeline, a source or a TFRecord path. Received: x={x!r}, y={y!r}"
+            )
         steps = data.num_batches
         known = isinstance(data, SequenceLoader)
         return Input(

@@ -64,8 +64,7 @@ class Padding:
                 filler = feature.convert(np.asarray(value)).item()
             except (TypeError, ValueError) as e:
                 raise ValueError(
-                    f"pad_value={value!r} is not a value of feature {name!r} ({feature.dtype}): "
-                    f"{e}"
+                    f"pad_value={value!r} is not a value of feature {name!r} ({feature.dtype}): {e}"
                 ) from e
             if truncate:
                 self.cut[name] = tf.Variable(0, dtype=tf.int64, trainable=False)
