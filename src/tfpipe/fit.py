@@ -142,7 +142,9 @@ def fit(
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
     a list of names a tuple (in the order of the model's inputs or outputs), a dict of model
     input/output name -> feature name a dict (matched by name). Without them, a path or a
-    source must hold one Image and one ClassLabel, which become x and y.
+    source must hold one Image and one ClassLabel, which become x and y. Variable-length lists
+    are read ragged: to give a model fixed-length ones, pass `tfpipe.Pipeline(path,
+    pad={"tokens": 128})` with `x` and `y`.
 
     Example:
         >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
