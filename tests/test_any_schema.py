@@ -133,6 +133,7 @@ def test_two_inputs_train_by_position_and_by_name(table_records: str) -> None:
     assert by_name.history["loss"]
 
 
+@pytest.mark.slow
 def test_two_outputs_train_with_a_loss_each(table_records: str) -> None:
     inputs = keras.Input((COLUMNS,))
     hidden = keras.layers.Dense(8, activation="relu")(inputs)
@@ -154,6 +155,14 @@ def test_two_outputs_train_with_a_loss_each(table_records: str) -> None:
     )
     assert losses(history)[-1] < losses(history)[0]
     assert "val_loss" in history.history
+    model.compile(
+        "adam",
+        {"price": "mse", "label": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+    )
+    by_name = tfpipe.fit(
+        model, table_records, x="features", y={"label": "label", "price": "price"}, verbose=0
+    )
+    assert {"price_loss", "label_loss"} <= set(by_name.history)
 
 
 def test_a_pipeline_and_a_dataset_of_dicts_take_x_and_y(
@@ -236,6 +245,14 @@ def test_x_and_y_are_refused_where_they_cannot_apply(
     pairs = tf.data.Dataset.from_tensor_slices((np.zeros((8, 8)), np.zeros(8))).batch(4)
     with pytest.raises(ValueError, match="x and y select features of example dicts"):
         tfpipe.fit(regression(), pairs, x="features", y="price", verbose=0)
+
+
+def test_the_kind_of_data_of_a_dataset_comes_from_its_batch_shapes() -> None:
+    data_kind_of = fit_module._data_kind_of
+    assert data_kind_of((tf.zeros((4, 8, 8, 3)), tf.zeros(4))) == "images"
+    assert data_kind_of(((tf.zeros((4, 8)), tf.zeros((4, 8, 8, 1))), tf.zeros(4))) == "images"
+    assert data_kind_of(({"a": tf.zeros((4, 1)), "b": tf.zeros(4)}, tf.zeros(4))) == "tensors"
+    assert data_kind_of((tf.zeros((4, 10, 3)), tf.zeros(4))) is None  # sequences or grey images
 
 
 # Variable-length lists: ragged by default, padded when asked.
