@@ -321,7 +321,7 @@ def _image_encoding(schema: Schema | None) -> str | None:
 
 
 def _data_kind(schema: Schema | None) -> str | None:
-    """ "images" when the schema has an Image feature, "tensors" when not; None without one."""
+    """What the data holds: "images" with an Image feature, else "tensors"; None unknown."""
     if schema is None:
         return None
     return "images" if any(isinstance(f, Image) for f in schema.values()) else "tensors"

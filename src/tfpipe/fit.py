@@ -352,8 +352,8 @@ def _check_x_y(
 
 
 def _data_kind_of(batch: Any) -> str | None:
-    """ "images" when the model input of a batch has a rank-4 part (batch, height, width,
-    channels), "tensors" when every part has rank 2 or less; None when unsure (rank 3)."""
+    """What a batch's model input holds: "images" when a part has rank 4 (batch, height,
+    width, channels), "tensors" when every part has rank 2 or less; None when unsure (rank 3)."""
     x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
     ranks = [len(part.shape) for part in tf.nest.flatten(x)]
     if any(rank >= 4 for rank in ranks):
