@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import keras
@@ -27,6 +27,7 @@ from tfpipe.features import ClassLabel, Image
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.loaders.supervised import Names, check_known, selector
 from tfpipe.records.checker import RAW_ERRORS, from_input, named_error
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
@@ -39,7 +40,7 @@ class Input:
     """One training input in the form Keras consumes, with what is known about its size.
 
     Attributes:
-        kind: "tf.data", "PyDataset", "Pipeline" or "TFRecords" (a path).
+        kind: "tf.data", "PyDataset", "Pipeline", "TFRecords" (a path) or "source".
         data: the `tf.data.Dataset` (ending in a prefetch) or the `keras.utils.PyDataset`.
         steps: batches per epoch; None when unknown (a finite dataset Keras runs to its end)
             or infinite.
@@ -51,8 +52,10 @@ class Input:
             `batch()`, a SequenceLoader's `batch_size`, the static batch dimension of a
             dataset); None when only the batches can tell.
         examples: examples in one pass over the data, when known (metadata, source length).
-        pipeline: the `Pipeline` the input reads (for a Pipeline or a path), which can locate
-            the record behind a raw TensorFlow error; None for other kinds.
+        pipeline: the `Pipeline` the input reads (for a Pipeline, a path or a source), which
+            can locate the record behind a raw TensorFlow error; None for other kinds.
+        data_kind: "images" when the schema has an Image feature, "tensors" when it has none
+            (a table, lists, text); None when no schema is known.
     """
 
     kind: str
@@ -64,6 +67,7 @@ class Input:
     batch_size: int | None = None
     examples: int | None = None
     pipeline: Pipeline | None = None
+    data_kind: str | None = None
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -84,6 +88,9 @@ def adapt(
     shuffle: bool = True,
     image_size: tuple[int, int] | None = None,
     argument: str = "data",
+    x: Names | None = None,
+    y: Names | None = None,
+    pairs: bool = True,
 ) -> Input:
     """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
 
@@ -92,17 +99,34 @@ def adapt(
         3
 
     Args:
-        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, or the path
-            (prefix) of TFRecords written by tfpipe.
-        batch_size: the batch size of the default Pipeline built for a path. Defaults to 32.
-        shuffle: whether the default Pipeline built for a path shuffles. Defaults to True.
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, the path
+            (prefix) of TFRecords written by tfpipe, or a tfpipe source (`from_arrays`, ...).
+        batch_size: the batch size of the default Pipeline built for a path or a source.
+            Defaults to 32.
+        shuffle: whether the default Pipeline built for a path or a source shuffles. Defaults
+            to True.
         image_size: `(height, width)` images are resized to when a path's schema does not fix
             one. Defaults to None.
         argument: the argument name used in error messages. Defaults to "data".
+        x: the feature name(s) the model takes, for inputs of example dicts (a path, a source,
+            a Pipeline without `as_supervised`, a tf.data dataset of dicts). Defaults to None.
+        y: the feature name(s) the model predicts, as `x`. Defaults to None.
+        pairs: whether a path or a source must give `(x, y)` pairs (for training); when False
+            (timing the input alone) one without `x` and `y` whose schema is not one Image and
+            one ClassLabel gives its example dicts. Defaults to True.
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
+    if (x is None) != (y is None):
+        missing = "y" if y is None else "x"
+        raise ValueError(
+            f"x and y go together: pass {missing}=... too (the feature name(s) the model "
+            f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
+        )
+    if isinstance(data, str | os.PathLike | SourceBase):
+        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs)
     if isinstance(data, Pipeline):
+        data = _supervised(data, argument, x, y)
         return _from_dataset(
             data.build(),
             "Pipeline",
@@ -112,10 +136,19 @@ def adapt(
             batch_size=data.batch_size,
             examples=data.examples_per_epoch(),
             pipeline=data,
+            data_kind=_data_kind(data.schema),
         )
     if isinstance(data, tf.data.Dataset):
+        if x is not None and y is not None:
+            data = _select(data, argument, x, y)
         return _from_dataset(data, "tf.data")
     if isinstance(data, keras.utils.PyDataset):
+        if x is not None:
+            raise ValueError(
+                f"x and y select features of example dicts, but {argument} is a "
+                f"{type(data).__name__}, which yields its own (x, y) batches: drop x and y, or "
+                f"pass a tfpipe.Pipeline, a source or a TFRecord path. Received: x={x!r}, y={y!r}"
+            )
         steps = data.num_batches
         known = isinstance(data, SequenceLoader)
         return Input(
@@ -126,12 +159,12 @@ def adapt(
             honours=frozenset({"shuffle"}),
             batch_size=data.options.batch_size if known else None,
             examples=data.examples_per_epoch() if known else None,
+            data_kind=_data_kind(data.schema) if known else None,
         )
-    if isinstance(data, str | os.PathLike):
-        return _from_path(data, batch_size, shuffle, image_size, argument)
     raise TypeError(
-        f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset or "
-        f"the path of tfpipe TFRecords. Received: {argument} of type {type(data).__name__}"
+        f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset, "
+        "the path of tfpipe TFRecords or a tfpipe source. "
+        f"Received: {argument} of type {type(data).__name__}"
     )
 
 
@@ -143,6 +176,8 @@ def benchmark(
     image_size: tuple[int, int] | None = None,
     warmup: int = 5,
     max_seconds: float | None = None,
+    x: Names | None = None,
+    y: Names | None = None,
 ) -> Throughput:
     """Measures how fast an input delivers batches on its own, without a model.
 
@@ -163,6 +198,10 @@ def benchmark(
             Defaults to None.
         warmup: batches read before the timing starts. Defaults to 5.
         max_seconds: stop timing after this long. Defaults to None (no limit).
+        x: the input feature name(s) to select from a path or a source (as in `tfpipe.fit`).
+            Defaults to None (its one Image, or every feature when it has not one Image and
+            one ClassLabel).
+        y: the target feature name(s), as `x`. Defaults to None.
 
     Returns:
         A `Throughput`: examples/s, batches/s and the time to the first batch.
@@ -172,7 +211,9 @@ def benchmark(
             TensorFlow's error as the cause; see `named_errors`).
     """
     check_int("batches", batches)
-    source = adapt(data, batch_size=batch_size, shuffle=False, image_size=image_size)
+    source = adapt(
+        data, batch_size=batch_size, shuffle=False, image_size=image_size, x=x, y=y, pairs=False
+    )
     with naming(source):
         return measure(
             source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
@@ -241,6 +282,7 @@ def _from_dataset(
     batch_size: int | None = None,
     examples: int | None = None,
     pipeline: Pipeline | None = None,
+    data_kind: str | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -252,7 +294,16 @@ def _from_dataset(
         dataset = dataset.prefetch(tf.data.AUTOTUNE)
     batch_size = batch_size or _static_batch_size(dataset.element_spec)
     return Input(
-        kind, dataset, steps, infinite, honours, image_encoding, batch_size, examples, pipeline
+        kind,
+        dataset,
+        steps,
+        infinite,
+        honours,
+        image_encoding,
+        batch_size,
+        examples,
+        pipeline,
+        data_kind,
     )
 
 
@@ -269,36 +320,87 @@ def _image_encoding(schema: Schema | None) -> str | None:
     return images[0].encoding if len(images) == 1 else None
 
 
-def _from_path(
-    path: str | os.PathLike[str],
+def _data_kind(schema: Schema | None) -> str | None:
+    """What the data holds: "images" with an Image feature, else "tensors"; None unknown."""
+    if schema is None:
+        return None
+    return "images" if any(isinstance(f, Image) for f in schema.values()) else "tensors"
+
+
+def _default_pipeline(
+    data: str | os.PathLike[str] | SourceBase,
     batch_size: int | None,
     shuffle: bool,
     image_size: tuple[int, int] | None,
     argument: str,
+    x: Names | None,
+    y: Names | None,
+    pairs: bool,
 ) -> Input:
-    """The default Pipeline over tfpipe TFRecords: shuffle, batch, images as float32 in [0, 1]."""
-    info = DatasetInfo.load(path)
-    images = [n for n, f in info.schema.items() if isinstance(f, Image)]
-    labels = [n for n, f in info.schema.items() if isinstance(f, ClassLabel)]
-    if len(images) != 1 or len(labels) != 1:
-        raise SchemaError(
-            f"{argument}={os.fspath(path)!r}: a default pipeline needs exactly one Image and one "
-            f"ClassLabel feature, but the schema has {info.schema}. Build the input yourself: "
-            "tfpipe.Pipeline(path).batch(32).as_supervised(x=[...], y=[...])"
-        )
+    """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
+    `y` (by default the one Image and the one ClassLabel; example dicts for another schema
+    when not `pairs`), images as float32 in [0, 1]."""
+    if isinstance(data, SourceBase):
+        schema, where = data.schema, f"{argument} ({type(data).__name__})"
+    else:
+        schema, where = DatasetInfo.load(data).schema, f"{argument}={os.fspath(data)!r}"
+    images = [n for n, f in schema.items() if isinstance(f, Image)]
+    labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
+    if x is None and len(images) == len(labels) == 1:
+        x, y = images[0], labels[0]
+    if x is None or y is None:
+        if pairs:
+            raise SchemaError(
+                f"{where}: without x and y, the default pipeline needs exactly one Image and "
+                f"one ClassLabel feature (its x and y), but the schema has {schema}. Pass "
+                "x=... and y=... (the feature name(s) the model takes and predicts), e.g. "
+                f"x={next(iter(schema))!r}, y={list(schema)[-1]!r}"
+            )
+    else:
+        check_known(x, y, schema, where, "the schema")
     size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
-    fixed = info.schema[images[0]].decoded_shape[:2]
-    pipeline = Pipeline(path, image_size=None if None not in fixed else image_size, rescale=1 / 255)
+    fixed = all(None not in schema[n].decoded_shape[:2] for n in images)
+    pipeline = Pipeline(data, image_size=None if fixed else image_size, rescale=1 / 255)
     if shuffle:
         pipeline = pipeline.shuffle()
-    pipeline = pipeline.batch(size).as_supervised(images[0], labels[0])
+    pipeline = pipeline.batch(size)
+    if x is not None:
+        pipeline = pipeline.as_supervised(x, y)
     return _from_dataset(
         pipeline.build(),
-        "TFRecords",
+        "TFRecords" if isinstance(data, str | os.PathLike) else "source",
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
-        image_encoding=_image_encoding(info.schema),
+        image_encoding=_image_encoding(schema),
         batch_size=size,
         examples=pipeline.examples_per_epoch(),
         pipeline=pipeline,
+        data_kind=_data_kind(schema),
     )
+
+
+def _supervised(pipeline: Pipeline, argument: str, x: Names | None, y: Names | None) -> Pipeline:
+    """`pipeline` with `as_supervised(x, y)` when x and y are given; refused when it already
+    yields pairs."""
+    if x is None or y is None:
+        return pipeline
+    if pipeline.supervised is not None:
+        raise ValueError(
+            f"{argument} already yields (x, y) pairs (as_supervised{pipeline.supervised!r}), "
+            f"and x={x!r}, y={y!r} were given too: say it in one place"
+        )
+    if pipeline.schema is not None:
+        check_known(x, y, pipeline.schema, argument, "the schema")
+    return pipeline.as_supervised(x, y)
+
+
+def _select(dataset: tf.data.Dataset, argument: str, x: Names, y: Names) -> tf.data.Dataset:
+    """A tf.data dataset of example dicts mapped to `(x, y)` pairs."""
+    spec = dataset.element_spec
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"x and y select features of example dicts, but {argument} yields "
+            f"{type(spec).__name__}s: drop x and y, or yield dicts. Received: x={x!r}, y={y!r}"
+        )
+    check_known(x, y, list(spec), argument, "the dataset's examples")
+    return dataset.map(selector(x, y), num_parallel_calls=tf.data.AUTOTUNE)

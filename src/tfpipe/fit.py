@@ -26,6 +26,8 @@ from tfpipe.bench import batch_size_of, measure
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
 from tfpipe.labels import check_same_class_names
+from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
 from tfpipe.schema import Schema
 
@@ -110,6 +112,8 @@ def fit(
     model: keras.Model,
     data: Any,
     *,
+    x: Names | None = None,
+    y: Names | None = None,
     validation: Any = None,
     epochs: int = 1,
     steps_per_epoch: int | None = None,
@@ -134,17 +138,34 @@ def fit(
     training), so a call spends a few seconds more than `model.fit`; the report is printed
     and attached as `history.report`.
 
+    `x` and `y` say which features the model takes and predicts, for any schema: a table, a
+    list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
+    a list of names a tuple (in the order of the model's inputs or outputs), a dict of model
+    input/output name -> feature name a dict (matched by name). Without them, a path or a
+    source must hold one Image and one ClassLabel, which become x and y. Variable-length lists
+    are read ragged: to give a model fixed-length ones, pass `tfpipe.Pipeline(path,
+    pad={"tokens": 128})` with `x` and `y`.
+
     Example:
         >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
         >>> history.report.verdict
         'compute-bound'
+        >>> tfpipe.fit(table_model, "out/table", x="features", y="price", epochs=5)
+        >>> tfpipe.fit(two_inputs, "out/pairs", x=["left", "right"], y="same")
 
     Args:
         model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).
-        data: a `tfpipe.Pipeline`, a `tf.data.Dataset` of `(x, y)` batches, a
-            `keras.utils.PyDataset` (e.g. `tfpipe.SequenceLoader`), or the path of tfpipe
-            TFRecords with one image and one class label (read by a default Pipeline that
-            shuffles, batches and prefetches).
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset` of `(x, y)` batches (or of example
+            dicts, with `x` and `y`), a `keras.utils.PyDataset` (e.g. `tfpipe.SequenceLoader`),
+            the path of tfpipe TFRecords or a tfpipe source (`from_arrays`, ...); a path or a
+            source is read by a default Pipeline that shuffles, batches, rescales images to
+            [0, 1] and prefetches.
+        x: the feature name(s) the model takes: a name, a list, or a dict of model input name
+            -> feature name. For a path, a source, a Pipeline without `as_supervised` or a
+            tf.data dataset of dicts; also applied to `validation`. Defaults to None (the one
+            Image of a path or source).
+        y: the feature name(s) the model predicts, in the same forms. Defaults to None (the
+            one ClassLabel of a path or source).
         validation: the same kinds as `data`, evaluated after each epoch. When the class names
             of both are known (a Pipeline's or SequenceLoader's schema, a path's metadata), they
             must be the same: a `SchemaError` names the feature and both lists otherwise.
@@ -153,9 +174,9 @@ def fit(
         steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
             metadata and the batch size. Defaults to None (one pass over `data`).
         callbacks: Keras callbacks. Defaults to None.
-        batch_size: batch size of the Pipeline built for a path, a positive int (ignored,
-            with a warning, for other inputs, which are already batched). Defaults to 32 for
-            a path.
+        batch_size: batch size of the Pipeline built for a path or a source, a positive int
+            (ignored, with a warning, for other inputs, which are already batched). Defaults to
+            32 for a path or a source.
         report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
@@ -168,12 +189,15 @@ def fit(
     check_int("batch_size", batch_size, or_none=True)
     shuffle = fit_kwargs.pop("shuffle", None)
     image_size = _image_size(model)
+    _check_x_y(model, x, y, data, validation)
     train = adapt(
         data,
         batch_size=batch_size,
         shuffle=shuffle is not False,
         image_size=image_size,
         argument="data",
+        x=x,
+        y=y,
     )
     _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
     steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
@@ -188,6 +212,8 @@ def fit(
             shuffle=False,
             image_size=image_size,
             argument="validation",
+            x=x,
+            y=y,
         )
         _warn_ignored(checked, "validation", batch_size=validation_batch_size)
         fit_kwargs["validation_data"] = checked.data
@@ -215,6 +241,7 @@ def fit(
     finally:
         if probe.chosen:
             _set_steps_per_execution(model, 1)
+    _warn_truncated(inputs)
     history.report = None
     if report:
         # Timed after training: iterating the input before fit left its threads and buffers
@@ -235,6 +262,7 @@ def fit(
             steps_per_execution=probe.steps_per_execution,
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
+            data_kind=train.data_kind or _data_kind_of(batch),
             notes=probe.notes,
         )
         print(history.report)
@@ -285,6 +313,67 @@ def _image_size(model: keras.Model) -> tuple[int, int] | None:
         return None
     height, width = inputs[0].shape[1:3]
     return (height, width) if height and width else None
+
+
+def _check_x_y(
+    model: keras.Model, x: Names | None, y: Names | None, data: Any, validation: Any
+) -> None:
+    """Refuses `x` or `y` of the wrong form, a list of names whose length is not the model's
+    number of inputs (outputs), and a Pipeline of example dicts without them, before any data
+    is read: Keras's errors name none of these."""
+    for argument, names in (("x", x), ("y", y)):
+        if names is not None:
+            feature_names(argument, names, "tfpipe.fit")
+    for argument, given in (("data", data), ("validation", validation)):
+        if x is None and isinstance(given, Pipeline) and given.supervised is None and given.schema:
+            raise SchemaError(
+                f"{argument}: the Pipeline yields dicts of features {list(given.schema)}, not "
+                "(x, y) pairs: pass x=... and y=... (the feature name(s) the model takes and "
+                "predicts), or call .as_supervised(x, y) on the Pipeline"
+            )
+    if not model.built:
+        return
+    for argument, names, tensors, what in (
+        ("x", x, getattr(model, "inputs", None), "input"),
+        ("y", y, getattr(model, "outputs", None), "output"),
+    ):
+        if tensors and isinstance(names, list | tuple) and len(names) != len(tensors):
+            hint = (
+                "; to feed several scalar columns to one input, store them as one Tensor "
+                "feature of shape (n,) (e.g. tfpipe.from_arrays({'features': matrix, ...}))"
+                if len(tensors) == 1
+                else ""
+            )
+            raise SchemaError(
+                f"{argument}={names!r} names {len(names)} features, but the model has "
+                f"{len(tensors)} {what}(s) {_describe(tensors)}: name one feature per model "
+                f"{what}, in their order (or a dict keyed by their names){hint}"
+            )
+
+
+def _data_kind_of(batch: Any) -> str | None:
+    """What a batch's model input holds: "images" when a part has rank 4 (batch, height,
+    width, channels), "tensors" when every part has rank 2 or less; None when unsure (rank 3)."""
+    x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+    ranks = [len(part.shape) for part in tf.nest.flatten(x)]
+    if any(rank >= 4 for rank in ranks):
+        return "images"
+    return "tensors" if ranks and max(ranks) <= 2 else None
+
+
+def _warn_truncated(inputs: list[Input]) -> None:
+    """Warns about the values a `Pipeline(truncate=True)` cut to their pad length."""
+    for source, argument in zip(inputs, ("data", "validation"), strict=False):
+        counts = source.pipeline.truncated() if source.pipeline is not None else {}
+        for name, count in counts.items():
+            if count:
+                warnings.warn(
+                    f"{argument}: {count} value(s) of {name!r} were cut to their pad length "
+                    "(Pipeline(pad=..., truncate=True)), counting every read including "
+                    "tfpipe.fit's probes; raise the pad length to keep them whole",
+                    TfpipeWarning,
+                    stacklevel=3,
+                )
 
 
 def _warn_ignored(source: Input, argument: str, **given: Any) -> None:

@@ -19,6 +19,20 @@ _SPEEDUPS = {
     "tf.data": "map with num_parallel_calls=tf.data.AUTOTUNE, batch before a vectorised parse, "
     "interleave the file reads, cache decoded examples",
 }
+# The same, for data without images (tables, lists, text): nothing is decoded.
+_SPEEDUPS_TENSORS = {
+    "PyDataset": "raise the loader's workers, or train from a tfpipe.Pipeline (over the arrays, "
+    "or over TFRecords written with tfpipe write), which gathers or parses whole batches "
+    "inside the graph",
+    "tf.data": "batch before a vectorised parse, interleave the file reads, cache() the parsed "
+    "examples",
+}
+_PARSE_LESS = (
+    "the data has no images, so nothing is decoded: cache() the parsed examples (a table "
+    "usually fits in memory), store many scalar columns as one Tensor feature (one feature to "
+    "parse per example instead of one per column), or give each step more work (a larger "
+    "batch) so that the input's share of the CPU shrinks"
+)
 _STORE_RAW = (
     "store raw pixels at training size (tfpipe write --image-size HxW writes raw pixels: no "
     "decode at all)"
@@ -70,6 +84,9 @@ class FitReport:
         input_first_batch_s: seconds until the input delivered its first batch.
         image_encoding: how the input's images are stored ("jpeg", "png", "raw"), which the
             advice takes into account; None when unknown.
+        data_kind: "images" when the input holds images, "tensors" when it holds none (a
+            table, lists, text: the advice then never talks of decoding images); None when
+            unknown.
     """
 
     input_examples_per_s: float
@@ -84,6 +101,7 @@ class FitReport:
     steps_per_execution_chosen: bool
     input_first_batch_s: float
     image_encoding: str | None = None
+    data_kind: str | None = None
 
     @classmethod
     def build(
@@ -97,12 +115,14 @@ class FitReport:
         steps_per_execution: int,
         steps_per_execution_chosen: bool,
         image_encoding: str | None = None,
+        data_kind: str | None = None,
         notes: tuple[str, ...] = (),
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements.
 
-        `notes` (what `fit` decided and why, e.g. why `steps_per_execution` stayed 1) end
-        the advice.
+        The advice follows the data: how images are stored (`image_encoding`), or, for data
+        without images (`data_kind="tensors"`), what helps parsing. `notes` (what `fit`
+        decided and why, e.g. why `steps_per_execution` stayed 1) end the advice.
         """
         wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
         headroom = input_alone.examples_per_s / model_examples_per_s
@@ -115,12 +135,16 @@ class FitReport:
             "for input)"
         )
         advice = [rates]
-        decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
+        if data_kind == "tensors":
+            decode_less, speedups = _PARSE_LESS, _SPEEDUPS_TENSORS
+        else:
+            decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
+            speedups = _SPEEDUPS
         if verdict == "input-bound":
             if input_alone.examples_per_s < model_examples_per_s:
                 advice.append(
                     "the input alone is slower than the model: "
-                    + _SPEEDUPS.get(input_kind, decode_less)
+                    + speedups.get(input_kind, decode_less)
                 )
             else:
                 advice.append(
@@ -151,6 +175,7 @@ class FitReport:
             steps_per_execution_chosen=steps_per_execution_chosen,
             input_first_batch_s=input_alone.first_batch_s,
             image_encoding=image_encoding,
+            data_kind=data_kind,
         )
 
     def __str__(self) -> str:

@@ -105,6 +105,37 @@ class Tensor(Feature):
             parsed = tf.reshape(parsed, [-1, *self.shape[1:]])
         return tf.cast(parsed, self.dtype)
 
+    def pad_batch(
+        self,
+        batch: tf.RaggedTensor,
+        length: int,
+        value: Any,
+        name: str,
+        cut: tf.Variable | None = None,
+    ) -> tf.Tensor:
+        """A batch of variable-length values as a dense tensor of `length` rows per example,
+        filled with `value`. A longer value fails the graph with an error naming the feature;
+        with a `cut` counter it is cut to its first `length` rows instead, and counted there
+        (`to_tensor` alone would cut silently)."""
+        lengths = batch.row_lengths()
+        if cut is None:
+            check = tf.debugging.Assert(
+                tf.reduce_all(lengths <= length),
+                [
+                    f"{name}: a value is longer than its pad length {length} (Pipeline pad=); "
+                    "raise the pad length to the longest value, write shorter values, or pass "
+                    "truncate=True to cut them (counted). Longest in this batch:",
+                    tf.reduce_max(lengths),
+                ],
+                name="pad_check",
+            )
+        else:
+            check = cut.assign_add(tf.math.count_nonzero(lengths > length))
+        with tf.control_dependencies([check]):
+            return batch.to_tensor(
+                default_value=tf.constant(value, batch.dtype), shape=[None, length, *self.shape[1:]]
+            )
+
 
 @functools.cache
 def _range(dtype: np.dtype[Any]) -> tuple[float, float, str]:

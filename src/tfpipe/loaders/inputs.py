@@ -143,7 +143,8 @@ class RecordInput:
             )
 
         return (
-            "parse_example (vectorised) + decode images per element" + decoding.describe(),
+            "parse_example (vectorised)"
+            + (" + decode images per element" + decoding.describe() if _has_images(self) else ""),
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
 
@@ -151,6 +152,11 @@ class RecordInput:
         """The first damaged record of the shards: frame, Example, feature or image."""
         files = [Path(f) for f in self.files]
         return first_fault(files, self.info, self.compression, self.schema, decoding.image_size)
+
+
+def _has_images(inp: RecordInput | MemoryInput) -> bool:
+    """Whether the input's schema has an Image feature (else nothing is decoded or resized)."""
+    return any(isinstance(f, Image) for f in inp.schema.values())
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:
@@ -265,7 +271,7 @@ class MemoryInput(_IndexedInput):
 
         what = "read + decode image files per element" if files else "gather arrays"
         return (
-            f"gather examples; {what}" + decoding.describe(),
+            f"gather examples; {what}" + (decoding.describe() if _has_images(self) else ""),
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
 

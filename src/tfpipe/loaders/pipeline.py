@@ -18,7 +18,7 @@ import dataclasses
 import math
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
@@ -34,6 +34,8 @@ from tfpipe.loaders.inputs import (
     RecordInput,
     Stage,
 )
+from tfpipe.loaders.padding import Padding
+from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
 from tfpipe.records.checker import Fault
 from tfpipe.schema import Schema
 
@@ -137,6 +139,13 @@ class Pipeline:
             `1 / 255`). Defaults to None (uint8 images).
         compression: None, "gzip" or "zlib" for TFRecords. Defaults to "auto" (from the
             metadata, else the file suffix and first bytes).
+        pad: feature name -> length: read these variable-length `Tensor(shape=(None, ...))`
+            features as dense tensors of that many rows, filled with `pad_value`; a longer
+            value fails with an error naming the feature. Defaults to None (variable-length
+            features are `tf.RaggedTensor`s).
+        pad_value: the value padding fills in. Defaults to 0.
+        truncate: cut values longer than their pad length to their first rows instead of
+            failing; `truncated()` counts them (and `tfpipe.fit` warns). Defaults to False.
     """
 
     def __init__(
@@ -148,11 +157,20 @@ class Pipeline:
         reduced_decode: bool = False,
         rescale: float | None = None,
         compression: str | None = "auto",
+        pad: Mapping[str, int] | None = None,
+        pad_value: float = 0,
+        truncate: bool = False,
     ) -> None:
         image_size = check_image_size("image_size", image_size)
         rescale = check_positive("rescale", rescale, or_none=True)
         self._decoding = Decoding(image_size, bool(reduced_decode), rescale)
         self._input = _make_input(source, schema, compression)
+        if truncate not in (True, False) or (truncate and pad is None):
+            raise ValueError(
+                "truncate must be True or False, and applies with pad={name: length}. "
+                f"Received: truncate={truncate!r}, pad={pad!r}"
+            )
+        self._padding = Padding(pad, pad_value, bool(truncate), self._input.schema)
         self._seed: int | None = None
         self._shuffle = False
         self._buffer: int | None = None
@@ -317,11 +335,10 @@ class Pipeline:
         """
         return self._with(options=PipelineOptions(deterministic, ram_budget_mb, threads))
 
-    def as_supervised(
-        self, x: str | Sequence[str] | None = None, y: str | Sequence[str] | None = None
-    ) -> Pipeline:
-        """Yields `(x, y)` pairs for `model.fit`; a list of names gives a tuple of tensors
-        (multi-input or multi-output models).
+    def as_supervised(self, x: Names | None = None, y: Names | None = None) -> Pipeline:
+        """Yields `(x, y)` pairs for `model.fit`, following Keras's conventions: a list of names
+        gives a tuple of tensors (multi-input or multi-output models, in the model's order), a
+        dict of model input/output name -> feature name gives a dict (matched by name).
 
         Example:
             >>> ds = tfpipe.Pipeline(src).batch(32).as_supervised("image", ["weather", "ground"])
@@ -330,17 +347,22 @@ class Pipeline:
             x: the input feature name(s).
             y: the target feature name(s).
         """
-        for argument, names in (("x", x), ("y", y)):
-            items = [names] if isinstance(names, str) else names
-            if not items or not all(isinstance(n, str) for n in items):
-                raise ValueError(
-                    f"as_supervised: {argument} must be a feature name or a list of names. "
-                    f"Received: {argument}={names!r}"
-                )
+        feature_names("x", x, "as_supervised")
+        feature_names("y", y, "as_supervised")
         schema = self._input.schema
         if schema is not None and not self._transforms:
-            schema.check_names(_names(x) + _names(y), "as_supervised")
+            check_known(x, y, schema, "as_supervised", "the schema")
         return self._with(supervised=(x, y))
+
+    @property
+    def supervised(self) -> tuple[Names, Names] | None:
+        """The `(x, y)` given to `as_supervised`; None when the pipeline yields example dicts.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").as_supervised("image", "label").supervised
+            ('image', 'label')
+        """
+        return self._supervised
 
     @property
     def schema(self) -> Schema | None:
@@ -398,6 +420,20 @@ class Pipeline:
             record 17 of out/train-00003-of-00008.tfrecord: damaged or truncated frame: ...
         """
         return self._input.locate_fault(self._decoding)
+
+    def truncated(self) -> dict[str, int]:
+        """How many values `truncate=True` cut to their pad length so far, per feature.
+
+        Counted as examples are read (one read twice counts twice), by this pipeline and every
+        variant built from the same `Pipeline(...)`; empty without `truncate=True`.
+
+        Example:
+            >>> p = tfpipe.Pipeline("out/reviews", pad={"tokens": 128}, truncate=True).batch(32)
+            >>> batches = list(p.build())
+            >>> p.truncated()
+            {'tokens': 17}
+        """
+        return self._padding.truncated()
 
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
@@ -459,7 +495,7 @@ class Pipeline:
                 f"batch {size} records" + (" (drop remainder)" if drop else ""),
                 lambda ds: ds.batch(size, drop_remainder=drop),
             )
-            assembly.run_all([inp.decoder(self._decoding)])
+            assembly.run_all([inp.decoder(self._decoding), *self._padding.stages])
             assembly.batched = True
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:
@@ -549,20 +585,8 @@ class Pipeline:
                 "as_supervised: the examples are not a dict of named features "
                 f"(got {type(spec).__name__}); a PyDataset already yields (x, y)"
             )
-        missing = [n for n in _names(x) + _names(y) if n not in spec]
-        if missing:
-            raise SchemaError(
-                f"as_supervised: feature {missing[0]!r} is not in the examples; "
-                f"they have {sorted(spec)}"
-            )
-
-        def select(example: dict[str, tf.Tensor]) -> tuple[Any, Any]:
-            pick = lambda names: (  # noqa: E731
-                example[names] if isinstance(names, str) else tuple(example[n] for n in names)
-            )
-            return pick(x), pick(y)
-
-        assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(select))
+        check_known(x, y, sorted(spec), "as_supervised", "the examples")
+        assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(selector(x, y)))
 
     def _apply_options(self, dataset: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
         options = tf.data.Options()
@@ -572,10 +596,6 @@ class Pipeline:
         if self._options.threads is not None:
             options.threading.private_threadpool_size = self._options.threads
         return dataset.with_options(options)
-
-
-def _names(names: Any) -> list[str]:
-    return [names] if isinstance(names, str) else list(names)
 
 
 class _Assembly:
