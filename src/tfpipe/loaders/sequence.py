@@ -139,7 +139,9 @@ class SequenceLoader(keras.utils.PyDataset):
         drop_remainder: drop the last batch when it is partial. Defaults to False.
         transform: `transform(example, rng) -> example`, a numpy augmentation of one example
             (decoded uint8 images at `image_size`) with a `numpy.random.Generator` seeded from
-            `(seed, epoch, example index)`. Defaults to None.
+            `(seed, epoch, example index)`. A transform that changes shapes (a crop) has an
+            `output_shape(name, shape)` method giving the shape it makes of each feature, as
+            `tfpipe.augment.Joint` does. Defaults to None.
         dtype: the dtype of image batches. Defaults to "float32".
         rescale: multiply pixels by this finite number > 0; None keeps 0..255. Defaults to
             1/255.
@@ -196,6 +198,12 @@ class SequenceLoader(keras.utils.PyDataset):
             name: self._feature_layout(name, schema[name])
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
         }
+        output_shape = getattr(transform, "output_shape", None)  # e.g. tfpipe.augment.Joint
+        if callable(output_shape):
+            self._layout = {
+                name: (tuple(output_shape(name, shape)), dtype)
+                for name, (shape, dtype) in self._layout.items()
+            }
         if options.image_size is not None and not any(
             isinstance(schema[n], Image) for n in self._layout
         ):
