@@ -194,7 +194,9 @@ class Joint:
             >>> ds = ds.apply(tfpipe.augment.Joint(masks="mask", seed=0).map_dataset)
         """
         seeds = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True).batch(2)
-        return tf.data.Dataset.zip(dataset, seeds).map(self, num_parallel_calls=tf.data.AUTOTUNE)
+        # Not converted by AutoGraph (nothing here needs it): a SchemaError then stays one.
+        augment = tf.autograph.experimental.do_not_convert(self.__call__)
+        return tf.data.Dataset.zip(dataset, seeds).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
 
     def __call__(self, example: Mapping[str, Any], seed: Any) -> dict[str, Any]:
         """Augments one example: a dict of tensors, or of numpy arrays.
@@ -213,6 +215,12 @@ class Joint:
             raise SchemaError(
                 f"Joint augments example dicts of name -> image or mask; got "
                 f"{type(example).__name__}"
+            )
+        missing = [key for key in self._keys if key not in example]
+        if missing:
+            raise SchemaError(
+                f"augment.Joint: key {missing[0]!r} is not in the example; it has "
+                f"{sorted(example)}. Name the image and mask keys with images= and masks="
             )
         if isinstance(seed, np.random.Generator):
             pair = tf.constant([self.seed, seed.integers(2**63 - 1)], tf.int64)
@@ -233,14 +241,9 @@ class Joint:
         return out
 
     def _checked(self, example: dict[str, Any]) -> dict[str, tf.Tensor]:
-        """The image and mask tensors, checked: present, of the right rank, aligned."""
+        """The image and mask tensors, checked: of the right rank and dtype, aligned."""
         values: dict[str, tf.Tensor] = {}
         for key in self._keys:
-            if key not in example:
-                raise SchemaError(
-                    f"augment.Joint: key {key!r} is not in the example; it has "
-                    f"{sorted(example)}. Name the image and mask keys with images= and masks="
-                )
             value = example[key]
             mask = key in self.masks
             what = "mask" if mask else "image"
@@ -282,7 +285,8 @@ class Joint:
                 tf.debugging.assert_equal(
                     tf.shape(reference)[:2],
                     tf.shape(value)[:2],
-                    message=f"augment.Joint: {kind(first)} {first!r} and {kind(key)} {key!r} "
+                    # TensorFlow escapes quotes in assertion messages: backticks read better.
+                    message=f"augment.Joint: {kind(first)} `{first}` and {kind(key)} `{key}` "
                     "differ in height x width: a joint crop needs them aligned",
                 ),
                 value,
@@ -294,19 +298,19 @@ class Joint:
         key, value = next(iter(values.items()))
         crop = _size_text(self.crop)
         message = (
-            f"augment.Joint: crop {crop} is larger than {key!r} of {{}}; crop at most the "
-            "size of the examples, or resize them first (e.g. Pipeline(image_size=...))"
+            f"augment.Joint: crop {crop} is larger than {{}} of {{}}; crop at most the size "
+            "of the examples, or resize them first (e.g. Pipeline(image_size=...))"
         )
         height, width = value.shape[:2]
         if height is not None and width is not None:
             if self.crop[0] > height or self.crop[1] > width:
-                raise SchemaError(message.format(f"{height}x{width}"))
+                raise SchemaError(message.format(repr(key), f"{height}x{width}"))
             return []
         return [
             tf.debugging.assert_less_equal(
                 tf.constant(self.crop, tf.int32),
                 tf.shape(value)[:2],
-                message=message.format("smaller height x width"),
+                message=message.format(f"`{key}`", "a smaller height x width"),
             )
         ]
 

@@ -199,11 +199,10 @@ class SequenceLoader(keras.utils.PyDataset):
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
         }
         output_shape = getattr(transform, "output_shape", None)  # e.g. tfpipe.augment.Joint
-        if callable(output_shape):
-            self._layout = {
-                name: (tuple(output_shape(name, shape)), dtype)
-                for name, (shape, dtype) in self._layout.items()
-            }
+        self._batch_shapes = {  # after the transform; _layout's shapes are those loaded
+            name: tuple(output_shape(name, shape)) if callable(output_shape) else shape
+            for name, (shape, _) in self._layout.items()
+        }
         if options.image_size is not None and not any(
             isinstance(schema[n], Image) for n in self._layout
         ):
@@ -284,8 +283,8 @@ class SequenceLoader(keras.utils.PyDataset):
         start = (int(index) % count) * self.options.batch_size
         indices = self.order()[start : start + self.options.batch_size]
         arrays = {
-            name: np.empty((len(indices), *shape), dtype)
-            for name, (shape, dtype) in self._layout.items()
+            name: np.empty((len(indices), *self._batch_shapes[name]), dtype)
+            for name, (_, dtype) in self._layout.items()
         }
         for position, example in enumerate(indices):
             self._fill(arrays, position, int(example))
@@ -325,7 +324,7 @@ class SequenceLoader(keras.utils.PyDataset):
                     f"for {self._origin(index)}"
                 )
             values = dict(transformed)
-        for name, (shape, _) in self._layout.items():
+        for name, shape in self._batch_shapes.items():
             value: Any = values.get(name)
             if np.shape(value) != shape:
                 raise DecodeError(
