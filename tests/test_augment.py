@@ -151,6 +151,7 @@ def test_a_joint_is_random_so_a_cache_goes_before_it() -> None:
     assert not Joint("image", "mask", flip=None, size=(8, 8)).random
 
 
+@pytest.mark.parametrize("path", ["tf.data", "numpy"])
 @pytest.mark.parametrize(
     "joint",
     [
@@ -160,26 +161,32 @@ def test_a_joint_is_random_so_a_cache_goes_before_it() -> None:
     ],
     ids=["random-size-crop-to-37x29", "random-size-crop-back-to-24x24", "resize-to-11x13"],
 )
-def test_resizes_keep_mask_values_and_stay_aligned(joint: Joint) -> None:
+def test_resizes_keep_mask_values_and_stay_aligned(joint: Joint, path: str) -> None:
     """Masks are resized with nearest neighbour (values stay in the original, sparse set: a
     bilinear mix of two labels would leave it) and images bilinearly (uint8 stays uint8), from
     the same crop box: an image painting the mask's blocks agrees with the resized mask except
     along the block edges."""
     labels = mask_of(position_image())
-    mask = SPARSE_VALUES[labels]
-    painted = np.repeat((labels * 15)[..., None], 3, axis=-1).astype(np.uint8)
-    ds = tf.data.Dataset.from_tensor_slices(
-        {"image": np.stack([painted] * COUNT), "mask": np.stack([mask[..., None]] * COUNT)}
-    )
+    example = {
+        "image": np.repeat((labels * 15)[..., None], 3, axis=-1).astype(np.uint8),
+        "mask": SPARSE_VALUES[labels][..., None],
+    }
+    if path == "numpy":
+        outputs = [joint(example, np.random.default_rng(i)) for i in range(COUNT)]
+    else:
+        ds = tf.data.Dataset.from_tensors(example).repeat(COUNT)
+        outputs = list(ds.apply(joint.map_dataset).as_numpy_iterator())
     height, width = joint.output_shape("mask", (SIDE, SIDE, 1))[:2]
-    for example in ds.apply(joint.map_dataset).as_numpy_iterator():
-        out_image, out_mask = example["image"], example["mask"]
+    for out in outputs:
+        out_image, out_mask = out["image"], out["mask"]
         assert out_image.dtype == np.uint8 and out_mask.dtype == np.uint8
         assert out_mask.shape == (height, width, 1) and out_image.shape == (height, width, 3)
         assert set(np.unique(out_mask)) <= set(SPARSE_VALUES)
         out_labels = np.searchsorted(SPARSE_VALUES, out_mask[..., 0])
         agree = np.mean(np.abs(out_image[..., 0].astype(int) - out_labels * 15) < 8)
         assert agree > 0.75, agree
+    draws = {out["image"].tobytes() for out in outputs}
+    assert len(draws) > (COUNT // 2 if joint.crop_area else 1)  # crops differ, flips happen
 
 
 def test_numpy_examples_keep_mask_rank_dtype_and_other_keys() -> None:

@@ -35,14 +35,15 @@ _FLIPS = {
 
 @dataclasses.dataclass(frozen=True)
 class _Draw:
-    """Where one example is cropped and whether it is flipped (scalar tensors)."""
+    """Where one example is cropped and whether it is flipped: python ints and bools for numpy
+    examples, scalar tensors in a graph (a flip that is off is always a python False)."""
 
-    top: tf.Tensor
-    left: tf.Tensor
-    height: tf.Tensor
-    width: tf.Tensor
-    flip_left_right: tf.Tensor
-    flip_up_down: tf.Tensor
+    top: Any
+    left: Any
+    height: Any
+    width: Any
+    flip_left_right: Any
+    flip_up_down: Any
 
 
 def _names(argument: str, value: str | Sequence[str]) -> tuple[str, ...]:
@@ -223,32 +224,41 @@ class Joint:
                 f"{sorted(example)}. Name the image and mask keys with images= and masks="
             )
         if isinstance(seed, np.random.Generator):
-            pair = tf.constant([self.seed, seed.integers(2**63 - 1)], tf.int64)
-            tensors = _augment_numpy(self, {k: np.asarray(example[k]) for k in self._keys}, pair)
-            return {**example, **{k: v.numpy() for k, v in tensors.items()}}
-        return {**example, **self._augment(dict(example), tf.convert_to_tensor(seed))}
+            return {**example, **self._augment_arrays(example, seed)}
+        values = {key: tf.convert_to_tensor(example[key]) for key in self._keys}
+        self._check(values)
+        height, width = tf.unstack(tf.shape(next(iter(values.values())))[:2])
+        draw = self._draw_tensors(tf.convert_to_tensor(seed), height, width)
+        with tf.control_dependencies(self._graph_checks(values)):
+            return {**example, **{key: self._apply(key, v, draw) for key, v in values.items()}}
 
-    def _augment(self, example: dict[str, Any], seed: tf.Tensor) -> dict[str, tf.Tensor]:
-        values = self._checked(example)
-        first = next(iter(values.values()))
-        shape = tf.shape(first)
-        draw = self._draw(seed, shape[0], shape[1])
-        checks = self._check_crop(values)
-        out = {}
-        with tf.control_dependencies(checks):
-            for key, value in values.items():
-                out[key] = self._apply(value, draw, mask=key in self.masks)
-        return out
+    def _augment_arrays(
+        self, example: Mapping[str, Any], rng: np.random.Generator
+    ) -> dict[str, np.ndarray]:
+        arrays = {key: np.asarray(example[key]) for key in self._keys}
+        specs = {}
+        for key, array in arrays.items():
+            try:
+                specs[key] = tf.TensorSpec(array.shape, tf.as_dtype(array.dtype))
+            except TypeError as e:
+                raise SchemaError(
+                    f"augment.Joint: {key!r} is not an image or mask array (dtype "
+                    f"{array.dtype}); expected an integer or float numpy array"
+                ) from e
+        self._check(specs)
+        height, width = next(iter(arrays.values())).shape[:2]
+        draw = self._draw_arrays(
+            np.random.default_rng([self.seed or 0, int(rng.integers(2**63))]), height, width
+        )
+        return {key: np.ascontiguousarray(self._apply(key, a, draw)) for key, a in arrays.items()}
 
-    def _checked(self, example: dict[str, Any]) -> dict[str, tf.Tensor]:
-        """The image and mask tensors, checked: of the right rank and dtype, aligned."""
-        values: dict[str, tf.Tensor] = {}
-        for key in self._keys:
-            value = example[key]
+    def _check(self, values: Mapping[str, Any]) -> None:
+        """Checks what the shapes and dtypes (of tensors or `tf.TensorSpec`s) already tell:
+        ranks, mask dtypes, and the known sizes (aligned, at least the crop)."""
+        for key, value in values.items():
             mask = key in self.masks
             what = "mask" if mask else "image"
-            ranks = (2, 3) if mask else (3,)
-            if value.shape.rank not in ranks:
+            if value.shape.rank not in ((2, 3) if mask else (3,)):
                 expected = (
                     "(height, width) or (height, width, channels)"
                     if mask
@@ -264,126 +274,141 @@ class Joint:
                     "integer label images (resized with nearest neighbour). Cast it to an "
                     "integer dtype, or name it in images= if it is a picture"
                 )
-            values[key] = value
-        self._check_aligned(values)
-        return values
-
-    def _check_aligned(self, values: dict[str, tf.Tensor]) -> None:
         (first, reference), *others = values.items()
-        kind = lambda key: "mask" if key in self.masks else "image"  # noqa: E731
         for key, value in others:
-            static = reference.shape[:2], value.shape[:2]
-            if static[0].is_fully_defined() and static[1].is_fully_defined():
-                if static[0] != static[1]:
-                    raise SchemaError(
-                        f"augment.Joint: {kind(first)} {first!r} is {_size_text(static[0])} but "
-                        f"{kind(key)} {key!r} is {_size_text(static[1])}: a joint crop needs "
-                        "them aligned; store or resize them at the same size"
-                    )
-                continue
-            values[key] = _after(
-                tf.debugging.assert_equal(
-                    tf.shape(reference)[:2],
-                    tf.shape(value)[:2],
-                    # TensorFlow escapes quotes in assertion messages: backticks read better.
-                    message=f"augment.Joint: {kind(first)} `{first}` and {kind(key)} `{key}` "
-                    "differ in height x width: a joint crop needs them aligned",
-                ),
-                value,
-            )
+            sizes = reference.shape[:2], value.shape[:2]
+            if all(s.is_fully_defined() for s in sizes) and sizes[0] != sizes[1]:
+                raise SchemaError(
+                    f"augment.Joint: {self._kind(first)} {first!r} is {_size_text(sizes[0])} but "
+                    f"{self._kind(key)} {key!r} is {_size_text(sizes[1])}: a joint crop needs "
+                    "them aligned; store or resize them at the same size"
+                )
+        height, width = reference.shape[:2]
+        known = self.crop is not None and height is not None and width is not None
+        if known and (self.crop[0] > height or self.crop[1] > width):  # type: ignore[index]
+            raise SchemaError(self._crop_message(repr(first), f"{height}x{width}"))
 
-    def _check_crop(self, values: dict[str, tf.Tensor]) -> list[Any]:
-        if self.crop is None:
-            return []
-        key, value = next(iter(values.items()))
-        crop = _size_text(self.crop)
-        message = (
-            f"augment.Joint: crop {crop} is larger than {{}} of {{}}; crop at most the size "
+    def _graph_checks(self, values: dict[str, tf.Tensor]) -> list[Any]:
+        """Assertions on the sizes the graph learns only from the data."""
+        (first, reference), *others = values.items()
+        checks = [
+            tf.debugging.assert_equal(
+                tf.shape(reference)[:2],
+                tf.shape(value)[:2],
+                # TensorFlow escapes quotes in assertion messages: backticks read better.
+                message=f"augment.Joint: {self._kind(first)} `{first}` and {self._kind(key)} "
+                f"`{key}` differ in height x width: a joint crop needs them aligned",
+            )
+            for key, value in others
+            if not (reference.shape[:2].is_fully_defined() and value.shape[:2].is_fully_defined())
+        ]
+        if self.crop is not None and not reference.shape[:2].is_fully_defined():
+            checks.append(
+                tf.debugging.assert_less_equal(
+                    tf.constant(self.crop, tf.int32),
+                    tf.shape(reference)[:2],
+                    message=self._crop_message(f"`{first}`", "a smaller height x width"),
+                )
+            )
+        return checks
+
+    def _kind(self, key: str) -> str:
+        return "mask" if key in self.masks else "image"
+
+    def _crop_message(self, key: str, size: str) -> str:
+        crop = _size_text(self.crop or ())
+        return (
+            f"augment.Joint: crop {crop} is larger than {key} of {size}; crop at most the size "
             "of the examples, or resize them first (e.g. Pipeline(image_size=...))"
         )
-        height, width = value.shape[:2]
-        if height is not None and width is not None:
-            if self.crop[0] > height or self.crop[1] > width:
-                raise SchemaError(message.format(repr(key), f"{height}x{width}"))
-            return []
-        return [
-            tf.debugging.assert_less_equal(
-                tf.constant(self.crop, tf.int32),
-                tf.shape(value)[:2],
-                message=message.format(f"`{key}`", "a smaller height x width"),
-            )
-        ]
 
-    def _draw(self, seed: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> _Draw:
-        seeds = tf.random.experimental.stateless_split(seed, 6)
+    def _draw_tensors(self, seed: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> _Draw:
+        """The draw of one example from its seed, with stateless random ops."""
+        u = tf.random.stateless_uniform([6], seed)
         if self.crop is not None:
             crop_h, crop_w = (tf.constant(d, tf.int32) for d in self.crop)
         elif self.crop_area is not None:
-            area = tf.cast(height * width, tf.float32) * tf.random.stateless_uniform(
-                [], seeds[0], *self.crop_area
-            )
-            low, high = (math.log(r) for r in self.crop_aspect)
-            ratio = tf.exp(tf.random.stateless_uniform([], seeds[1], low, high))
+            (low, high), (a_low, a_high) = self.crop_area, self.crop_aspect
+            area = tf.cast(height * width, tf.float32) * (low + (high - low) * u[0])
+            ratio = a_low * (a_high / a_low) ** u[1]  # log-uniform in crop_aspect
             side = lambda value, limit: tf.clip_by_value(  # noqa: E731
                 tf.cast(tf.round(tf.sqrt(value)), tf.int32), 1, limit
             )
             crop_h, crop_w = side(area / ratio, height), side(area * ratio, width)
         else:
             crop_h, crop_w = height, width
-        offset = lambda s, room: tf.random.stateless_uniform(  # noqa: E731
-            [], s, 0, room + 1, dtype=tf.int32
+        offset = lambda u, room: tf.minimum(  # noqa: E731
+            tf.cast(u * tf.cast(room + 1, tf.float32), tf.int32), room
         )
         flip_lr, flip_ud = _FLIPS[self.flip]
-        coin = lambda s, on: (  # noqa: E731
-            tf.random.stateless_uniform([], s) < 0.5 if on else tf.constant(False)
-        )
         return _Draw(
-            top=offset(seeds[2], height - crop_h),
-            left=offset(seeds[3], width - crop_w),
+            top=offset(u[2], height - crop_h),
+            left=offset(u[3], width - crop_w),
             height=crop_h,
             width=crop_w,
-            flip_left_right=coin(seeds[4], flip_lr),
-            flip_up_down=coin(seeds[5], flip_ud),
+            flip_left_right=u[4] < 0.5 if flip_lr else False,
+            flip_up_down=u[5] < 0.5 if flip_ud else False,
         )
 
-    def _apply(self, value: tf.Tensor, draw: _Draw, *, mask: bool) -> tf.Tensor:
-        rank2 = value.shape.rank == 2
+    def _draw_arrays(self, rng: np.random.Generator, height: int, width: int) -> _Draw:
+        """The same draw as `_draw_tensors`, in numpy: python ints and bools."""
+        u = rng.random(6)
+        if self.crop is not None:
+            crop_h, crop_w = self.crop
+        elif self.crop_area is not None:
+            (low, high), (a_low, a_high) = self.crop_area, self.crop_aspect
+            area = height * width * (low + (high - low) * u[0])
+            ratio = a_low * (a_high / a_low) ** u[1]
+            side = lambda value, limit: min(max(round(math.sqrt(value)), 1), limit)  # noqa: E731
+            crop_h, crop_w = side(area / ratio, height), side(area * ratio, width)
+        else:
+            crop_h, crop_w = height, width
+        offset = lambda u, room: min(int(u * (room + 1)), room)  # noqa: E731
+        flip_lr, flip_ud = _FLIPS[self.flip]
+        return _Draw(
+            top=offset(u[2], height - crop_h),
+            left=offset(u[3], width - crop_w),
+            height=crop_h,
+            width=crop_w,
+            flip_left_right=bool(flip_lr and u[4] < 0.5),
+            flip_up_down=bool(flip_ud and u[5] < 0.5),
+        )
+
+    def _apply(self, key: str, value: Any, draw: _Draw) -> Any:
+        """Crops, resizes and flips one tensor or numpy array as `draw` says."""
+        rank2 = len(value.shape) == 2
         out = value[..., None] if rank2 else value
-        channels = out.shape[-1]
         if self.crop is not None or self.crop_area is not None:
             out = out[draw.top : draw.top + draw.height, draw.left : draw.left + draw.width]
-            if self.crop is not None:
-                out = tf.ensure_shape(out, (*self.crop, channels))
         size = self.size
-        if size is None and self.crop_area is not None:
-            size = tf.shape(value)[:2]  # back to the example's size
+        if size is None and self.crop_area is not None:  # back to the example's size
+            size = value.shape[:2] if isinstance(value, np.ndarray) else tf.shape(value)[:2]
         if size is not None:
-            out = _resize(out, size, mask=mask)
-        if self.size is None and self.crop_area is not None:
-            out = tf.ensure_shape(out, (*value.shape[:2], channels))
-        out = tf.cond(draw.flip_left_right, lambda: tf.reverse(out, [1]), lambda: out)
-        out = tf.cond(draw.flip_up_down, lambda: tf.reverse(out, [0]), lambda: out)
-        return out[..., 0] if rank2 else out
+            resized = _resize(out, size, mask=key in self.masks)
+            out = resized.numpy() if isinstance(out, np.ndarray) else resized
+        out = _flip(out, draw.flip_left_right, axis=1)
+        out = _flip(out, draw.flip_up_down, axis=0)
+        out = out[..., 0] if rank2 else out
+        if isinstance(out, tf.Tensor):
+            out = tf.ensure_shape(out, self.output_shape(key, value.shape))
+        return out
 
 
-@tf.function(autograph=False)
-def _augment_numpy(joint: Joint, example: dict[str, Any], seed: tf.Tensor) -> dict[str, tf.Tensor]:
-    """`joint._augment` as one traced graph: numpy examples then cost one call, not one eager
-    op after another (several times faster)."""
-    return joint._augment(example, seed)
+def _flip(value: Any, flag: Any, *, axis: int) -> Any:
+    """`value` reversed along `axis` when `flag` (a bool, or a bool tensor) holds."""
+    if isinstance(flag, bool):
+        if not flag:
+            return value
+        return np.flip(value, axis) if isinstance(value, np.ndarray) else tf.reverse(value, [axis])
+    return tf.cond(flag, lambda: tf.reverse(value, [axis]), lambda: value)
 
 
-def _resize(value: tf.Tensor, size: Any, *, mask: bool) -> tf.Tensor:
-    """Resizes one (height, width, channels) tensor, keeping its dtype."""
+def _resize(value: Any, size: Any, *, mask: bool) -> tf.Tensor:
+    """Resizes one (height, width, channels) tensor or array, keeping its dtype."""
     if mask:
         return tf.image.resize(value, size, method="nearest")
     resized = tf.image.resize(value, size, method="bilinear")
-    if value.dtype.is_integer:
-        return tf.saturate_cast(tf.round(resized), value.dtype)
-    return tf.cast(resized, value.dtype)
-
-
-def _after(check: Any, value: tf.Tensor) -> tf.Tensor:
-    """`value`, computed only once `check` has passed."""
-    with tf.control_dependencies([check]):
-        return tf.identity(value)
+    dtype = tf.as_dtype(value.dtype)
+    if dtype.is_integer:
+        return tf.saturate_cast(tf.round(resized), dtype)
+    return tf.cast(resized, dtype)
