@@ -4,6 +4,11 @@ errors."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import pickle
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -352,7 +357,32 @@ def test_bad_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:
         Joint(**kwargs)
 
 
-def test_a_seed_is_drawn_once_when_none_is_given() -> None:
+def test_a_seed_is_drawn_once_when_none_is_given_and_kept_through_pickle() -> None:
     joint = Joint(crop=(8, 8))
     assert isinstance(joint.seed, int) and joint.seed >= 0
     assert f"seed={joint.seed}" in repr(joint)
+    assert pickle.loads(pickle.dumps(joint)) == joint  # for SequenceLoader worker processes
+
+
+DIGEST = """
+import hashlib
+import numpy as np, tensorflow as tf
+from tfpipe.augment import Joint
+images = np.arange(16 * 24 * 24 * 3).reshape(16, 24, 24, 3).astype(np.uint8)
+masks = np.arange(16 * 24 * 24).reshape(16, 24, 24).astype(np.int32) % 5
+ds = tf.data.Dataset.from_tensor_slices({"image": images, "mask": masks})
+joint = Joint("image", "mask", flip="horizontal_and_vertical", crop_area=(0.3, 1), seed=3)
+epoch = ds.apply(joint.map_dataset).batch(16).get_single_element()
+data = epoch["image"].numpy().tobytes() + epoch["mask"].numpy().tobytes()
+print(hashlib.sha256(data).hexdigest())
+"""
+
+
+@pytest.mark.slow
+def test_the_same_seed_gives_the_same_draws_in_another_process() -> None:
+    other = subprocess.run(
+        [sys.executable, "-c", DIGEST], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()[-1]
+    with contextlib.redirect_stdout(io.StringIO()) as here:
+        exec(DIGEST, {})
+    assert here.getvalue().split()[-1] == other

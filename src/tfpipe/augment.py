@@ -82,8 +82,9 @@ class Joint:
     resized bilinearly, masks with nearest neighbour so their integer values never change.
     Dtypes are kept (uint8 images stay uint8). Order of the steps: crop, resize, flip.
 
-    The draw comes from the seed of the example (stateless random ops), so the same `seed`
-    gives the same augmented examples on every run, in a parallel map as well:
+    The draw depends only on the seed of the example (stateless random ops in a graph, a
+    generator seeded per example for numpy arrays), so the same `seed` gives the same
+    augmented examples on every run, in a parallel map as well:
 
     - `Pipeline(...).map(joint)` zips a seed sequence onto the examples (new every epoch,
       reproducible when the pipeline's order is: `shuffle(seed=...)`);
@@ -127,8 +128,7 @@ class Joint:
 
     def __post_init__(self) -> None:
         images, masks = _names("images", self.images), _names("masks", self.masks)
-        both = sorted(set(images) & set(masks))
-        if both or len(set(images + masks)) != len(images + masks):
+        if len(set(images + masks)) != len(images + masks):
             raise ValueError(
                 "each key must be named once, as an image or as a mask. "
                 f"Received: images={self.images!r}, masks={self.masks!r}"
@@ -214,7 +214,7 @@ class Joint:
         """
         if not isinstance(example, Mapping):
             raise SchemaError(
-                f"Joint augments example dicts of name -> image or mask; got "
+                "augment.Joint augments example dicts of name -> image or mask; got "
                 f"{type(example).__name__}"
             )
         missing = [key for key in self._keys if key not in example]
