@@ -72,6 +72,15 @@ def check_moved_together(images: np.ndarray, masks: np.ndarray) -> set[tuple[int
     return {placement(image) for image in images}
 
 
+def of_unknown_size(example: dict[str, np.ndarray]) -> tf.data.Dataset:
+    """A dataset of one example whose heights and widths the graph does not know."""
+    spec = {
+        key: tf.TensorSpec((None, None, *array.shape[2:]), tf.as_dtype(array.dtype))
+        for key, array in example.items()
+    }
+    return tf.data.Dataset.from_generator(lambda: iter([example]), output_signature=spec)
+
+
 JOINT = Joint("image", "mask", flip="horizontal_and_vertical", crop=(16, 12), seed=3)
 
 
@@ -262,14 +271,7 @@ def test_misaligned_image_and_mask_are_named() -> None:
     ):
         joint({"image": position_image(), "mask": small}, np.random.default_rng(0))
 
-    def examples() -> Any:
-        yield {"image": position_image(), "mask": small}
-
-    spec = {
-        "image": tf.TensorSpec((None, None, 3), tf.uint8),
-        "mask": tf.TensorSpec((None, None), tf.int32),
-    }
-    ds = tf.data.Dataset.from_generator(examples, output_signature=spec).apply(joint.map_dataset)
+    ds = of_unknown_size({"image": position_image(), "mask": small}).apply(joint.map_dataset)
     with pytest.raises(
         tf.errors.InvalidArgumentError,
         match=r"image `image` and mask `mask` differ in height x width",
@@ -288,11 +290,7 @@ def test_a_crop_larger_than_the_image_is_named() -> None:
     with pytest.raises(tfpipe.SchemaError, match=r"crop 30x8 is larger than 'image' of 24x24"):
         tfpipe.Pipeline(source()).map(joint).build()
 
-    def examples() -> Any:
-        yield {"image": position_image()}
-
-    spec = {"image": tf.TensorSpec((None, None, 3), tf.uint8)}
-    ds = tf.data.Dataset.from_generator(examples, output_signature=spec)
+    ds = of_unknown_size({"image": position_image()})
     with pytest.raises(
         tf.errors.InvalidArgumentError, match=r"crop 30x8 is larger than `image` of a smaller"
     ):

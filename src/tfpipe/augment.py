@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,32 @@ class _Draw:
     width: Any
     flip_left_right: Any
     flip_up_down: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ops:
+    """The few operations a draw needs, for python numbers or for scalar tensors."""
+
+    area: Callable[[Any, Any], Any]  # height, width -> float area
+    side: Callable[[Any, Any], Any]  # area-like value, limit -> round(sqrt(value)) in [1, limit]
+    offset: Callable[[Any, Any], Any]  # u, room -> an int in [0, room]
+    coin: Callable[[Any], Any]  # u -> u < 1/2
+
+
+_NUMPY_OPS = _Ops(
+    area=lambda height, width: float(height * width),
+    side=lambda value, limit: min(max(round(math.sqrt(value)), 1), limit),
+    offset=lambda u, room: min(int(u * (room + 1)), room),
+    coin=lambda u: bool(u < 0.5),
+)
+_TF_OPS = _Ops(
+    area=lambda height, width: tf.cast(height * width, tf.float32),
+    side=lambda value, limit: tf.clip_by_value(
+        tf.cast(tf.round(tf.sqrt(value)), tf.int32), 1, limit
+    ),
+    offset=lambda u, room: tf.minimum(tf.cast(u * tf.cast(room + 1, tf.float32), tf.int32), room),
+    coin=lambda u: u < 0.5,
+)
 
 
 def _names(argument: str, value: str | Sequence[str]) -> tuple[str, ...]:
@@ -228,7 +254,8 @@ class Joint:
         values = {key: tf.convert_to_tensor(example[key]) for key in self._keys}
         self._check(values)
         height, width = tf.unstack(tf.shape(next(iter(values.values())))[:2])
-        draw = self._draw_tensors(tf.convert_to_tensor(seed), height, width)
+        uniforms = tf.random.stateless_uniform([6], tf.convert_to_tensor(seed))
+        draw = self._draw(uniforms, height, width, _TF_OPS)
         with tf.control_dependencies(self._graph_checks(values)):
             return {**example, **{key: self._apply(key, v, draw) for key, v in values.items()}}
 
@@ -247,9 +274,8 @@ class Joint:
                 ) from e
         self._check(specs)
         height, width = next(iter(arrays.values())).shape[:2]
-        draw = self._draw_arrays(
-            np.random.default_rng([self.seed or 0, int(rng.integers(2**63))]), height, width
-        )
+        rng = np.random.default_rng([self.seed or 0, int(rng.integers(2**63))])
+        draw = self._draw(rng.random(6), height, width, _NUMPY_OPS)
         return {key: np.ascontiguousarray(self._apply(key, a, draw)) for key, a in arrays.items()}
 
     def _check(self, values: Mapping[str, Any]) -> None:
@@ -322,56 +348,25 @@ class Joint:
             "of the examples, or resize them first (e.g. Pipeline(image_size=...))"
         )
 
-    def _draw_tensors(self, seed: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> _Draw:
-        """The draw of one example from its seed, with stateless random ops."""
-        u = tf.random.stateless_uniform([6], seed)
-        if self.crop is not None:
-            crop_h, crop_w = (tf.constant(d, tf.int32) for d in self.crop)
-        elif self.crop_area is not None:
-            (low, high), (a_low, a_high) = self.crop_area, self.crop_aspect
-            area = tf.cast(height * width, tf.float32) * (low + (high - low) * u[0])
-            ratio = a_low * (a_high / a_low) ** u[1]  # log-uniform in crop_aspect
-            side = lambda value, limit: tf.clip_by_value(  # noqa: E731
-                tf.cast(tf.round(tf.sqrt(value)), tf.int32), 1, limit
-            )
-            crop_h, crop_w = side(area / ratio, height), side(area * ratio, width)
-        else:
-            crop_h, crop_w = height, width
-        offset = lambda u, room: tf.minimum(  # noqa: E731
-            tf.cast(u * tf.cast(room + 1, tf.float32), tf.int32), room
-        )
-        flip_lr, flip_ud = _FLIPS[self.flip]
-        return _Draw(
-            top=offset(u[2], height - crop_h),
-            left=offset(u[3], width - crop_w),
-            height=crop_h,
-            width=crop_w,
-            flip_left_right=u[4] < 0.5 if flip_lr else False,
-            flip_up_down=u[5] < 0.5 if flip_ud else False,
-        )
-
-    def _draw_arrays(self, rng: np.random.Generator, height: int, width: int) -> _Draw:
-        """The same draw as `_draw_tensors`, in numpy: python ints and bools."""
-        u = rng.random(6)
+    def _draw(self, u: Any, height: Any, width: Any, ops: _Ops) -> _Draw:
+        """The draw of one example from 6 uniform numbers in [0, 1), with numpy or TF ops."""
         if self.crop is not None:
             crop_h, crop_w = self.crop
         elif self.crop_area is not None:
             (low, high), (a_low, a_high) = self.crop_area, self.crop_aspect
-            area = height * width * (low + (high - low) * u[0])
-            ratio = a_low * (a_high / a_low) ** u[1]
-            side = lambda value, limit: min(max(round(math.sqrt(value)), 1), limit)  # noqa: E731
-            crop_h, crop_w = side(area / ratio, height), side(area * ratio, width)
+            area = ops.area(height, width) * (low + (high - low) * u[0])
+            ratio = a_low * (a_high / a_low) ** u[1]  # log-uniform in crop_aspect
+            crop_h, crop_w = ops.side(area / ratio, height), ops.side(area * ratio, width)
         else:
             crop_h, crop_w = height, width
-        offset = lambda u, room: min(int(u * (room + 1)), room)  # noqa: E731
         flip_lr, flip_ud = _FLIPS[self.flip]
         return _Draw(
-            top=offset(u[2], height - crop_h),
-            left=offset(u[3], width - crop_w),
+            top=ops.offset(u[2], height - crop_h),
+            left=ops.offset(u[3], width - crop_w),
             height=crop_h,
             width=crop_w,
-            flip_left_right=bool(flip_lr and u[4] < 0.5),
-            flip_up_down=bool(flip_ud and u[5] < 0.5),
+            flip_left_right=flip_lr and ops.coin(u[4]),
+            flip_up_down=flip_ud and ops.coin(u[5]),
         )
 
     def _apply(self, key: str, value: Any, draw: _Draw) -> Any:
