@@ -214,6 +214,18 @@ def test_numpy_examples_keep_mask_rank_dtype_and_other_keys() -> None:
     np.testing.assert_array_equal(out["image"], again["image"])
 
 
+def test_tensor_examples_take_a_scalar_or_a_stateless_seed() -> None:
+    image = tf.constant(position_image())
+    example = {"image": image, "mask": tf.constant(mask_of(position_image()))}
+    for seed in (tf.constant(5, tf.int64), tf.constant([1, 2], tf.int32)):
+        out = JOINT(example, seed)
+        assert isinstance(out["image"], tf.Tensor) and out["image"].shape == (16, 12, 3)
+        np.testing.assert_array_equal(out["mask"], mask_of(out["image"].numpy()))
+        np.testing.assert_array_equal(JOINT(example, seed)["image"], out["image"])
+    draws = {JOINT(example, tf.constant(i, tf.int64))["image"].numpy().tobytes() for i in range(8)}
+    assert len(draws) > 4
+
+
 def test_two_images_and_two_masks_share_one_draw() -> None:
     image = position_image()
     mask = mask_of(image).astype(np.int32)

@@ -220,7 +220,7 @@ class Joint:
             >>> ds = tf.data.Dataset.from_tensor_slices({"image": images, "mask": masks})
             >>> ds = ds.apply(tfpipe.augment.Joint(masks="mask", seed=0).map_dataset)
         """
-        seeds = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True).batch(2)
+        seeds = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
         # Not converted by AutoGraph (nothing here needs it): a SchemaError then stays one.
         augment = tf.autograph.experimental.do_not_convert(self.__call__)
         return tf.data.Dataset.zip(dataset, seeds).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
@@ -235,8 +235,9 @@ class Joint:
         Args:
             example: the example dict; keys other than `images` and `masks` pass unchanged.
             seed: the draw of this example: a `numpy.random.Generator` (as `SequenceLoader`
-                passes; numpy arrays come back), or a shape-(2,) integer tensor (as
-                `map_dataset` passes; tensors come back).
+                passes; numpy arrays come back), or an integer tensor (as `map_dataset` passes;
+                tensors come back): a scalar, mixed with this joint's `seed`, or a shape-(2,)
+                stateless seed used as it is.
         """
         if not isinstance(example, Mapping):
             raise SchemaError(
@@ -254,7 +255,10 @@ class Joint:
         values = {key: tf.convert_to_tensor(example[key]) for key in self._keys}
         self._check(values)
         height, width = tf.unstack(tf.shape(next(iter(values.values())))[:2])
-        uniforms = tf.random.stateless_uniform([6], tf.convert_to_tensor(seed))
+        seed = tf.cast(seed, tf.int64)
+        if seed.shape.rank == 0:
+            seed = tf.stack([tf.constant(self.seed, tf.int64), seed])
+        uniforms = tf.random.stateless_uniform([6], seed)
         draw = self._draw(uniforms, height, width, _TF_OPS)
         with tf.control_dependencies(self._graph_checks(values)):
             return {**example, **{key: self._apply(key, v, draw) for key, v in values.items()}}
