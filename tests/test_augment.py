@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -124,6 +125,22 @@ def test_a_flip_and_crop_move_image_and_mask_together_in_a_sequence_loader() -> 
     seen = check_moved_together(images, masks)
     assert len(seen) > COUNT // 2
     assert {flip for *_, flip, _ in seen} == {True, False}
+
+
+@pytest.mark.slow
+def test_a_segmentation_model_trains_on_a_joint_pipeline() -> None:
+    pipeline = (
+        tfpipe.Pipeline(source(), rescale=1 / 255).shuffle(seed=0).map(JOINT).batch(8)
+        .as_supervised("image", "mask")
+    )  # fmt: skip
+    ds = pipeline.build()
+    assert int(ds.cardinality()) == pipeline.batches_per_epoch() == 2
+    model = keras.Sequential(
+        [keras.Input((16, 12, 3)), keras.layers.Conv2D(16, 3, padding="same")]
+    )  # 16 labels per pixel
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(ds, epochs=2, verbose=0, shuffle=False)  # the pipeline shuffles
+    assert len(history.history["loss"]) == 2 and np.all(np.isfinite(history.history["loss"]))
 
 
 def test_a_plain_dataset_maps_with_map_dataset() -> None:
