@@ -345,6 +345,8 @@ def test_a_float_mask_or_a_batch_is_named() -> None:
         r". Augment examples before batching",
     ):
         Joint()({"image": np.stack([image] * 2)}, np.random.default_rng(0))
+    with pytest.raises(tfpipe.SchemaError, match=r"got shape \(24, 24\). Give it a channel axis"):
+        Joint()({"image": image[..., 0]}, np.random.default_rng(0))
     with pytest.raises(tfpipe.SchemaError, match=r"example dicts .* got ndarray"):
         Joint()(image, np.random.default_rng(0))  # type: ignore[arg-type]
 

@@ -2,7 +2,7 @@
 
 One draw per example moves every key of it together::
 
-    seed of the example ──stateless_split──▶ crop box, flip bits (one draw per example)
+    seed of the example ──▶ 6 uniform numbers ──▶ crop box, flip bits (one draw per example)
         ──▶ images: crop ─▶ resize (bilinear) ─▶ flip
         ──▶ masks:  crop ─▶ resize (nearest: the label values stay as they are) ─▶ flip
 
@@ -288,15 +288,17 @@ class Joint:
         for key, value in values.items():
             mask = key in self.masks
             what = "mask" if mask else "image"
-            if value.shape.rank not in ((2, 3) if mask else (3,)):
-                expected = (
-                    "(height, width) or (height, width, channels)"
-                    if mask
-                    else ("(height, width, channels)")
+            ranks = (2, 3) if mask else (3,)
+            if value.shape.rank not in ranks:
+                expected = ("(height, width) or " if mask else "") + "(height, width, channels)"
+                fix = (
+                    "Augment examples before batching them"
+                    if (value.shape.rank or 0) > ranks[-1]
+                    else "Give it a channel axis (image[..., None])"
                 )
                 raise SchemaError(
                     f"augment.Joint: {what} {key!r} must be {expected}; got shape "
-                    f"{tuple(value.shape)}. Augment examples before batching them"
+                    f"{tuple(value.shape)}. {fix}"
                 )
             if mask and not value.dtype.is_integer:
                 raise SchemaError(
