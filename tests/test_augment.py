@@ -257,6 +257,45 @@ def test_two_images_and_two_masks_share_one_draw() -> None:
         np.testing.assert_array_equal(out["mask"], mask_of(out["image"]))
 
 
+BLOCK_BOXES = (
+    np.array(  # the 6x6 blocks of labels 0, 5, 10 and 15, as fractions of the image
+        [[0, 0, 6, 6], [6, 6, 12, 12], [12, 12, 18, 18], [18, 18, 24, 24]], np.float32
+    )
+    / SIDE
+)
+
+
+@pytest.mark.parametrize("path", ["tf.data", "numpy"])
+def test_boxes_follow_the_crop_and_flips(path: str) -> None:
+    """Each box ends where its block's pixels end up in the augmented mask; a block cropped
+    away leaves a zero-area box."""
+    image = position_image()
+    example = {"image": image, "mask": mask_of(image), "boxes": BLOCK_BOXES}
+    joint = Joint("image", "mask", boxes="boxes", flip="horizontal_and_vertical", crop=(14, 10))
+    if path == "numpy":
+        outputs = [joint(example, np.random.default_rng(i)) for i in range(COUNT)]
+    else:
+        ds = tf.data.Dataset.from_tensors(example).repeat(COUNT).apply(joint.map_dataset)
+        outputs = list(ds.as_numpy_iterator())
+    cropped_away = 0
+    for out in outputs:
+        assert out["boxes"].dtype == np.float32 and out["boxes"].shape == (4, 4)
+        for label, box in zip((0, 5, 10, 15), out["boxes"], strict=True):
+            rows, cols = np.nonzero(out["mask"] == label)
+            if not len(rows):
+                assert box[2] <= box[0] or box[3] <= box[1], box
+                cropped_away += 1
+                continue
+            expected = [
+                rows.min() / 14,
+                cols.min() / 10,
+                (rows.max() + 1) / 14,
+                (cols.max() + 1) / 10,
+            ]
+            np.testing.assert_allclose(box, expected, atol=1e-6)
+    assert 0 < cropped_away < 4 * COUNT
+
+
 def test_output_shape_follows_crop_and_size() -> None:
     assert JOINT.output_shape("image", (24, 24, 3)) == (16, 12, 3)
     assert JOINT.output_shape("label", ()) == ()
@@ -327,7 +366,7 @@ def test_a_crop_larger_than_the_image_is_named() -> None:
 
 
 @pytest.mark.fault(
-    "a float mask, a batched image",
+    "a float mask, a batched image, pixel or malformed boxes",
     reader="augment.Joint",
     outcome="SchemaError naming the key and the fix",
 )
@@ -347,6 +386,16 @@ def test_a_float_mask_or_a_batch_is_named() -> None:
         Joint()({"image": np.stack([image] * 2)}, np.random.default_rng(0))
     with pytest.raises(tfpipe.SchemaError, match=r"got shape \(24, 24\). Give it a channel axis"):
         Joint()({"image": image[..., 0]}, np.random.default_rng(0))
+    with pytest.raises(
+        tfpipe.SchemaError, match=r"boxes 'boxes' must be floats of shape \(\.\.\., 4\)"
+    ):
+        Joint(boxes="boxes")(
+            {"image": image, "boxes": np.zeros((2, 4), int)}, np.random.default_rng(0)
+        )
+    with pytest.raises(tfpipe.SchemaError, match=r"got float32 of shape \(2, 3\). Divide pixel"):
+        Joint(boxes="b")(
+            {"image": image, "b": np.zeros((2, 3), np.float32)}, np.random.default_rng(0)
+        )
     with pytest.raises(tfpipe.SchemaError, match=r"example dicts .* got ndarray"):
         Joint()(image, np.random.default_rng(0))  # type: ignore[arg-type]
 
@@ -379,6 +428,8 @@ def test_a_float_mask_or_a_batch_is_named() -> None:
         ({"masks": "image"}, r"each key must be named once.*masks='image'"),
         ({"masks": [""]}, r"masks must be a feature name or a list of names"),
         ({"images": ()}, r"at least one image or mask key"),
+        ({"images": (), "boxes": "boxes"}, r"at least one image or mask key .*boxes are cropped"),
+        ({"boxes": "image"}, r"each key must be named once.*boxes='image'"),
     ],
 )
 def test_bad_arguments_are_named(kwargs: dict[str, Any], message: str) -> None:

@@ -1,10 +1,11 @@
-"""`tfpipe.augment`: random flips, crops and resizes applied alike to an image and its masks.
+"""`tfpipe.augment`: random flips, crops and resizes applied alike to images, masks and boxes.
 
 One draw per example moves every key of it together::
 
     seed of the example ──▶ 6 uniform numbers ──▶ crop box, flip bits (one draw per example)
         ──▶ images: crop ─▶ resize (bilinear) ─▶ flip
         ──▶ masks:  crop ─▶ resize (nearest: the label values stay as they are) ─▶ flip
+        ──▶ boxes:  moved into the crop and clipped ─▶ (a resize keeps fractions) ─▶ flip
 
 The draw depends only on the seed of the example, never on thread timing, so a parallel map
 gives the same augmented examples on every run. `Pipeline.map(joint)` zips a seed sequence
@@ -48,12 +49,15 @@ class _Draw:
 
 @dataclasses.dataclass(frozen=True)
 class _Ops:
-    """The few operations a draw needs, for python numbers or for scalar tensors."""
+    """The few operations a draw and the boxes need, in numpy or in TensorFlow."""
 
     area: Callable[[Any, Any], Any]  # height, width -> float area
     side: Callable[[Any, Any], Any]  # area-like value, limit -> round(sqrt(value)) in [1, limit]
     offset: Callable[[Any, Any], Any]  # u, room -> an int in [0, room]
     coin: Callable[[Any], Any]  # u -> u < 1/2
+    like: Callable[[Any, Any], Any]  # a number -> of the dtype of a box tensor
+    clip: Callable[[Any], Any]  # box coordinates -> clipped to [0, 1]
+    stack: Callable[[list[Any]], Any]  # 4 coordinates -> boxes (..., 4)
 
 
 _NUMPY_OPS = _Ops(
@@ -61,6 +65,9 @@ _NUMPY_OPS = _Ops(
     side=lambda value, limit: min(max(round(math.sqrt(value)), 1), limit),
     offset=lambda u, room: min(int(u * (room + 1)), room),
     coin=lambda u: bool(u < 0.5),
+    like=lambda number, boxes: number,
+    clip=lambda boxes: np.clip(boxes, 0, 1),
+    stack=lambda coordinates: np.stack(coordinates, axis=-1),
 )
 _TF_OPS = _Ops(
     area=lambda height, width: tf.cast(height * width, tf.float32),
@@ -69,6 +76,9 @@ _TF_OPS = _Ops(
     ),
     offset=lambda u, room: tf.minimum(tf.cast(u * tf.cast(room + 1, tf.float32), tf.int32), room),
     coin=lambda u: u < 0.5,
+    like=lambda number, boxes: tf.cast(number, boxes.dtype),
+    clip=lambda boxes: tf.clip_by_value(boxes, 0, 1),
+    stack=lambda coordinates: tf.stack(coordinates, axis=-1),
 )
 
 
@@ -102,11 +112,12 @@ def _size_text(shape: Sequence[Any]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Joint:
-    """Random flips, crops and resizes applied identically to images and their masks.
+    """Random flips, crops and resizes applied identically to images, their masks and boxes.
 
     Every example gets one draw (crop box, flips) that moves all its keys together: images are
-    resized bilinearly, masks with nearest neighbour so their integer values never change.
-    Dtypes are kept (uint8 images stay uint8). Order of the steps: crop, resize, flip.
+    resized bilinearly, masks with nearest neighbour so their integer values never change,
+    boxes are moved and clipped to the crop. Dtypes are kept (uint8 images stay uint8). Order
+    of the steps: crop, resize, flip.
 
     The draw depends only on the seed of the example (stateless random ops in a graph, a
     generator seeded per example for numpy arrays), so the same `seed` gives the same
@@ -129,6 +140,10 @@ class Joint:
         images: the image keys, each of shape (height, width, channels). Defaults to "image".
         masks: the mask keys: integer label images of shape (height, width) or (height, width,
             channels), aligned with the images. Defaults to () (no mask).
+        boxes: the bounding-box keys: float tensors of shape (..., 4), rows `[ymin, xmin,
+            ymax, xmax]` in [0, 1] of the image's height and width (TensorFlow's convention,
+            as `tf.image.draw_bounding_boxes`). A crop clips them: a box outside the crop keeps
+            its row with zero area (filter on `ymax > ymin and xmax > xmin`). Defaults to ().
         flip: random flips, as Keras's `RandomFlip` modes: "horizontal" (left-right),
             "vertical" (up-down), "horizontal_and_vertical" (each with probability 1/2), or
             None. Defaults to "horizontal".
@@ -145,6 +160,7 @@ class Joint:
     images: str | Sequence[str] = "image"
     masks: str | Sequence[str] = ()
     _: dataclasses.KW_ONLY
+    boxes: str | Sequence[str] = ()
     flip: str | None = "horizontal"
     crop: tuple[int, int] | None = None
     crop_area: tuple[float, float] | None = None
@@ -154,13 +170,17 @@ class Joint:
 
     def __post_init__(self) -> None:
         images, masks = _names("images", self.images), _names("masks", self.masks)
-        if len(set(images + masks)) != len(images + masks):
+        boxes = _names("boxes", self.boxes)
+        if len(set(images + masks + boxes)) != len(images + masks + boxes):
             raise ValueError(
-                "each key must be named once, as an image or as a mask. "
-                f"Received: images={self.images!r}, masks={self.masks!r}"
+                "each key must be named once, as an image, a mask or boxes. Received: "
+                f"images={self.images!r}, masks={self.masks!r}, boxes={self.boxes!r}"
             )
         if not images + masks:
-            raise ValueError("Joint needs at least one image or mask key to augment")
+            raise ValueError(
+                "Joint needs at least one image or mask key to augment (boxes are cropped in "
+                f"its pixels). Received: images={self.images!r}, masks={self.masks!r}"
+            )
         if self.flip not in _FLIPS:
             raise ValueError(
                 "flip must be 'horizontal', 'vertical', 'horizontal_and_vertical' or None. "
@@ -179,6 +199,7 @@ class Joint:
         for name, value in (
             ("images", images),
             ("masks", masks),
+            ("boxes", boxes),
             ("crop", crop),
             ("crop_area", area),
             ("crop_aspect", _check_range("crop_aspect", self.crop_aspect, None)),
@@ -244,7 +265,7 @@ class Joint:
                 "augment.Joint augments example dicts of name -> image or mask; got "
                 f"{type(example).__name__}"
             )
-        missing = [key for key in self._keys if key not in example]
+        missing = [key for key in (*self._keys, *self.boxes) if key not in example]
         if missing:
             raise SchemaError(
                 f"augment.Joint: key {missing[0]!r} is not in the example; it has "
@@ -253,7 +274,9 @@ class Joint:
         if isinstance(seed, np.random.Generator):
             return {**example, **self._augment_arrays(example, seed)}
         values = {key: tf.convert_to_tensor(example[key]) for key in self._keys}
+        boxes = {key: tf.convert_to_tensor(example[key]) for key in self.boxes}
         self._check(values)
+        self._check_boxes(boxes)
         height, width = tf.unstack(tf.shape(next(iter(values.values())))[:2])
         seed = tf.cast(seed, tf.int64)
         if seed.shape.rank == 0:
@@ -261,26 +284,33 @@ class Joint:
         uniforms = tf.random.stateless_uniform([6], seed)
         draw = self._draw(uniforms, height, width, _TF_OPS)
         with tf.control_dependencies(self._graph_checks(values)):
-            return {**example, **{key: self._apply(key, v, draw) for key, v in values.items()}}
+            out = {key: self._apply(key, v, draw) for key, v in values.items()}
+        for key, value in boxes.items():
+            out[key] = self._apply_boxes(value, draw, height, width, _TF_OPS)
+        return {**example, **out}
 
     def _augment_arrays(
         self, example: Mapping[str, Any], rng: np.random.Generator
     ) -> dict[str, np.ndarray]:
-        arrays = {key: np.asarray(example[key]) for key in self._keys}
+        arrays = {key: np.asarray(example[key]) for key in (*self._keys, *self.boxes)}
         specs = {}
         for key, array in arrays.items():
             try:
                 specs[key] = tf.TensorSpec(array.shape, tf.as_dtype(array.dtype))
             except TypeError as e:
                 raise SchemaError(
-                    f"augment.Joint: {key!r} is not an image or mask array (dtype "
+                    f"augment.Joint: {key!r} is not an image, mask or boxes array (dtype "
                     f"{array.dtype}); expected an integer or float numpy array"
                 ) from e
-        self._check(specs)
-        height, width = next(iter(arrays.values())).shape[:2]
+        self._check({key: specs[key] for key in self._keys})
+        self._check_boxes({key: specs[key] for key in self.boxes})
+        height, width = arrays[self._keys[0]].shape[:2]
         rng = np.random.default_rng([self.seed or 0, int(rng.integers(2**63))])
         draw = self._draw(rng.random(6), height, width, _NUMPY_OPS)
-        return {key: np.ascontiguousarray(self._apply(key, a, draw)) for key, a in arrays.items()}
+        out = {key: np.ascontiguousarray(self._apply(key, arrays[key], draw)) for key in self._keys}
+        for key in self.boxes:
+            out[key] = self._apply_boxes(arrays[key], draw, height, width, _NUMPY_OPS)
+        return out
 
     def _check(self, values: Mapping[str, Any]) -> None:
         """Checks what the shapes and dtypes (of tensors or `tf.TensorSpec`s) already tell:
@@ -319,6 +349,15 @@ class Joint:
         known = self.crop is not None and height is not None and width is not None
         if known and (self.crop[0] > height or self.crop[1] > width):  # type: ignore[index]
             raise SchemaError(self._crop_message(repr(first), f"{height}x{width}"))
+
+    def _check_boxes(self, boxes: Mapping[str, Any]) -> None:
+        for key, value in boxes.items():
+            if not value.dtype.is_floating or value.shape.rank == 0 or value.shape[-1] != 4:
+                raise SchemaError(
+                    f"augment.Joint: boxes {key!r} must be floats of shape (..., 4), rows "
+                    f"[ymin, xmin, ymax, xmax] in [0, 1]; got {value.dtype.name} of shape "
+                    f"{tuple(value.shape)}. Divide pixel boxes by the image's height and width"
+                )
 
     def _graph_checks(self, values: dict[str, tf.Tensor]) -> list[Any]:
         """Assertions on the sizes the graph learns only from the data."""
@@ -375,6 +414,20 @@ class Joint:
             flip_up_down=flip_ud and ops.coin(u[5]),
         )
 
+    def _apply_boxes(self, value: Any, draw: _Draw, height: Any, width: Any, ops: _Ops) -> Any:
+        """Moves `[ymin, xmin, ymax, xmax]` rows (fractions of the image) as `draw` says."""
+        ymin, xmin, ymax, xmax = (value[..., i] for i in range(4))
+        if self.crop is not None or self.crop_area is not None:
+
+            def crop(v: Any, size: Any, start: Any, length: Any) -> Any:
+                return ops.clip((v * ops.like(size, v) - ops.like(start, v)) / ops.like(length, v))
+
+            ymin, ymax = (crop(v, height, draw.top, draw.height) for v in (ymin, ymax))
+            xmin, xmax = (crop(v, width, draw.left, draw.width) for v in (xmin, xmax))
+        xmin, xmax = _choose(draw.flip_left_right, (1 - xmax, 1 - xmin), (xmin, xmax))
+        ymin, ymax = _choose(draw.flip_up_down, (1 - ymax, 1 - ymin), (ymin, ymax))
+        return ops.stack([ymin, xmin, ymax, xmax])
+
     def _apply(self, key: str, value: Any, draw: _Draw) -> Any:
         """Crops, resizes and flips one tensor or numpy array as `draw` says."""
         rank2 = len(value.shape) == 2
@@ -402,6 +455,13 @@ def _flip(value: Any, flag: Any, *, axis: int) -> Any:
             return value
         return np.flip(value, axis) if isinstance(value, np.ndarray) else tf.reverse(value, [axis])
     return tf.cond(flag, lambda: tf.reverse(value, [axis]), lambda: value)
+
+
+def _choose(flag: Any, chosen: tuple[Any, ...], other: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`chosen` where `flag` (a bool, or a bool tensor) holds, else `other`."""
+    if isinstance(flag, bool):
+        return chosen if flag else other
+    return tuple(tf.where(flag, a, b) for a, b in zip(chosen, other, strict=True))
 
 
 def _resize(value: Any, size: Any, *, mask: bool) -> tf.Tensor:
