@@ -3,6 +3,7 @@
 The data flows one way: schema -> sources -> records -> loaders -> fit.
 """
 
+from tfpipe import augment
 from tfpipe.adapters import benchmark, named_errors
 from tfpipe.errors import (
     DataNotFoundError,
@@ -57,6 +58,7 @@ __all__ = [
     "TfpipeWarning",
     "VerifyReport",
     "__version__",
+    "augment",
     "benchmark",
     "fit",
     "from_arrays",

@@ -85,7 +85,12 @@ class _Transform:
             except (TypeError, ValueError) as e:
                 raise SchemaError(f"{self.name} must return a scalar bool tensor: {e}") from e
         before = dataset.element_spec
-        dataset = dataset.map(self.fn, num_parallel_calls=AUTOTUNE)
+        # A map with its own map_dataset (tfpipe.augment.Joint) zips a seed onto each example.
+        map_dataset = getattr(self.fn, "map_dataset", None)
+        if callable(map_dataset):
+            dataset = map_dataset(dataset)
+        else:
+            dataset = dataset.map(self.fn, num_parallel_calls=AUTOTUNE)
         after = dataset.element_spec
         if isinstance(before, Mapping) and not isinstance(after, Mapping):
             raise SchemaError(
@@ -101,9 +106,11 @@ class _Transform:
         return dataset
 
     def is_random(self, spec: Any) -> bool:
-        """`random` as given, else whether the traced function uses random ops."""
-        if self.random is not None:
-            return self.random
+        """`random` as given or as `fn.random` says, else whether the traced function uses
+        random ops."""
+        declared = self.random if self.random is not None else getattr(self.fn, "random", None)
+        if isinstance(declared, bool):
+            return declared
         args = spec if isinstance(spec, tuple) else (spec,)
         graph = tf.function(self.fn).get_concrete_function(*args).graph.as_graph_def()
         ops = [n.op for n in graph.node] + [
@@ -226,9 +233,15 @@ class Pipeline:
             >>> flip = lambda ex: {**ex, "image": tf.image.random_flip_left_right(ex["image"])}
             >>> ds = tfpipe.Pipeline("out/train").map(flip).batch(32).build()
 
+        An object with a `map_dataset(dataset)` method maps the dataset itself: a
+        `tfpipe.augment.Joint` zips a seed onto every example, so that its random flips and
+        crops are reproducible in a parallel map; its `random` attribute says whether it is
+        random.
+
         Args:
-            fn: example dict -> example dict.
-            random: whether `fn` is random. Defaults to None (detected).
+            fn: example dict -> example dict, or an object with `map_dataset`.
+            random: whether `fn` is random. Defaults to None (`fn.random` if it has one, else
+                detected).
         """
         return self._add_transform("map", fn, random)
 

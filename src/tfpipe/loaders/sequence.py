@@ -139,7 +139,9 @@ class SequenceLoader(keras.utils.PyDataset):
         drop_remainder: drop the last batch when it is partial. Defaults to False.
         transform: `transform(example, rng) -> example`, a numpy augmentation of one example
             (decoded uint8 images at `image_size`) with a `numpy.random.Generator` seeded from
-            `(seed, epoch, example index)`. Defaults to None.
+            `(seed, epoch, example index)`. A transform that changes shapes (a crop) has an
+            `output_shape(name, shape)` method giving the shape it makes of each feature, as
+            `tfpipe.augment.Joint` does. Defaults to None.
         dtype: the dtype of image batches. Defaults to "float32".
         rescale: multiply pixels by this finite number > 0; None keeps 0..255. Defaults to
             1/255.
@@ -195,6 +197,11 @@ class SequenceLoader(keras.utils.PyDataset):
         self._layout = {
             name: self._feature_layout(name, schema[name])
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
+        }
+        output_shape = getattr(transform, "output_shape", None)  # e.g. tfpipe.augment.Joint
+        self._batch_shapes = {  # after the transform; _layout's shapes are those loaded
+            name: tuple(output_shape(name, shape)) if callable(output_shape) else shape
+            for name, (shape, _) in self._layout.items()
         }
         if options.image_size is not None and not any(
             isinstance(schema[n], Image) for n in self._layout
@@ -276,8 +283,8 @@ class SequenceLoader(keras.utils.PyDataset):
         start = (int(index) % count) * self.options.batch_size
         indices = self.order()[start : start + self.options.batch_size]
         arrays = {
-            name: np.empty((len(indices), *shape), dtype)
-            for name, (shape, dtype) in self._layout.items()
+            name: np.empty((len(indices), *self._batch_shapes[name]), dtype)
+            for name, (_, dtype) in self._layout.items()
         }
         for position, example in enumerate(indices):
             self._fill(arrays, position, int(example))
@@ -317,7 +324,7 @@ class SequenceLoader(keras.utils.PyDataset):
                     f"for {self._origin(index)}"
                 )
             values = dict(transformed)
-        for name, (shape, _) in self._layout.items():
+        for name, shape in self._batch_shapes.items():
             value: Any = values.get(name)
             if np.shape(value) != shape:
                 raise DecodeError(
