@@ -230,3 +230,40 @@ def _rows(data: tf.Tensor, jpeg: tf.Tensor) -> tf.Tensor:
 def _decode_group(data: tf.Tensor, jpeg: tf.Tensor) -> tf.Tensor:
     # Unrolled: independent ops, no loop; tf.map_fn took 120 µs per 256x256 JPEG, this 104.
     return tf.stack([_rows(data[i], jpeg[i]) for i in range(GROUP)])
+
+
+_GRAY = 0  # the PNG colour type of grayscale without alpha (byte 25 of the file)
+_BITS = {"uint8": 8, "uint16": 16}
+
+
+def gray_png_problem(data: bytes, dtype: str) -> str | None:
+    """Why stored mask bytes are not a grayscale PNG of `dtype`'s bits; None when they are.
+
+    TensorFlow's PNG decoder would give colours for a palette PNG, scale 16-bit values to 8
+    bits (or the reverse), and decode a JPEG as well: the values would not be the classes.
+    """
+    bits = _BITS[dtype]
+    if not data.startswith(_imaging.PNG_MAGIC) or len(data) < 26:
+        found = (_imaging.sniff_format(data) or "unknown").upper()
+        return f"a mask must be stored as a grayscale PNG, found {found} data"
+    if data[25] != _GRAY or data[24] != bits:
+        return (
+            f"a mask must be stored as a {bits}-bit grayscale PNG (as write_tfrecords stores "
+            f"{dtype} masks), found PNG colour type {data[25]} of {data[24]} bits, which "
+            "TensorFlow would not decode to the stored values; write the records with "
+            "tfpipe.write_tfrecords"
+        )
+    return None
+
+
+def decode_gray_png(data: tf.Tensor, dtype: str) -> tf.Tensor:
+    """Decodes one stored mask to (H, W, 1) of `dtype`, once asserted to be a grayscale PNG of
+    that many bits (else the decoder would give other values, see `gray_png_problem`)."""
+    head = _head(data)
+    bits = _BITS[dtype]
+    check = tf.debugging.Assert(
+        _is_png(head) & tf.equal(head[25], _GRAY) & tf.equal(head[24], bits),
+        [f"a mask must be stored as a {bits}-bit grayscale PNG; `tfpipe verify` names the record"],
+    )
+    with tf.control_dependencies([check]):
+        return tf.io.decode_png(data, channels=1, dtype=tf.as_dtype(dtype))

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
-from tfpipe.features import ClassLabel, Feature, Image
+from tfpipe.features import ClassLabel, Feature, Image, Mask
 from tfpipe.features.class_label import parse_list_cell
 from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
@@ -79,25 +79,15 @@ class DataFrameSource(SourceBase):
         if len(df) == 0:
             raise SourceError("df is empty: a source needs at least one row")
         base = Path(base_dir) if base_dir is not None else None
-        self.paths = np.asarray(
-            [
-                str(base / p) if base is not None and not os.path.isabs(p) else str(p)
-                for p in df[path_col].astype(str)
-            ]
-        )
-        missing = [
-            (row, p) for row, p in zip(df.index, self.paths, strict=True) if not os.path.isfile(p)
-        ]
-        if missing:
-            row, path = missing[0]
-            raise DataNotFoundError(
-                f"{path_col}: {len(missing)} image file(s) do not exist, "
-                f"first {str(path)!r} in row {row}"
-                + ("" if base is not None else "; pass base_dir= if the paths are relative")
-            )
+        self.paths = _file_paths(df, path_col, base)
         features: dict[str, Feature] = {"image": Image(shape=image_shape)}
         self.label_values: dict[str, list[Any]] = {}
+        self.mask_paths: dict[str, np.ndarray] = {}
         for column in label_cols:
+            if schema is not None and isinstance(schema.get(column), Mask):
+                self.mask_paths[column] = _file_paths(df, column, base)
+                features[column] = schema[column]
+                continue
             values = _cell_values(df[column])
             try:
                 feature = schema[column] if schema is not None else _infer_label(values)
@@ -160,6 +150,8 @@ class DataFrameSource(SourceBase):
         example: dict[str, Any] = {"image": str(self.paths[index])}
         for column, values in self.label_values.items():
             example[column] = values[index]
+        for column, paths in self.mask_paths.items():
+            example[column] = str(paths[index])
         return example
 
     def origin(self, index: int) -> str:
@@ -174,6 +166,25 @@ class DataFrameSource(SourceBase):
             if values and isinstance(values[0], int):
                 return np.asarray(values, np.int64)
         return None
+
+
+def _file_paths(df: pd.DataFrame, column: str, base: Path | None) -> np.ndarray:
+    """The paths of a column of image (or mask) files, from `base`; raises when one is missing."""
+    paths = np.asarray(
+        [
+            str(base / p) if base is not None and not os.path.isabs(p) else str(p)
+            for p in df[column].astype(str)
+        ]
+    )
+    missing = [(row, p) for row, p in zip(df.index, paths, strict=True) if not os.path.isfile(p)]
+    if missing:
+        row, path = missing[0]
+        raise DataNotFoundError(
+            f"{column}: {len(missing)} image file(s) do not exist, "
+            f"first {str(path)!r} in row {row}"
+            + ("" if base is not None else "; pass base_dir= if the paths are relative")
+        )
+    return paths
 
 
 def _label_text(feature: Any, value: int | list[int]) -> str:
@@ -219,7 +230,9 @@ def from_dataframe(
     Args:
         df: the DataFrame, one row per image.
         path_col: the column of image paths. Defaults to "path".
-        label_cols: the label columns, each a feature of the schema. Defaults to ("label",).
+        label_cols: the label columns, each a feature of the schema; a column that `schema`
+            declares as a `tfpipe.Mask` holds mask file paths (from `base_dir`, like the
+            images). Defaults to ("label",).
         base_dir: the folder relative paths start from. Defaults to None.
         schema: the schema to use instead of inferring one (class name order, image shape).
             Defaults to None.

@@ -1,0 +1,264 @@
+"""`Mask`: a label image (segmentation mask) of integer class values, stored as a lossless PNG.
+
+A mask is never an image: its values are classes, so it is stored losslessly (a grayscale PNG
+of 8 or 16 bits), decoded to integers, resized with nearest neighbour only (a value between two
+classes is no class) and never rescaled. The numpy path (Pillow) and the tf.data path give the
+same values: both resize with `nearest_indices`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, ClassVar
+
+import numpy as np
+import tensorflow as tf
+from PIL import Image as PILImage
+
+from tfpipe import _decode, _imaging
+from tfpipe._checks import is_int
+from tfpipe.errors import SchemaError
+from tfpipe.features.base import Feature
+
+# Pillow modes whose pixel values are the mask values: palette indices (not their colours),
+# bilevel, 8-bit and 16/32-bit grayscale.
+_VALUE_MODES = ("P", "1", "L", "I", *_imaging.SIXTEEN_BIT_GRAY)
+_LOSSY_FORMATS = ("JPEG", "MPO")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mask(Feature):
+    """A segmentation mask: integer class values per pixel, stored as a lossless PNG.
+
+    `encode` and `load` accept a file path, encoded bytes, a `PIL.Image` or an integer array.
+    The values are kept exactly: a palette PNG gives its indices (not its colours), a grayscale
+    PNG (8 or 16 bits) its values. A JPEG mask (lossy) and a colour mask (RGB: colours are not
+    classes) are refused. Masks decode to `dtype` (uint8, or uint16 with more than 256
+    classes), are resized with nearest neighbour only (every value of a resized mask is a value
+    of the original) and are never rescaled: `image_size=` resizes them with the images, so
+    image and mask stay aligned, while `rescale=` applies to `Image` features only.
+
+    Example:
+        >>> mask = tfpipe.Mask(shape=(64, 64, 1), num_classes=3, ignore_value=255)
+        >>> values = mask.load(np.array([[0, 2], [255, 1]], np.uint8))
+        >>> values.shape, values.dtype, sorted(np.unique(values).tolist())
+        ((64, 64, 1), dtype('uint8'), [0, 1, 2, 255])
+
+    Args:
+        shape: `(height, width, 1)`, or `(height, width)` for masks without a channel axis;
+            height and width may be None for variable sizes. Defaults to `(None, None, 1)`.
+        num_classes: the number of classes; a value outside `0..num_classes - 1` (other than
+            `ignore_value`) is an error naming it. Defaults to None (any value of `dtype`).
+        ignore_value: one more allowed value outside the classes, e.g. 255 for "void" pixels.
+            Defaults to None.
+    """
+
+    kind: ClassVar[str] = "mask"
+    shape: tuple[int | None, ...] = (None, None, 1)
+    num_classes: int | None = None
+    ignore_value: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        if len(self.shape) not in (2, 3) or self.shape[2:] not in ((), (1,)):
+            raise SchemaError(
+                "Mask.shape must be (height, width, 1) or (height, width). "
+                f"Received: shape={self.shape}"
+            )
+        for dim in self.shape[:2]:
+            if dim is not None and (not is_int(dim) or dim <= 0):
+                raise SchemaError(
+                    f"Mask.shape height and width must be positive ints or None. "
+                    f"Received: shape={self.shape}"
+                )
+        if self.num_classes is not None and (
+            not is_int(self.num_classes) or not 1 <= self.num_classes <= 65536
+        ):
+            raise SchemaError(
+                "Mask.num_classes must be an int in 1..65536 or None. "
+                f"Received: num_classes={self.num_classes!r}"
+            )
+        if self.ignore_value is not None and (
+            not is_int(self.ignore_value) or not 0 <= self.ignore_value <= 65535
+        ):
+            raise SchemaError(
+                "Mask.ignore_value must be an int in 0..65535 or None. "
+                f"Received: ignore_value={self.ignore_value!r}"
+            )
+
+    @property
+    def dtype(self) -> str:
+        """uint8, or uint16 when a class or `ignore_value` does not fit in 8 bits."""
+        top = max((self.num_classes or 1) - 1, self.ignore_value or 0)
+        return "uint8" if top <= 255 else "uint16"
+
+    @property
+    def channels(self) -> int:
+        return 1
+
+    @property
+    def decoded_shape(self) -> tuple[int | None, ...]:
+        return self.shape
+
+    def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
+        proto.bytes_list.value.append(self.encode_bytes(value))
+
+    def encode_bytes(self, value: Any) -> bytes:
+        """The grayscale PNG stored for a value (at the declared size, when declared)."""
+        values = self.load(value)
+        return _imaging.encode_image(PILImage.fromarray(values.reshape(values.shape[:2])), "png", 0)
+
+    def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
+        """The mask values as `dtype` of the declared rank, resized (nearest) to `size`, else
+        to the declared size.
+
+        Raises:
+            TypeError: not a path, bytes, PIL image or integer array.
+            ValueError: a lossy or colour mask, a value that is not a class, a wrong shape.
+        """
+        try:
+            values = self._values(value)
+        except (ValueError, OSError) as e:
+            if isinstance(value, str | os.PathLike):
+                raise type(e)(f"{os.fspath(value)}: {e}") from e
+            raise
+        height, width = size if size is not None else self.shape[:2]
+        values = resize_nearest(values, (height or values.shape[0], width or values.shape[1]))
+        return values if len(self.shape) == 2 else values[..., np.newaxis]
+
+    def _values(self, value: Any) -> np.ndarray:
+        """The (H, W) values of a source or stored value, checked against the classes."""
+        if isinstance(value, np.ndarray | list):
+            array = np.asarray(value)
+            if array.dtype.kind not in "biu":
+                raise TypeError(
+                    f"expected a mask array of integers (class values), got dtype {array.dtype}"
+                )
+        else:
+            array = _image_values(_imaging.open_image(value))
+        if array.ndim == 3 and array.shape[-1] == 1:
+            array = array[..., 0]
+        if array.ndim != 2:
+            raise ValueError(f"expected a mask of shape (H, W) or (H, W, 1), got {array.shape}")
+        self._check_values(array)
+        return array.astype(self.dtype, copy=False)
+
+    def _check_values(self, array: np.ndarray) -> None:
+        """Raises ValueError naming the first value that is not a class (nor `ignore_value`)."""
+        if array.size == 0:
+            raise ValueError(f"the mask is empty (shape {array.shape})")
+        limit = self.num_classes or np.iinfo(self.dtype).max + 1
+        low, high = array.min(), array.max()
+        if low >= 0 and high < limit:  # the common case, without a boolean mask
+            return
+        bad = (array < 0) | (array >= limit)
+        if self.ignore_value is not None:
+            bad &= array != self.ignore_value
+        if not bad.any():
+            return
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        found = array[row, column].item()
+        if self.num_classes is not None:
+            allowed = f"num_classes={self.num_classes} allows 0..{self.num_classes - 1}"
+            if self.ignore_value is not None:
+                allowed += f" and ignore_value={self.ignore_value}"
+            fix = "declare Mask(num_classes=..., ignore_value=...) to match the data"
+        else:
+            allowed = f"{self.dtype} holds 0..{limit - 1}"
+            fix = "declare Mask(num_classes=...) above 256 to store 16-bit masks"
+        raise ValueError(
+            f"mask value {found} at row {row}, column {column} is not a class: {allowed}; {fix}"
+        )
+
+    def stored(self, proto: tf.train.Feature) -> Any:
+        values = proto.bytes_list.value
+        if len(values) != 1:
+            raise ValueError(f"expected one bytes value, found {len(values)}")
+        problem = _decode.gray_png_problem(values[0], self.dtype)
+        if problem is not None:
+            raise ValueError(problem)
+        return values[0]
+
+    def decode_tensor(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
+        """Decodes one stored mask in a graph to `dtype`, resized (nearest) to `size`; a value
+        that is not a class fails (as `load` fails)."""
+        if size is not None and tuple(size) == self.shape[:2]:
+            size = None
+        mask = self._checked(_decode.decode_gray_png(parsed, self.dtype))
+        mask.set_shape((None, None, 1) if size else (*self.shape[:2], 1))
+        if size is not None:
+            mask = resize_nearest_tensor(mask, size)
+        return mask if len(self.shape) == 3 else mask[..., 0]
+
+    def _checked(self, mask: tf.Tensor) -> tf.Tensor:
+        """`mask`, once asserted to hold only classes (and `ignore_value`)."""
+        if self.num_classes is None:
+            return mask  # any value of the dtype is allowed
+        bad = mask >= self.num_classes
+        if self.ignore_value is not None:
+            bad &= tf.not_equal(mask, tf.constant(self.ignore_value, mask.dtype))
+        check = tf.debugging.Assert(
+            ~tf.reduce_any(bad),
+            [
+                f"a mask value is not a class (num_classes={self.num_classes}, "
+                f"ignore_value={self.ignore_value}); `tfpipe verify` names the record; "
+                "largest value:",
+                tf.reduce_max(mask),
+            ],
+        )
+        with tf.control_dependencies([check]):
+            return tf.identity(mask)
+
+    def decode_batch(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
+        """Decodes a vector of stored masks to (B, H, W[, 1]), like `decode_tensor` per mask."""
+        target = size or self.shape[:2]
+        return tf.map_fn(
+            lambda data: self.decode_tensor(data, size),
+            parsed,
+            fn_output_signature=tf.TensorSpec((*target, *self.shape[2:]), self.dtype),
+        )
+
+
+def _image_values(image: PILImage.Image) -> np.ndarray:
+    """The pixel values of a mask image: palette indices, gray levels; never colours."""
+    if image.format in _LOSSY_FORMATS:
+        raise ValueError(
+            f"a {image.format} mask is lossy: its values are not the classes that were drawn; "
+            "save masks as PNG"
+        )
+    if image.mode not in _VALUE_MODES:
+        raise ValueError(
+            f"a mask must hold one class value per pixel (a palette or grayscale PNG), got a "
+            f"{image.mode} image: colours are not classes; save it as a palette or grayscale "
+            "PNG of class indices"
+        )
+    try:
+        return np.asarray(image)
+    except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
+        raise OSError(f"cannot decode mask: {e}") from e
+
+
+def nearest_indices(source: int, target: int) -> np.ndarray:
+    """The source rows (or columns) a nearest-neighbour resize from `source` to `target`
+    picks: the one under each target pixel's centre, `floor((i + 0.5) * source / target)`,
+    in integers so that numpy and TensorFlow pick the same."""
+    return (2 * np.arange(target) + 1) * source // (2 * target)
+
+
+def resize_nearest(values: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Nearest-neighbour resize of a (H, W, ...) array to `size` (the array when it fits)."""
+    if values.shape[:2] == tuple(size):
+        return values
+    rows = nearest_indices(values.shape[0], size[0])
+    columns = nearest_indices(values.shape[1], size[1])
+    return values[rows[:, np.newaxis], columns]
+
+
+def resize_nearest_tensor(values: tf.Tensor, size: tuple[int, int], axis: int = 0) -> tf.Tensor:
+    """`resize_nearest` in a graph: dimensions `axis` and `axis + 1` of `values` to `size`."""
+    for offset, target in enumerate(size):
+        source = tf.cast(tf.shape(values, out_type=tf.int64)[axis + offset], tf.int64)
+        picks = (2 * tf.range(target, dtype=tf.int64) + 1) * source // (2 * target)
+        values = tf.gather(values, picks, axis=axis + offset)
+    return values
