@@ -316,3 +316,20 @@ def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path) -> No
     source = tfpipe.from_tfrecords(records, schema=narrow)
     with pytest.raises(tfpipe.DecodeError, match="mask value 7 at row"):
         narrow.load(source[1])
+
+
+def test_infer_schema_finds_grayscale_png_masks_by_their_key(tmp_path: Path) -> None:
+    """Records of plain TensorFlow (as TFDS writes segmentation masks): 8-bit gray PNGs."""
+    path = tmp_path / "plain.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for mask in _masks():
+            png = tf.io.encode_png(mask[..., np.newaxis]).numpy()
+            example = tf.train.Example()
+            example.features.feature["segmentation_mask"].bytes_list.value.append(png)
+            example.features.feature["gray"].bytes_list.value.append(png)
+            writer.write(example.SerializeToString())
+    schema = tfpipe.infer_schema(path)
+    assert schema["segmentation_mask"] == tfpipe.Mask(shape=(*SHAPE, 1))
+    assert schema["gray"] == tfpipe.Image(shape=(*SHAPE, 1), encoding="png")
+    masks = [e["segmentation_mask"] for e in tfpipe.read_tfrecords(path).as_numpy_iterator()]
+    _assert_masks(np.stack(masks))
