@@ -306,13 +306,17 @@ def test_records_with_a_mask_tensorflow_would_misread_are_refused(tmp_path, fmt)
 
 @pytest.mark.fault(
     "mask value >= num_classes in records read with a smaller Mask",
-    reader="Pipeline, Schema.decode",
-    outcome="InvalidArgumentError / DecodeError naming the value",
+    reader="Pipeline + named_errors, Schema.load",
+    outcome="DecodeError naming the record, the value and where it is",
 )
 def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path) -> None:
     narrow = _schema(tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3))
+    pipeline = tfpipe.Pipeline(records, schema=narrow).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
-        list(tfpipe.Pipeline(records, schema=narrow).batch(COUNT).build())
+        list(pipeline.build())
+    named = pytest.raises(tfpipe.DecodeError, match="record 1 of .*'mask': mask value 7 at row")
+    with named, tfpipe.named_errors(pipeline):
+        list(pipeline.build())
     source = tfpipe.from_tfrecords(records, schema=narrow)
     with pytest.raises(tfpipe.DecodeError, match="mask value 7 at row"):
         narrow.load(source[1])
