@@ -199,13 +199,16 @@ def test_mask_json_round_trip_and_declaration_errors() -> None:
     assert tfpipe.Feature.from_json(MASK.to_json()) == MASK
     assert tfpipe.Schema.from_json(_schema().to_json()) == _schema()
     assert MASK.to_json() == {"kind": "mask", "shape": [*SHAPE, 1], "num_classes": 8,
-                              "ignore_value": 255}  # fmt: skip
+                              "ignore_value": 255, "colors": None}  # fmt: skip
     for bad in (
         {"shape": (4, 4, 3)},
         {"shape": (0, 4)},
         {"num_classes": 0},
         {"num_classes": 70000},
         {"ignore_value": -1},
+        {"colors": [(0, 0, 0), (0, 0, 0)]},
+        {"colors": [(0, 0, 256)]},
+        {"colors": [(0, 0)]},
     ):
         with pytest.raises(tfpipe.SchemaError, match=f"Received: {next(iter(bad))}="):
             tfpipe.Mask(**bad)  # type: ignore[arg-type]
@@ -214,7 +217,7 @@ def test_mask_json_round_trip_and_declaration_errors() -> None:
 def test_inspect_lists_the_mask_values(records: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["inspect", str(records)]) == 0
     printed = capsys.readouterr().out
-    assert "Mask(shape=(12, 16, 1), num_classes=8, ignore_value=255)" in printed
+    assert "Mask(shape=(12, 16, 1), num_classes=8, ignore_value=255, colors=None)" in printed
     assert "mask   uint8 (12, 16, 1) values [0]" in printed  # the first mask is all class 0
 
 
@@ -314,7 +317,7 @@ def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path) -> No
     pipeline = tfpipe.Pipeline(records, schema=narrow).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
         list(pipeline.build())
-    named = pytest.raises(tfpipe.DecodeError, match="record 1 of .*'mask': mask value 7 at row")
+    named = pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build())
     source = tfpipe.from_tfrecords(records, schema=narrow)
@@ -337,3 +340,42 @@ def test_infer_schema_finds_grayscale_png_masks_by_their_key(tmp_path: Path) -> 
     assert schema["gray"] == tfpipe.Image(shape=(*SHAPE, 1), encoding="png")
     masks = [e["segmentation_mask"] for e in tfpipe.read_tfrecords(path).as_numpy_iterator()]
     _assert_masks(np.stack(masks))
+
+
+COLORS = [(0, 0, 0), (128, 0, 0), (0, 128, 0), (64, 64, 128)]
+
+
+def test_colour_masks_map_to_classes_with_colors(tmp_path: Path) -> None:
+    """CamVid-style RGB masks: each class drawn in its colour; stored as class indices."""
+    classes = np.random.default_rng(2).integers(0, len(COLORS), (6, 8)).astype(np.uint8)
+    rgb = np.asarray(COLORS, np.uint8)[classes]
+    coloured = tfpipe.Mask(shape=(6, 8, 1), colors=COLORS)
+    assert coloured.num_classes == len(COLORS)
+    schema = tfpipe.Schema({"mask": coloured})
+    assert tfpipe.Schema.from_json(schema.to_json()) == schema
+    png = _saved(rgb, "RGB")
+    palette = PILImage.open(io.BytesIO(png)).quantize(len(COLORS))  # the colours in a palette
+    assert palette.mode == "P"
+    for value in (png, palette, rgb, classes):  # (H, W) arrays are class values
+        np.testing.assert_array_equal(coloured.load(value)[..., 0], classes)
+    source = tfpipe.from_arrays({"mask": rgb[np.newaxis]}, schema=schema)
+    tfpipe.write_tfrecords(source, tmp_path / "colours", progress=False)
+    stored = next(iter(tfpipe.read_tfrecords(tmp_path / "colours")))["mask"].numpy()
+    np.testing.assert_array_equal(stored[..., 0], classes)
+    records = tfpipe.from_tfrecords(tmp_path / "colours")  # stored indices stay indices
+    np.testing.assert_array_equal(records.schema.load(records[0])["mask"][..., 0], classes)
+
+
+@pytest.mark.fault(
+    "a colour that is no class in an RGB mask read with Mask(colors=...)",
+    reader="Mask.load, write_tfrecords",
+    outcome="ValueError naming the colour, its row and column",
+)
+def test_an_unknown_colour_is_named() -> None:
+    rgb = np.zeros((3, 4, 3), np.uint8)
+    rgb[2, 1] = (1, 2, 3)
+    coloured = tfpipe.Mask(colors=COLORS)
+    with pytest.raises(ValueError, match=re.escape("mask colour (1, 2, 3) at row 2, column 1")):
+        coloured.load(_saved(rgb, "RGB"))
+    with pytest.raises(ValueError, match="JPEG mask is lossy"):
+        coloured.load(_saved(rgb, "RGB", "JPEG"))

@@ -9,7 +9,9 @@ same values: both resize with `nearest_indices`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +27,7 @@ from tfpipe.features.base import Feature
 # bilevel, 8-bit and 16/32-bit grayscale.
 _VALUE_MODES = ("P", "1", "L", "I", *_imaging.SIXTEEN_BIT_GRAY)
 _LOSSY_FORMATS = ("JPEG", "MPO")
+_COLOR_MODES = ("RGB", "RGBA", "P", "PA")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,11 +36,12 @@ class Mask(Feature):
 
     `encode` and `load` accept a file path, encoded bytes, a `PIL.Image` or an integer array.
     The values are kept exactly: a palette PNG gives its indices (not its colours), a grayscale
-    PNG (8 or 16 bits) its values. A JPEG mask (lossy) and a colour mask (RGB: colours are not
-    classes) are refused. Masks decode to `dtype` (uint8, or uint16 with more than 256
-    classes), are resized with nearest neighbour only (every value of a resized mask is a value
-    of the original) and are never rescaled: `image_size=` resizes them with the images, so
-    image and mask stay aligned, while `rescale=` applies to `Image` features only.
+    PNG (8 or 16 bits) its values. A JPEG mask (lossy) is refused, and so is a colour mask (RGB:
+    colours are not classes) unless `colors` says which colour is which class. Masks decode to
+    `dtype` (uint8, or uint16 with more than 256 classes), are resized with nearest neighbour
+    only (every value of a resized mask is a value of the original) and are never rescaled:
+    `image_size=` resizes them with the images, so image and mask stay aligned, while
+    `rescale=` applies to `Image` features only.
 
     Example:
         >>> mask = tfpipe.Mask(shape=(64, 64, 1), num_classes=3, ignore_value=255)
@@ -52,15 +56,22 @@ class Mask(Feature):
             `ignore_value`) is an error naming it. Defaults to None (any value of `dtype`).
         ignore_value: one more allowed value outside the classes, e.g. 255 for "void" pixels.
             Defaults to None.
+        colors: the `(r, g, b)` colour of each class, in class order, for masks drawn in
+            colours (e.g. CamVid): colour images (RGB, RGBA, palette) are then read by colour,
+            a colour not in the list being an error; grayscale images and `(H, W)` arrays are
+            still class values. Sets `num_classes`. Defaults to None.
     """
 
     kind: ClassVar[str] = "mask"
     shape: tuple[int | None, ...] = (None, None, 1)
     num_classes: int | None = None
     ignore_value: int | None = None
+    colors: Sequence[Sequence[int]] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))
+        if self.colors is not None:
+            self._check_colors()
         if len(self.shape) not in (2, 3) or self.shape[2:] not in ((), (1,)):
             raise SchemaError(
                 "Mask.shape must be (height, width, 1) or (height, width). "
@@ -87,6 +98,48 @@ class Mask(Feature):
                 f"Received: ignore_value={self.ignore_value!r}"
             )
 
+    def _check_colors(self) -> None:
+        colors = tuple(tuple(c) for c in self.colors or ())
+        if (
+            not colors
+            or any(len(c) != 3 or not all(is_int(v) and 0 <= v <= 255 for v in c) for c in colors)
+            or len(set(colors)) != len(colors)
+        ):
+            raise SchemaError(
+                "Mask.colors must be a non-empty list of distinct (r, g, b) colours of ints in "
+                f"0..255, one per class. Received: colors={self.colors!r}"
+            )
+        if self.num_classes is not None and self.num_classes != len(colors):
+            raise SchemaError(
+                f"Mask got {len(colors)} colors but num_classes={self.num_classes}. "
+                f"Received: colors={self.colors!r}"
+            )
+        object.__setattr__(self, "colors", colors)
+        object.__setattr__(self, "num_classes", len(colors))
+
+    @functools.cached_property
+    def _color_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The colours as sorted `r << 16 | g << 8 | b` keys, and the class of each key."""
+        keys = np.asarray([r << 16 | g << 8 | b for r, g, b in self.colors or ()], np.int64)
+        order = np.argsort(keys)
+        return keys[order], order.astype(self.dtype)
+
+    def _classes_of_colors(self, rgb: np.ndarray) -> np.ndarray:
+        """The class of every pixel of an (H, W, 3) colour mask; raises for other colours."""
+        keys = (rgb[..., 0].astype(np.int64) << 16) | (rgb[..., 1].astype(np.int64) << 8)
+        keys |= rgb[..., 2]
+        table, classes = self._color_table
+        positions = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+        unknown = table[positions] != keys
+        if unknown.any():
+            row, column = (int(i) for i in np.argwhere(unknown)[0])
+            colour = tuple(int(v) for v in rgb[row, column])
+            raise ValueError(
+                f"mask colour {colour} at row {row}, column {column} is not one of the "
+                f"{len(table)} colors of Mask(colors=...); add it, or fix the mask"
+            )
+        return classes[positions]
+
     @property
     def dtype(self) -> str:
         """uint8, or uint16 when a class or `ignore_value` does not fit in 8 bits."""
@@ -94,20 +147,14 @@ class Mask(Feature):
         return "uint8" if top <= 255 else "uint16"
 
     @property
-    def channels(self) -> int:
-        return 1
-
-    @property
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
-        proto.bytes_list.value.append(self.encode_bytes(value))
-
-    def encode_bytes(self, value: Any) -> bytes:
-        """The grayscale PNG stored for a value (at the declared size, when declared)."""
+        """Stores a value as a grayscale PNG of `dtype`, at the declared size when declared."""
         values = self.load(value)
-        return _imaging.encode_image(PILImage.fromarray(values.reshape(values.shape[:2])), "png", 0)
+        image = PILImage.fromarray(values.reshape(values.shape[:2]))
+        proto.bytes_list.value.append(_imaging.encode_image(image, "png", 0))
 
     def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
         """The mask values as `dtype` of the declared rank, resized (nearest) to `size`, else
@@ -135,8 +182,14 @@ class Mask(Feature):
                 raise TypeError(
                     f"expected a mask array of integers (class values), got dtype {array.dtype}"
                 )
+            if self.colors is not None and array.ndim == 3 and array.shape[-1] == 3:
+                return self._classes_of_colors(array)
         else:
-            array = _image_values(_imaging.open_image(value))
+            image = _imaging.open_image(value)
+            if self.colors is not None and image.mode in _COLOR_MODES:
+                _refuse_lossy(image)
+                return self._classes_of_colors(np.asarray(image.convert("RGB")))
+            array = _image_values(image)
         if array.ndim == 3 and array.shape[-1] == 1:
             array = array[..., 0]
         if array.ndim != 2:
@@ -220,18 +273,22 @@ class Mask(Feature):
         )
 
 
-def _image_values(image: PILImage.Image) -> np.ndarray:
-    """The pixel values of a mask image: palette indices, gray levels; never colours."""
+def _refuse_lossy(image: PILImage.Image) -> None:
     if image.format in _LOSSY_FORMATS:
         raise ValueError(
             f"a {image.format} mask is lossy: its values are not the classes that were drawn; "
             "save masks as PNG"
         )
+
+
+def _image_values(image: PILImage.Image) -> np.ndarray:
+    """The pixel values of a mask image: palette indices, gray levels; never colours."""
+    _refuse_lossy(image)
     if image.mode not in _VALUE_MODES:
         raise ValueError(
             f"a mask must hold one class value per pixel (a palette or grayscale PNG), got a "
             f"{image.mode} image: colours are not classes; save it as a palette or grayscale "
-            "PNG of class indices"
+            "PNG of class indices, or declare Mask(colors=[...]) with the colour of each class"
         )
     try:
         return np.asarray(image)
