@@ -379,3 +379,15 @@ def test_an_unknown_colour_is_named() -> None:
         coloured.load(_saved(rgb, "RGB"))
     with pytest.raises(ValueError, match="JPEG mask is lossy"):
         coloured.load(_saved(rgb, "RGB", "JPEG"))
+
+
+def test_masks_of_undeclared_size_are_resized_one_by_one(segmentation, tmp_path: Path) -> None:
+    free = tfpipe.Mask(num_classes=8, ignore_value=255)  # (None, None, 1)
+    prefix = tmp_path / "free"
+    source = _source(segmentation, free)
+    tfpipe.write_tfrecords(source, prefix, num_shards=1, shuffle=False, progress=False)
+    batch = next(iter(tfpipe.Pipeline(prefix, image_size=(5, 7)).batch(COUNT).build()))
+    _assert_masks(batch["mask"].numpy(), (5, 7))
+    _assert_masks(np.stack([e["mask"] for e in tfpipe.read_tfrecords(prefix).as_numpy_iterator()]))
+    with pytest.raises(tfpipe.SchemaError, match="mask: masks of variable size cannot be batched"):
+        tfpipe.Pipeline(prefix).batch(COUNT).build()

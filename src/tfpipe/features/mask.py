@@ -236,41 +236,60 @@ class Mask(Feature):
     def decode_tensor(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
         """Decodes one stored mask in a graph to `dtype`, resized (nearest) to `size`; a value
         that is not a class fails (as `load` fails)."""
+        return self._decode(parsed, size, batched=False)
+
+    def decode_batch(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
+        """Decodes a vector of stored masks to (B, H, W[, 1]), like `decode_tensor` per mask.
+
+        The PNGs are decoded one at a time (`tf.map_fn`); the checks of the stored format and
+        of the values, and the resize of masks of a declared size, run once for the batch.
+        """
+        return self._decode(parsed, size, batched=True)
+
+    def _decode(self, parsed: tf.Tensor, size: tuple[int, int] | None, batched: bool) -> tf.Tensor:
         if size is not None and tuple(size) == self.shape[:2]:
             size = None
-        mask = self._checked(_decode.decode_gray_png(parsed, self.dtype))
-        mask.set_shape((None, None, 1) if size else (*self.shape[:2], 1))
-        if size is not None:
-            mask = resize_nearest_tensor(mask, size)
-        return mask if len(self.shape) == 3 else mask[..., 0]
+        fixed = None not in self.shape[:2]
+        declared = (*self.shape[:2], 1)
+
+        def one(data: tf.Tensor) -> tf.Tensor:
+            mask = tf.io.decode_png(data, channels=1, dtype=tf.as_dtype(self.dtype))
+            mask.set_shape(declared)
+            if fixed or size is None:
+                return mask  # resized for the whole batch below
+            return resize_nearest_tensor(self._checked(mask), size)
+
+        data = _decode.check_gray_png(parsed, self.dtype)
+        if batched:
+            each = declared if fixed else (*size, 1)  # type: ignore[misc]
+            masks = tf.map_fn(one, data, fn_output_signature=tf.TensorSpec(each, self.dtype))
+        else:
+            masks = one(data)
+        if fixed or size is None:
+            masks = self._checked(masks)
+            if size is not None:
+                masks = resize_nearest_tensor(masks, size, axis=1 if batched else 0)
+        return masks if len(self.shape) == 3 else masks[..., 0]
 
     def _checked(self, mask: tf.Tensor) -> tf.Tensor:
         """`mask`, once asserted to hold only classes (and `ignore_value`)."""
         if self.num_classes is None:
             return mask  # any value of the dtype is allowed
-        bad = mask >= self.num_classes
+        values = mask
         if self.ignore_value is not None:
-            bad &= tf.not_equal(mask, tf.constant(self.ignore_value, mask.dtype))
+            values = tf.where(tf.equal(mask, self.ignore_value), tf.zeros_like(mask), mask)
+        largest = tf.reduce_max(values)
         check = tf.debugging.Assert(
-            ~tf.reduce_any(bad),
+            largest < self.num_classes,
             [
                 f"a mask value is not a class (num_classes={self.num_classes}, "
                 f"ignore_value={self.ignore_value}); `tfpipe verify` names the record; "
                 "largest value:",
-                tf.reduce_max(mask),
+                largest,
             ],
         )
         with tf.control_dependencies([check]):
             return tf.identity(mask)
-
-    def decode_batch(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
-        """Decodes a vector of stored masks to (B, H, W[, 1]), like `decode_tensor` per mask."""
-        target = size or self.shape[:2]
-        return tf.map_fn(
-            lambda data: self.decode_tensor(data, size),
-            parsed,
-            fn_output_signature=tf.TensorSpec((*target, *self.shape[2:]), self.dtype),
-        )
 
 
 def _refuse_lossy(image: PILImage.Image) -> None:
