@@ -48,12 +48,12 @@ def _decode_jpeg(data: tf.Tensor, channels: int, turn: tf.Tensor | None) -> tf.T
 
 
 def _head(data: tf.Tensor) -> tf.Tensor:
-    """The first `_HEAD` bytes as uint8, zero-padded."""
+    """The first `_HEAD` bytes as uint8, zero-padded (of each image, for a vector)."""
     return tf.io.decode_raw(tf.strings.substr(data + b"\0" * _HEAD, 0, _HEAD), tf.uint8)
 
 
 def _is_png(head: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_all(head[:8] == tf.constant(list(_imaging.PNG_MAGIC), tf.uint8))
+    return tf.reduce_all(head[..., :8] == tf.constant(list(_imaging.PNG_MAGIC), tf.uint8), -1)
 
 
 def _is_bmp(head: tf.Tensor) -> tf.Tensor:
@@ -260,10 +260,9 @@ def check_gray_png(data: tf.Tensor, dtype: str) -> tf.Tensor:
     """`data` (one stored mask or a vector of them), once asserted to be grayscale PNGs of
     `dtype`'s bits: TensorFlow's PNG decoder would give other values for anything else (see
     `gray_png_problem`)."""
-    head = tf.io.decode_raw(tf.strings.substr(data + b"\0" * 26, 0, 26), tf.uint8)
-    magic = tf.reduce_all(head[..., :8] == tf.constant(list(_imaging.PNG_MAGIC), tf.uint8), -1)
+    head = _head(data)
     bits = _BITS[dtype]
-    gray = magic & tf.equal(head[..., 25], _GRAY) & tf.equal(head[..., 24], bits)
+    gray = _is_png(head) & tf.equal(head[..., 25], _GRAY) & tf.equal(head[..., 24], bits)
     check = tf.debugging.Assert(
         tf.reduce_all(gray),
         [f"a mask must be stored as a {bits}-bit grayscale PNG; `tfpipe verify` names the record"],

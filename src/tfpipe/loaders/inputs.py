@@ -270,7 +270,8 @@ class MemoryInput(_IndexedInput):
         def mask_of(name: str, feature: Mask, values: tf.Tensor) -> tf.Tensor:
             size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
             if name not in files:
-                return resize_nearest_tensor(values, size, axis=1)
+                same = tuple(values.shape[1:3]) == tuple(size)
+                return values if same else resize_nearest_tensor(values, size, axis=1)
             # Pillow, as the writer and SequenceLoader read masks: TensorFlow's PNG decoder
             # gives the colours of a palette PNG, not its class indices.
             masks = tf.numpy_function(
@@ -309,8 +310,8 @@ class MemoryInput(_IndexedInput):
                 for path in column:
                     try:
                         feature.load(path, decoding.image_size)
-                    except (TypeError, ValueError, OSError) as e:
-                        return Fault(str(path), None, name, str(e))
+                    except (TypeError, ValueError, OSError) as e:  # the message names the file
+                        return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))
             if isinstance(feature, Image) and column.dtype.kind in "USO":
                 size = decoding.image_size or feature.shape[:2]
                 paths = _path_bytes(column)

@@ -140,8 +140,8 @@ class SequenceLoader(keras.utils.PyDataset):
         drop_remainder: drop the last batch when it is partial. Defaults to False.
         transform: `transform(example, rng) -> example`, a numpy augmentation of one example
             (decoded uint8 images and integer masks at `image_size`, before `rescale`) with a
-            `numpy.random.Generator` seeded from
-            `(seed, epoch, example index)`. Defaults to None.
+            `numpy.random.Generator` seeded from `(seed, epoch, example index)`. Defaults to
+            None.
         dtype: the dtype of image batches; masks keep their own integer dtype. Defaults to
             "float32".
         rescale: multiply the pixels of `Image` features by this finite number > 0; None keeps
