@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import re
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -391,3 +393,26 @@ def test_masks_of_undeclared_size_are_resized_one_by_one(segmentation, tmp_path:
     _assert_masks(np.stack([e["mask"] for e in tfpipe.read_tfrecords(prefix).as_numpy_iterator()]))
     with pytest.raises(tfpipe.SchemaError, match="mask: masks of variable size cannot be batched"):
         tfpipe.Pipeline(prefix).batch(COUNT).build()
+
+
+def _gray_png(bits: int, row: list[int]) -> bytes:
+    """A one-row grayscale PNG of `bits` bits per pixel holding the packed bytes `row`."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + crc
+
+    header = struct.pack(">IIBBBBB", 8 // bits * len(row), 1, bits, 0, 0, 0, 0)
+    body = zlib.compress(b"\0" + bytes(row))
+    chunks = chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+    return b"\x89PNG\r\n\x1a\n" + chunks
+
+
+@pytest.mark.parametrize(
+    ("bits", "row", "values"),
+    [(1, [0b10100000], [1, 0, 1, 0, 0, 0, 0, 0]), (2, [0b00011011], [0, 1, 2, 3]),
+     (4, [0x01, 0x2F], [0, 1, 2, 15])],
+)  # fmt: skip
+def test_low_bit_grayscale_pngs_give_their_stored_values(bits, row, values) -> None:
+    """Pillow scales 2- and 4-bit gray to 0..255 (1 -> 85, 1 -> 17); a mask must not."""
+    assert tfpipe.Mask().load(_gray_png(bits, row))[0, :, 0].tolist() == values

@@ -28,6 +28,8 @@ from tfpipe.features.base import Feature
 _VALUE_MODES = ("P", "1", "L", "I", *_imaging.SIXTEEN_BIT_GRAY)
 _LOSSY_FORMATS = ("JPEG", "MPO")
 _COLOR_MODES = ("RGB", "RGBA", "P", "PA")
+# Pillow scales 2- and 4-bit grayscale to 0..255 (x 0x55, x 0x11); a mask keeps the stored values.
+_LOW_BIT_GRAY = {"L;2": 0x55, "L;4": 0x11}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,10 +311,12 @@ def _image_values(image: PILImage.Image) -> np.ndarray:
             f"{image.mode} image: colours are not classes; save it as a palette or grayscale "
             "PNG of class indices, or declare Mask(colors=[...]) with the colour of each class"
         )
+    scale = _LOW_BIT_GRAY.get(_imaging.raw_mode(image) or "", 1)
     try:
-        return np.asarray(image)
+        values = np.asarray(image)
     except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
         raise OSError(f"cannot decode mask: {e}") from e
+    return values // scale if scale != 1 else values
 
 
 def nearest_indices(source: int, target: int) -> np.ndarray:
