@@ -60,7 +60,7 @@ def test_guesses_every_kind(tmp_path: Path) -> None:
         "height": tfpipe.Tensor(shape=(), dtype="int64"),
         "image/class/label": tfpipe.ClassLabel(num_classes=4),
         "image/encoded": tfpipe.Image(shape=(40, 48, 3), encoding="jpeg"),
-        "mask": tfpipe.Image(shape=(40, 48, 1), encoding="png"),
+        "mask": tfpipe.Mask(shape=(40, 48, 1)),  # a gray PNG under a key naming a mask
         "offset": tfpipe.Tensor(shape=(), dtype="int64"),
         "points": tfpipe.Tensor(shape=(None,), dtype="float32"),
         "rgba": tfpipe.Image(shape=(4, 4, 4), encoding="png"),

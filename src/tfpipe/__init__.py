@@ -14,7 +14,7 @@ from tfpipe.errors import (
     TfpipeError,
     TfpipeWarning,
 )
-from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
+from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.fit import fit
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.loaders.pipeline import Pipeline
@@ -44,6 +44,7 @@ __all__ = [
     "Feature",
     "FitReport",
     "Image",
+    "Mask",
     "Pipeline",
     "Schema",
     "SchemaError",

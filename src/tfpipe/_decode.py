@@ -48,12 +48,12 @@ def _decode_jpeg(data: tf.Tensor, channels: int, turn: tf.Tensor | None) -> tf.T
 
 
 def _head(data: tf.Tensor) -> tf.Tensor:
-    """The first `_HEAD` bytes as uint8, zero-padded."""
+    """The first `_HEAD` bytes as uint8, zero-padded (of each image, for a vector)."""
     return tf.io.decode_raw(tf.strings.substr(data + b"\0" * _HEAD, 0, _HEAD), tf.uint8)
 
 
 def _is_png(head: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_all(head[:8] == tf.constant(list(_imaging.PNG_MAGIC), tf.uint8))
+    return tf.reduce_all(head[..., :8] == tf.constant(list(_imaging.PNG_MAGIC), tf.uint8), -1)
 
 
 def _is_bmp(head: tf.Tensor) -> tf.Tensor:
@@ -248,3 +248,42 @@ def _rows(data: tf.Tensor, jpeg: tf.Tensor) -> tf.Tensor:
 def _decode_group(data: tf.Tensor, jpeg: tf.Tensor) -> tf.Tensor:
     # Unrolled: independent ops, no loop; tf.map_fn took 120 µs per 256x256 JPEG, this 104.
     return tf.stack([_rows(data[i], jpeg[i]) for i in range(GROUP)])
+
+
+_GRAY = 0  # the PNG colour type of grayscale without alpha (byte 25 of the file)
+_BITS = {"uint8": 8, "uint16": 16}
+
+
+def gray_png_problem(data: bytes, dtype: str) -> str | None:
+    """Why stored mask bytes are not a grayscale PNG of `dtype`'s bits; None when they are.
+
+    TensorFlow's PNG decoder would give colours for a palette PNG, scale 16-bit values to 8
+    bits (or the reverse), and decode a JPEG as well: the values would not be the classes.
+    """
+    bits = _BITS[dtype]
+    if not data.startswith(_imaging.PNG_MAGIC) or len(data) < 26:
+        found = (_imaging.sniff_format(data) or "unknown").upper()
+        return f"a mask must be stored as a grayscale PNG, found {found} data"
+    if data[25] != _GRAY or data[24] != bits:
+        return (
+            f"a mask must be stored as a {bits}-bit grayscale PNG (as write_tfrecords stores "
+            f"{dtype} masks), found PNG colour type {data[25]} of {data[24]} bits, which "
+            "TensorFlow would not decode to the stored values; write the records with "
+            "tfpipe.write_tfrecords"
+        )
+    return None
+
+
+def check_gray_png(data: tf.Tensor, dtype: str) -> tf.Tensor:
+    """`data` (one stored mask or a vector of them), once asserted to be grayscale PNGs of
+    `dtype`'s bits: TensorFlow's PNG decoder would give other values for anything else (see
+    `gray_png_problem`)."""
+    head = _head(data)
+    bits = _BITS[dtype]
+    gray = _is_png(head) & tf.equal(head[..., 25], _GRAY) & tf.equal(head[..., 24], bits)
+    check = tf.debugging.Assert(
+        tf.reduce_all(gray),
+        [f"a mask must be stored as a {bits}-bit grayscale PNG; `tfpipe verify` names the record"],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(data)

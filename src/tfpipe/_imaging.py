@@ -229,11 +229,17 @@ def prepare(
     return image
 
 
-def _sixteen_bit_colour(image: PILImage.Image) -> bool:
-    """Whether a not yet loaded image is a 16-bit colour PNG (Pillow keeps only 8 bits)."""
+def raw_mode(image: PILImage.Image) -> str | None:
+    """How a not yet loaded image's pixels are stored in its file (Pillow's raw mode, e.g.
+    "L;4" for a 4-bit grayscale PNG); None once loaded or when unknown."""
     tile = getattr(image, "tile", None)
     rawmode = tile[0][3] if tile else None
-    return isinstance(rawmode, str) and rawmode.startswith(("RGB;16", "RGBA;16"))
+    return rawmode if isinstance(rawmode, str) else None
+
+
+def _sixteen_bit_colour(image: PILImage.Image) -> bool:
+    """Whether a not yet loaded image is a 16-bit colour PNG (Pillow keeps only 8 bits)."""
+    return (raw_mode(image) or "").startswith(("RGB;16", "RGBA;16"))
 
 
 def to_channels(

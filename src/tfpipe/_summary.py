@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tfpipe.features import ClassLabel, Text
+from tfpipe.features import ClassLabel, Mask, Text
 from tfpipe.info import DatasetInfo
 from tfpipe.schema import Schema
 
@@ -78,6 +78,12 @@ def _value_summary(name: str, value: Any, schema: Schema) -> str:
         return f"{head} = [{labels}]" if feature.multi_label else f"{head} = {labels}"
     if array.size == 0:
         return f"{head} empty"
+    if isinstance(feature, Mask):
+        values = np.unique(array).tolist()
+        shown = ", ".join(map(str, values[:MAX_LISTED])) + (
+            ", ..." if len(values) > MAX_LISTED else ""
+        )
+        return f"{head} values [{shown}]"
     if array.size == 1:
         return f"{head} = {array.item()!r}"
     return f"{head} min {array.min().item()!r} max {array.max().item()!r} mean {array.mean():.3g}"

@@ -22,17 +22,17 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
-from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
+from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.features.base import Where, _describe, _where
 
-__all__ = ["ClassLabel", "Feature", "Image", "Schema", "Tensor", "Text", "parse_spec"]
+__all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
 
 
 def parse_spec(features: Mapping[str, Feature]) -> dict[str, Any]:
     """The `tf.io.parse_example` spec of a schema: the one place features map to parse specs."""
     spec: dict[str, Any] = {}
     for name, feature in features.items():
-        if isinstance(feature, Image | Text):
+        if isinstance(feature, Image | Mask | Text):
             spec[name] = tf.io.FixedLenFeature([], tf.string)
         elif isinstance(feature, ClassLabel):
             spec[name] = (
@@ -80,8 +80,8 @@ class Schema(Mapping[str, Feature]):
                 raise SchemaError(f"feature names must be non-empty strings, got {name!r}")
             if not isinstance(feature, Feature):
                 raise SchemaError(
-                    f"feature {name!r} must be a tfpipe feature (Image, ClassLabel, Tensor, Text), "
-                    f"got {type(feature).__name__}"
+                    f"feature {name!r} must be a tfpipe feature (Image, Mask, ClassLabel, Tensor, "
+                    f"Text), got {type(feature).__name__}"
                 )
         self._features = dict(features)
 
@@ -194,31 +194,41 @@ class Schema(Mapping[str, Feature]):
         """Parses serialized examples in a tf.data graph.
 
         A scalar string gives one example; a vector gives a batch, parsed by one vectorised
-        `tf.io.parse_example`, with images decoded per element (which needs a fixed image size:
-        declared in the schema or given as `image_size`).
+        `tf.io.parse_example`, with images and masks decoded per element (which needs a fixed
+        size: declared in the schema or given as `image_size`).
 
         Args:
             serialized: a string tensor of rank 0 or 1.
-            image_size: resize every image to `(height, width)`. Defaults to None.
+            image_size: resize every image (bilinear) and every `Mask` (nearest neighbour, so
+                they stay aligned) to `(height, width)`. Defaults to None.
             reduced_decode: decode large JPEGs at a reduced DCT scale before resizing (faster;
                 pixels differ slightly from a full decode). Defaults to False.
-            rescale: give images as float32 multiplied by this (e.g. 1 / 255). Defaults to None
-                (uint8 images).
+            rescale: give `Image` features as float32 multiplied by this (e.g. 1 / 255); masks
+                keep their integer values. Defaults to None (uint8 images).
         """
         serialized = tf.convert_to_tensor(serialized, tf.string)
         parsed = tf.io.parse_example(serialized, self.parse_spec())
         batched = serialized.shape.rank == 1
         out = {}
         for name, feature in self._features.items():
+            if (
+                batched
+                and isinstance(feature, Image | Mask)
+                and None in (image_size or feature.shape[:2])
+            ):
+                raise SchemaError(
+                    f"{name}: {feature.kind}s of variable size cannot be batched; declare a "
+                    f"fixed shape in {type(feature).__name__}(shape=...) or pass "
+                    "image_size=(height, width)"
+                )
             if isinstance(feature, Image) and batched:
-                if None in (image_size or feature.shape[:2]):
-                    raise SchemaError(
-                        f"{name}: images of variable size cannot be batched; declare a fixed "
-                        "shape in Image(shape=...) or pass image_size=(height, width)"
-                    )
                 out[name] = feature.decode_batch(parsed[name], image_size, reduced_decode, rescale)
             elif isinstance(feature, Image):
                 out[name] = feature.decode_tensor(parsed[name], image_size, reduced_decode, rescale)
+            elif isinstance(feature, Mask) and batched:
+                out[name] = feature.decode_batch(parsed[name], image_size)
+            elif isinstance(feature, Mask):
+                out[name] = feature.decode_tensor(parsed[name], image_size)
             elif isinstance(feature, Tensor) and feature.variable and batched:
                 ragged = parsed[name]
                 inner = math.prod(feature.shape[1:])  # type: ignore[arg-type]

@@ -18,8 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError, SourceError
-from tfpipe.features import ClassLabel, Image, Tensor, Text
+from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
 from tfpipe.features.image import resize_and_scale
+from tfpipe.features.mask import resize_nearest_tensor
 from tfpipe.info import check_compression, tf_compression
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.checker import Fault, failing_images, first_fault
@@ -35,26 +36,31 @@ _MAX_CYCLE = 8
 
 @dataclasses.dataclass(frozen=True)
 class Decoding:
-    """How records become tensors: image size, reduced JPEG decode, rescale to float32."""
+    """How records become tensors: image size, reduced JPEG decode, rescale to float32.
+
+    `image_size` applies to images (bilinear) and masks (nearest neighbour), `reduced_decode`
+    and `rescale` to images only: masks keep their integer values.
+    """
 
     image_size: tuple[int, int] | None
     reduced_decode: bool
     rescale: float | None
 
     def check(self, schema: Schema) -> None:
-        """Raises when an image has no fixed size to batch at."""
+        """Raises when an image or a mask has no fixed size to batch at."""
         for name, feature in schema.items():
-            if isinstance(feature, Image) and None in (self.image_size or feature.shape[:2]):
+            if isinstance(feature, Image | Mask) and None in (self.image_size or feature.shape[:2]):
                 raise SchemaError(
-                    f"{name}: images of variable size cannot be batched; pass "
-                    "image_size=(height, width) to Pipeline, or declare Image(shape=...)"
+                    f"{name}: {feature.kind}s of variable size cannot be batched; pass "
+                    f"image_size=(height, width) to Pipeline, or declare "
+                    f"{type(feature).__name__}(shape=...)"
                 )
 
     @property
     def image_dtype(self) -> tf.DType:
         return tf.uint8 if self.rescale is None else tf.float32
 
-    def describe(self) -> str:
+    def describe(self, schema: Schema) -> str:
         parts = []
         if self.image_size is not None:
             parts.append(f"resize to {self.image_size[0]}x{self.image_size[1]}")
@@ -62,6 +68,8 @@ class Decoding:
             parts.append("reduced DCT-scale JPEG decode")
         if self.rescale is not None:
             parts.append(f"float32 x {self.rescale:g}")
+        if any(isinstance(feature, Mask) for feature in schema.values()):
+            parts.append("masks: nearest-neighbour resize, integer values, never rescaled")
         return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -144,7 +152,11 @@ class RecordInput:
 
         return (
             "parse_example (vectorised)"
-            + (" + decode images per element" + decoding.describe() if _has_images(self) else ""),
+            + (
+                " + decode images per element" + decoding.describe(self.schema)
+                if _has_images(self)
+                else ""
+            ),
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
 
@@ -155,8 +167,8 @@ class RecordInput:
 
 
 def _has_images(inp: RecordInput | MemoryInput) -> bool:
-    """Whether the input's schema has an Image feature (else nothing is decoded or resized)."""
-    return any(isinstance(f, Image) for f in inp.schema.values())
+    """Whether the input's schema has an Image or a Mask (else nothing is decoded or resized)."""
+    return any(isinstance(f, Image | Mask) for f in inp.schema.values())
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:
@@ -189,6 +201,11 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
                 f"{array.dtype}; write them with tfpipe.write_tfrecords first"
             )
         return array[..., np.newaxis] if array.ndim == 3 else array
+    if isinstance(feature, Mask):
+        try:
+            return np.stack([feature.load(mask, mask.shape[:2]) for mask in array])
+        except (TypeError, ValueError) as e:
+            raise SourceError(f"{name}: {e}") from e
     if isinstance(feature, ClassLabel):
         return np.stack([feature.load(v) for v in array])
     if isinstance(feature, Tensor):
@@ -237,7 +254,7 @@ class MemoryInput(_IndexedInput):
         files = [
             name
             for name, column in self.columns.items()
-            if isinstance(self.schema[name], Image) and column.dtype.kind in "USO"
+            if isinstance(self.schema[name], Image | Mask) and column.dtype.kind in "USO"
         ]
         constants = {
             name: tf.constant(_path_bytes(column) if name in files else column)
@@ -259,26 +276,52 @@ class MemoryInput(_IndexedInput):
             same = tuple(values.shape[1:3]) == tuple(size)
             return resize_and_scale(values, None if same else size, decoding.rescale)
 
+        def mask_of(name: str, feature: Mask, values: tf.Tensor) -> tf.Tensor:
+            size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
+            if name not in files:
+                same = tuple(values.shape[1:3]) == tuple(size)
+                return values if same else resize_nearest_tensor(values, size, axis=1)
+            # Pillow, as the writer and SequenceLoader read masks: TensorFlow's PNG decoder
+            # gives the colours of a palette PNG, not its class indices.
+            masks = tf.numpy_function(
+                lambda paths: np.stack([feature.load(os.fsdecode(p), size) for p in paths]),
+                [values],
+                tf.as_dtype(feature.dtype),
+                stateful=False,
+            )
+            masks.set_shape((None, *size, *feature.shape[2:]))
+            return masks
+
         def decode(indices: tf.Tensor) -> dict[str, tf.Tensor]:
             batch = {}
             for name, constant in constants.items():
                 feature = self.schema[name]
                 values = tf.gather(constant, indices)
-                batch[name] = (
-                    image_of(name, feature, values) if isinstance(feature, Image) else values
-                )
+                if isinstance(feature, Image):
+                    values = image_of(name, feature, values)
+                elif isinstance(feature, Mask):
+                    values = mask_of(name, feature, values)
+                batch[name] = values
             return batch
 
         what = "read + decode image files per element" if files else "gather arrays"
         return (
-            f"gather examples; {what}" + (decoding.describe() if _has_images(self) else ""),
+            f"gather examples; {what}"
+            + (decoding.describe(self.schema) if _has_images(self) else ""),
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:
-        """The first image file that cannot be read or decoded (arrays cannot be damaged)."""
+        """The first image or mask file that cannot be read or decoded (arrays cannot be
+        damaged)."""
         for name, column in self.columns.items():
             feature = self.schema[name]
+            if isinstance(feature, Mask) and column.dtype.kind in "USO":
+                for path in column:
+                    try:
+                        feature.load(path, decoding.image_size)
+                    except (TypeError, ValueError, OSError) as e:  # the message names the file
+                        return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))
             if isinstance(feature, Image) and column.dtype.kind in "USO":
                 size = decoding.image_size or feature.shape[:2]
                 paths = _path_bytes(column)

@@ -125,7 +125,7 @@ class Pipeline:
 
     Builder methods return a new pipeline, so one base can feed several variants. Examples are
     dicts of feature name -> tensor (a PyDataset's own structure is kept); images are uint8
-    unless `rescale` is given.
+    unless `rescale` is given; masks (`tfpipe.Mask`) keep their integer values.
 
     Example:
         >>> ds = (tfpipe.Pipeline("out/train", image_size=(128, 128), rescale=1 / 255)
@@ -137,13 +137,13 @@ class Pipeline:
             shards or a list of files; a `tfpipe.from_directory` / `from_dataframe` /
             `from_arrays` source (or a split of one); or a `keras.utils.PyDataset`.
         schema: the record schema for TFRecords without a metadata file. Defaults to None.
-        image_size: resize every image to `(height, width)`. Defaults to None (the size the
-            schema declares).
+        image_size: resize every image (bilinear) and every mask (nearest neighbour, so they
+            stay aligned) to `(height, width)`. Defaults to None (the size the schema declares).
         reduced_decode: decode JPEGs larger than twice `image_size` at a reduced DCT scale
             (1/2, 1/4, 1/8) before resizing: much faster, but pixels differ slightly from a
             full decode + resize. Defaults to False.
-        rescale: cast images to float32 and multiply by this finite number > 0 (e.g.
-            `1 / 255`). Defaults to None (uint8 images).
+        rescale: cast `Image` features to float32 and multiply by this finite number > 0
+            (e.g. `1 / 255`); masks are never rescaled. Defaults to None (uint8 images).
         compression: None, "gzip" or "zlib" for TFRecords. Defaults to "auto" (from the
             metadata, else the file suffix and first bytes).
         pad: feature name -> length: read these variable-length `Tensor(shape=(None, ...))`

@@ -23,7 +23,7 @@ import numpy as np
 
 from tfpipe._checks import check_image_size, check_int, check_positive
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
-from tfpipe.features import Feature, Image, Tensor, Text
+from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.loaders import workers as _workers
 from tfpipe.schema import Schema
 
@@ -132,19 +132,21 @@ class SequenceLoader(keras.utils.PyDataset):
         x: the model input: a feature name, a list of names (multi-input), or a dict of model
             input name -> feature name. Defaults to "image".
         y: the target, named like `x`; None for prediction. Defaults to "label".
-        image_size: resize images to `(height, width)`. Defaults to the schema's image shape.
+        image_size: resize images (bilinear) and masks (`tfpipe.Mask`, nearest neighbour, so
+            they stay aligned) to `(height, width)`. Defaults to the schema's shapes.
         shuffle: reshuffle every epoch. Defaults to True.
         seed: seed of the orders and of the generators given to `transform`. Defaults to None
             (a random seed drawn once, shared by all workers).
         drop_remainder: drop the last batch when it is partial. Defaults to False.
         transform: `transform(example, rng) -> example`, a numpy augmentation of one example
-            (decoded uint8 images at `image_size`) with a `numpy.random.Generator` seeded from
-            `(seed, epoch, example index)`. A transform that changes shapes (a crop) has an
-            `output_shape(name, shape)` method giving the shape it makes of each feature, as
-            `tfpipe.augment.Joint` does. Defaults to None.
-        dtype: the dtype of image batches. Defaults to "float32".
-        rescale: multiply pixels by this finite number > 0; None keeps 0..255. Defaults to
-            1/255.
+            (decoded uint8 images and integer masks at `image_size`, before `rescale`) with a
+            `numpy.random.Generator` seeded from `(seed, epoch, example index)`. A transform
+            that changes shapes (a crop) has an `output_shape(name, shape)` method giving the
+            shape it makes of each feature, as `tfpipe.augment.Joint` does. Defaults to None.
+        dtype: the dtype of image batches; masks keep their own integer dtype. Defaults to
+            "float32".
+        rescale: multiply the pixels of `Image` features by this finite number > 0; None keeps
+            0..255. Masks are never rescaled. Defaults to 1/255.
         workers: threads (or processes) Keras loads batches with. Defaults to 1.
         use_multiprocessing: use worker processes instead of threads; a worker killed by the
             kernel (out of memory) stops training with a `TfpipeError` naming it, instead of
@@ -204,10 +206,11 @@ class SequenceLoader(keras.utils.PyDataset):
             for name, (shape, _) in self._layout.items()
         }
         if options.image_size is not None and not any(
-            isinstance(schema[n], Image) for n in self._layout
+            isinstance(schema[n], Image | Mask) for n in self._layout
         ):
             warnings.warn(
-                f"image_size={options.image_size} is ignored: x and y select no Image feature",
+                f"image_size={options.image_size} is ignored: x and y select no Image or Mask "
+                "feature",
                 TfpipeWarning,
                 stacklevel=2,
             )
@@ -226,13 +229,16 @@ class SequenceLoader(keras.utils.PyDataset):
 
     def _feature_layout(self, name: str, feature: Feature) -> tuple[tuple[int, ...], str]:
         """The shape of one example of a feature in a batch, and the batch dtype."""
-        if isinstance(feature, Image):
+        if isinstance(feature, Image | Mask):
             size = self.options.image_size or feature.shape[:2]
             if size[0] is None or size[1] is None:
                 raise SchemaError(
-                    f"{name}: images have no fixed size to batch at; pass image_size=(height, "
-                    f"width) or declare Image(shape=(h, w, c)). Received: shape={feature.shape}"
+                    f"{name}: {feature.kind}s have no fixed size to batch at; pass "
+                    f"image_size=(height, width) or declare {type(feature).__name__}(shape=...). "
+                    f"Received: shape={feature.shape}"
                 )
+            if isinstance(feature, Mask):
+                return (size[0], size[1], 1)[: len(feature.shape)], feature.dtype
             return (size[0], size[1], feature.channels), self.options.dtype
         if isinstance(feature, Text) or (isinstance(feature, Tensor) and feature.variable):
             raise SchemaError(
@@ -305,7 +311,7 @@ class SequenceLoader(keras.utils.PyDataset):
                 stored = example[name]
                 values[name] = (
                     feature.load(stored, size=(shape[0], shape[1]))
-                    if isinstance(feature, Image)
+                    if isinstance(feature, Image | Mask)
                     else feature.load(stored)
                 )
             except (KeyError, TypeError, ValueError, OSError) as e:

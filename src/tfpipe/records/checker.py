@@ -26,7 +26,7 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from tfpipe.errors import DataNotFoundError, DecodeError, SourceError, TfpipeError, tf_message
-from tfpipe.features import Image
+from tfpipe.features import Image, Mask
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records.infer import PathArg, infer_schema
 from tfpipe.records.reader import locate
@@ -133,14 +133,14 @@ def named_error(fault: Fault, error: BaseException) -> DecodeError:
 
 def failing_images(
     values: Sequence[Any],
-    feature: Image,
+    feature: Image | Mask,
     size: tuple[int, int] | None = None,
     read_files: bool = False,
 ) -> Iterator[tuple[int, str]]:
     """Positions in `values` (encoded images, or file paths with `read_files`) that the
     tf.data decoder fails on or decodes to another shape than expected, and why.
 
-    The images are decoded with `Image.decode_tensor` (the decoder of the tf.data path) in a
+    The images (or masks) are decoded with `decode_tensor` (the decoder of the tf.data path) in a
     parallel map; only the failures are decoded again, eagerly, for their messages. The
     expected shape is `size` when given, else the schema's height and width where declared.
     """
@@ -148,7 +148,7 @@ def failing_images(
         return
     expected = size or feature.shape[:2]
     # Without a resize, decode with free height and width, so that the shape is measured.
-    free = (None, None, feature.channels)
+    free: Any = (None, None, *feature.shape[2:])  # the channels of an Image, or of a Mask
     decoder = feature if size else dataclasses.replace(feature, shape=free)
 
     def load(data: tf.Tensor) -> tf.Tensor:
@@ -222,11 +222,11 @@ def _record_faults(
         try:
             value = feature.stored(proto[name])
             if not isinstance(feature, Image):
-                feature.load(value)  # label ranges, UTF-8 texts
-        except (TypeError, ValueError) as e:
+                feature.load(value)  # label ranges, UTF-8 texts, mask values
+        except (TypeError, ValueError, OSError) as e:
             yield Fault(file, index, name, str(e))
             continue
-        if isinstance(feature, Image) and feature.encoding != "raw":
+        if isinstance(feature, Mask) or (isinstance(feature, Image) and feature.encoding != "raw"):
             images.append((file, index, name, value))
 
 
@@ -236,7 +236,7 @@ def _image_faults(
     """The faults of `(file, record, feature, encoded image)` entries, decoded in one map."""
     faults = []
     for name, feature in schema.items():
-        if isinstance(feature, Image):
+        if isinstance(feature, Image | Mask):
             mine = [entry for entry in images if entry[2] == name]
             for position, why in failing_images([e[3] for e in mine], feature, size):
                 faults.append(Fault(mine[position][0], mine[position][1], name, why))

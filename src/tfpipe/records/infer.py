@@ -10,12 +10,13 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from tfpipe import _imaging
+from tfpipe import _decode, _imaging
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
-from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
+from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.info import compression_of, resolve_files, tf_compression
 from tfpipe.schema import Schema
 
+_MASK_WORDS = ("mask", "segmentation")
 _CHANNELS_FOR_MODE = {"1": 1, "L": 1, "LA": 4, "RGBA": 4, "PA": 4}
 _CHANNELS_FOR_MODE.update(dict.fromkeys(_imaging.SIXTEEN_BIT_GRAY, 1))
 
@@ -87,7 +88,13 @@ def _observe(files: Sequence[Path], num_records: int) -> tuple[dict[str, _Observ
     return observed, total
 
 
-def _image_feature(encoded: list[bytes], formats: set[str | None]) -> Image:
+def _image_feature(key: str, encoded: list[bytes], formats: set[str | None]) -> Image | Mask:
+    if any(word in key.lower() for word in _MASK_WORDS) and not any(
+        _decode.gray_png_problem(data, "uint8") for data in encoded
+    ):
+        headers = {_imaging.image_size(data) for data in encoded}
+        size = headers.pop() if len(headers) == 1 else None  # (width, height)
+        return Mask(shape=(size[1], size[0], 1) if size else (None, None, 1))
     sizes = set()
     channels = set()
     for data in encoded:
@@ -120,7 +127,7 @@ def _guess(key: str, seen: _Observed) -> Feature | str:
         encoded = [v for v in seen.values if isinstance(v, bytes)]
         formats = {_imaging.sniff_format(data) for data in encoded}
         if None not in formats:
-            return _image_feature(encoded, formats)
+            return _image_feature(key, encoded, formats)
         return Text()
     numbers = [v for v in seen.values if not isinstance(v, bytes)]
     if (
@@ -140,7 +147,8 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
     Reads up to `num_records` `tf.train.Example` records and describes each key:
 
     - bytes that sniff as JPEG or PNG -> `Image` (channels from the image headers; height and
-      width fixed when every sampled image has the same size, else None);
+      width fixed when every sampled image has the same size, else None); 8-bit grayscale
+      PNGs whose key contains "mask" or "segmentation" -> `Mask` (any uint8 value allowed);
     - other bytes -> `Text` (raw pixel bytes look like text too: pass `schema=` for those);
     - int64 scalars whose key contains "label" -> `ClassLabel(num_classes=max + 1)`: the number
       of classes is a guess from the largest label seen, and the class names are unknown;
