@@ -25,6 +25,7 @@ from tfpipe._checks import check_image_size, check_int, check_positive
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.loaders import workers as _workers
+from tfpipe.loaders.supervised import feature_names, pick
 from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
@@ -72,41 +73,17 @@ class LoaderOptions:
 
 
 def _names(selection: Selection) -> list[str]:
-    if selection is None:
-        return []
-    if isinstance(selection, str):
-        return [selection]
-    if isinstance(selection, Mapping):
-        return list(selection.values())
-    return list(selection)
+    return [] if selection is None else feature_names("x or y", selection, "SequenceLoader")
 
 
 def _check_selection(selection: Selection, argument: str, schema: Schema) -> Selection:
     """Normalizes x / y to a name, a tuple of names or a dict of names, all in the schema."""
-    if isinstance(selection, Mapping):
-        selection = dict(selection)
-    elif isinstance(selection, list | tuple):
-        selection = tuple(selection)
-    elif selection is not None and not isinstance(selection, str):
-        raise ValueError(
-            f"{argument} must be a feature name, a list or dict of names, or None. "
-            f"Received: {argument}={selection!r}"
-        )
-    names = _names(selection)
-    if selection is not None and not names:
-        raise ValueError(f"{argument} names no feature. Received: {argument}={selection!r}")
-    if not all(isinstance(n, str) for n in names):
-        raise ValueError(f"{argument}: feature names must be strings. Received: {selection!r}")
-    schema.check_names(names, argument)
-    return selection
-
-
-def _arrange(selection: Selection, arrays: Mapping[str, np.ndarray]) -> Any:
-    if isinstance(selection, str):
-        return arrays[selection]
-    if isinstance(selection, dict):
-        return {key: arrays[name] for key, name in selection.items()}
-    return tuple(arrays[name] for name in selection or ())
+    if selection is None:
+        return None
+    schema.check_names(feature_names(argument, selection, "SequenceLoader"), argument)
+    if isinstance(selection, str | Mapping):
+        return selection if isinstance(selection, str) else dict(selection)
+    return tuple(selection)
 
 
 class SequenceLoader(keras.utils.PyDataset):
@@ -294,8 +271,8 @@ class SequenceLoader(keras.utils.PyDataset):
         }
         for position, example in enumerate(indices):
             self._fill(arrays, position, int(example))
-        x = _arrange(self.x, arrays)
-        return (x,) if self.y is None else (x, _arrange(self.y, arrays))
+        x = pick(arrays, self.x or ())
+        return (x,) if self.y is None else (x, pick(arrays, self.y))
 
     def _origin(self, index: int) -> str:
         origin = getattr(self.source, "origin", None)

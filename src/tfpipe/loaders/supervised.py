@@ -52,14 +52,15 @@ def check_known(
             )
 
 
+def pick(example: Mapping[str, Any], names: Names) -> Any:
+    """The part of an example dict that `names` selects: a value, a tuple or a dict."""
+    if isinstance(names, str):
+        return example[names]
+    if isinstance(names, Mapping):
+        return {key: example[name] for key, name in names.items()}
+    return tuple(example[name] for name in names)
+
+
 def selector(x: Names, y: Names) -> Callable[[Mapping[str, Any]], tuple[Any, Any]]:
     """The function turning an example dict into the `(x, y)` pair `x` and `y` describe."""
-
-    def pick(example: Mapping[str, Any], names: Names) -> Any:
-        if isinstance(names, str):
-            return example[names]
-        if isinstance(names, Mapping):
-            return {key: example[name] for key, name in names.items()}
-        return tuple(example[name] for name in names)
-
     return lambda example: (pick(example, x), pick(example, y))
