@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import tfpipe
 from tfpipe.bench import Throughput
+from tfpipe.errors import SourceError
 
 fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
 
@@ -431,3 +432,33 @@ def test_benchmark_times_a_table_with_or_without_x_and_y(table_records: str) -> 
         tfpipe.SchemaError, match=r"feature 'cost' is not in the schema \(y='cost'\)"
     ):
         tfpipe.benchmark(table_records, batches=3, x="left", y="cost")
+
+
+def test_lists_of_different_lengths_in_arrays_read_as_records_do() -> None:
+    source = tfpipe.from_arrays(
+        {
+            "tokens": [np.asarray(t, np.int64) for t in LISTS],
+            "points": [np.full((len(t), 2), i, np.float32) for i, t in enumerate(LISTS)],
+            "label": np.arange(len(LISTS)),
+        }
+    )
+    assert source.schema["tokens"] == tfpipe.Tensor(shape=(None,), dtype="int64")
+    assert source.schema["points"] == tfpipe.Tensor(shape=(None, 2), dtype="float32")
+    ragged = in_order(tfpipe.Pipeline(source))
+    assert isinstance(ragged["tokens"], tf.RaggedTensor)
+    assert ragged["tokens"].to_list() == LISTS
+    padded = in_order(tfpipe.Pipeline(source, pad={"tokens": 6}, pad_value=-1))
+    expected = np.array([tokens + [-1] * (6 - len(tokens)) for tokens in LISTS])
+    np.testing.assert_array_equal(padded["tokens"].numpy(), expected)
+
+
+@pytest.mark.fault(
+    "rows of one array differ beyond their first dimension",
+    reader="from_arrays",
+    outcome="SourceError naming the array",
+)
+def test_rows_that_differ_beyond_their_first_dimension_are_named() -> None:
+    with pytest.raises(SourceError, match=r"'points' holds rows of shapes \[\(2,\), \(3,\)\]"):
+        tfpipe.from_arrays({"points": [np.zeros((2, 2)), np.zeros((3, 2)), np.zeros((1, 3))]})
+    with pytest.raises(SourceError, match=r"'mixed' holds rows of shapes \[\(\), \(2,\)\]"):
+        tfpipe.from_arrays({"mixed": [np.zeros((2, 2)), np.zeros((3,))]})

@@ -208,6 +208,14 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
             raise SourceError(f"{name}: {e}") from e
     if isinstance(feature, ClassLabel):
         return np.stack([feature.load(v) for v in array])
+    if isinstance(feature, Tensor) and array.dtype == object and feature.variable:
+        rows = np.empty(len(array), dtype=object)
+        for row, value in enumerate(array):
+            try:
+                rows[row] = feature.load(value)
+            except (TypeError, ValueError) as e:
+                raise SourceError(f"{name}: {e} in row {row}") from e
+        return rows
     if isinstance(feature, Tensor):
         try:
             return feature.convert(array)
@@ -216,6 +224,17 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
     if isinstance(feature, Text):
         return array.astype(str).astype(object)
     raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")
+
+
+def _constant(column: np.ndarray, paths: bool) -> tf.Tensor | tf.RaggedTensor:
+    """A column as a graph constant: file paths as bytes; rows of different lengths (a
+    variable-length Tensor) as a RaggedTensor, which `tf.gather` batches as records are."""
+    if paths:
+        return tf.constant(_path_bytes(column))
+    if column.dtype == object and len(column) and isinstance(column[0], np.ndarray):
+        lengths = [len(row) for row in column]
+        return tf.RaggedTensor.from_row_lengths(np.concatenate(list(column)), lengths)
+    return tf.constant(column)
 
 
 class _IndexedInput:
@@ -257,8 +276,7 @@ class MemoryInput(_IndexedInput):
             if isinstance(self.schema[name], Image | Mask) and column.dtype.kind in "USO"
         ]
         constants = {
-            name: tf.constant(_path_bytes(column) if name in files else column)
-            for name, column in self.columns.items()
+            name: _constant(column, name in files) for name, column in self.columns.items()
         }
 
         def image_of(name: str, feature: Image, values: tf.Tensor) -> tf.Tensor:

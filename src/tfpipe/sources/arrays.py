@@ -13,6 +13,34 @@ from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
 
+def _as_rows(name: str, value: Any) -> np.ndarray:
+    """`value` as an array of rows; rows of different lengths (lists of lists, of arrays) become
+    an object array of one array per row, a `Tensor` with a variable first dimension."""
+    try:
+        return np.asarray(value)
+    except ValueError as e:  # numpy: "inhomogeneous shape"
+        if not isinstance(value, list | tuple):
+            raise SourceError(f"arrays: {name!r} is not an array: {e}") from e
+        rows = np.empty(len(value), dtype=object)
+        for position, row in enumerate(value):  # one by one: numpy would broadcast a list
+            rows[position] = np.asarray(row)
+        return rows
+
+
+def _variable_rows(name: str, array: np.ndarray) -> Tensor:
+    """The Tensor of an object array of numeric rows that vary in their first dimension."""
+    inner = {row.shape[1:] for row in array}
+    kinds = {row.dtype for row in array if row.size}
+    if len(inner) != 1 or any(k.kind not in "biuf" for k in kinds):
+        raise SourceError(
+            f"arrays: {name!r} holds rows of shapes {sorted(inner)} and dtypes "
+            f"{sorted(k.name for k in kinds)}; a variable-length Tensor needs numeric rows that "
+            "differ in their first dimension only"
+        )
+    dtype = np.result_type(*kinds) if kinds else np.dtype("float32")
+    return Tensor(shape=(None, *inner.pop()), dtype=dtype.name)
+
+
 def _infer_feature(name: str, array: np.ndarray) -> Feature:
     if (
         array.dtype == np.uint8
@@ -22,6 +50,8 @@ def _infer_feature(name: str, array: np.ndarray) -> Feature:
         height, width = array.shape[1:3]
         channels = 1 if array.ndim == 3 else array.shape[-1]
         return Image(shape=(height, width, channels), encoding="raw")
+    if array.dtype == object and len(array) and all(isinstance(v, np.ndarray) for v in array):
+        return _variable_rows(name, array)
     if array.dtype.kind in "US" or array.dtype == object:
         return Text()
     if "label" in name.lower() and array.dtype.kind in "iu" and array.ndim == 1:
@@ -42,7 +72,7 @@ class ArraySource(SourceBase):
     def __init__(self, arrays: Mapping[str, Any], schema: Schema | None = None) -> None:
         if not isinstance(arrays, Mapping) or not arrays:
             raise SourceError(f"arrays must be a non-empty dict of name -> array, got {arrays!r}")
-        self.arrays = {name: np.asarray(value) for name, value in arrays.items()}
+        self.arrays = {name: _as_rows(name, value) for name, value in arrays.items()}
         lengths = {name: len(a) if a.ndim else -1 for name, a in self.arrays.items()}
         if len(set(lengths.values())) != 1 or -1 in lengths.values():
             raise SourceError(f"arrays must share their first dimension, got lengths {lengths}")
@@ -78,7 +108,8 @@ def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> Arra
 
     uint8 arrays of shape (N, H, W) or (N, H, W, C) become raw `Image` features, 1-D integer
     arrays whose name contains "label" become `ClassLabel`, strings become `Text`, anything
-    else a `Tensor`; pass `schema=` to choose.
+    else a `Tensor`; a list of rows of different lengths (e.g. token ids) becomes a `Tensor`
+    with a variable first dimension. Pass `schema=` to choose.
 
     Example:
         >>> src = tfpipe.from_arrays({"image": x_train, "label": y_train})
