@@ -28,8 +28,27 @@ ORDER = (
 )
 
 
+def by_size(report: dict[str, Any]) -> str:
+    """A table of one row per dataset size (no baseline: sizes are compared with each other)."""
+    columns = report["columns"]
+    goals = "; ".join(f"{key.replace('_', ' ')} {goal}" for key, goal in report["goals"].items())
+    lines = [
+        f"**{report['title']}**: median of {report['repeats']} runs per size, measured "
+        f"{report['when'][:10]}. Goals: {goals}.",
+        "",
+        "| examples | " + " | ".join(title for _, title, _ in columns) + " |",
+        "|---:|" + "---:|" * len(columns),
+    ]
+    for row in report["rows"]:
+        cells = " | ".join(fmt.format(row[key]) for key, _, fmt in columns)
+        lines.append(f"| {row['examples']:,} | {cells} |")
+    return "\n".join(lines)
+
+
 def table(report: dict[str, Any]) -> str:
     """One Markdown table: case, median, ratio to the baseline, goal and whether it was met."""
+    if "columns" in report:
+        return by_size(report)
     metric = report["metric"].replace("_per_s", "/s")
     lines = [
         f"**{report['title']}**: median of {report['repeats']} runs, measured "
