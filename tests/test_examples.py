@@ -8,9 +8,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+import PIL.Image
 import pytest
 
 import tfpipe
+from tfpipe.synthetic import make_segmentation_folder
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -33,6 +36,7 @@ def test_every_example_is_tested() -> None:
         "mnist_arrays",
         "plain_tf_records",
         "diagnose_input_bound",
+        "segmentation",
     }
 
 
@@ -55,6 +59,39 @@ def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
     info = tfpipe.DatasetInfo.load(tmp_path / "records" / "train")
     assert info.schema["tags"].multi_label and set(tags.split()) <= set(info.schema["tags"].names)
     assert metrics["val_binary_accuracy"] > 0.7  # predicting no tag at all scores about 0.63
+
+
+@pytest.mark.slow
+def test_segmentation_keeps_mask_values_and_beats_all_background(tmp_path: Path) -> None:
+    metrics = load("segmentation").main(["--workdir", str(tmp_path)])
+    masks = {  # the exact bytes of every mask file the example drew
+        np.asarray(PIL.Image.open(path)).tobytes() for path in tmp_path.glob("data/masks/*.png")
+    }
+    seen = 0
+    for part in ("train", "validation"):
+        assert (tmp_path / "records" / f"{part}.json").is_file()
+        for example in tfpipe.read_tfrecords(tmp_path / "records" / part):
+            mask = example["mask"].numpy()
+            assert mask.dtype == np.uint8 and mask.shape == (96, 96, 1)
+            assert mask[..., 0].tobytes() in masks  # the values of one file, exactly
+            seen += 1
+    assert seen == len(masks) == 160
+    assert metrics["background_mean_iou"] < 0.25  # background only: about 0.8 of 4 classes
+    assert metrics["val_mean_iou"] > metrics["background_mean_iou"] + 0.1
+
+
+def test_segmentation_refuses_an_image_without_its_mask(tmp_path: Path) -> None:
+    pair_by_stem = load("segmentation").pair_by_stem
+    root = make_segmentation_folder(tmp_path, count=3)
+    assert list(pair_by_stem(root / "images", root / "masks")["mask"]) == [
+        f"masks/0000{i}.png" for i in range(3)
+    ]
+    (root / "masks" / "00001.png").unlink()
+    with pytest.raises(tfpipe.SourceError, match=r"images/00001\.jpg has no partner"):
+        pair_by_stem(root / "images", root / "masks")
+    (root / "images" / "00001.png").write_bytes(b"")  # a second file of stem 00001
+    with pytest.raises(tfpipe.SourceError, match=r"00001\.jpg and .*00001\.png have the same"):
+        pair_by_stem(root / "images", root / "masks")
 
 
 @pytest.mark.slow

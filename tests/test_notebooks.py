@@ -14,7 +14,7 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
-NAMES = ["quickstart", "fast_input"]
+NAMES = ["quickstart", "fast_input", "segmentation"]
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,5 @@ def test_notebook_executes(name: str, kernel_name: str, tmp_path: Path) -> None:
     assert not errors
     if name == "fast_input":
         assert (tmp_path / "throughput.png").stat().st_size > 0
+    if name == "segmentation":
+        assert (tmp_path / "prediction.png").stat().st_size > 0
