@@ -11,6 +11,7 @@ left out (the last partial global batch, counted by a TfpipeWarning on each work
 Run:
     python examples/multi_worker.py                  # about 30 s on 2 CPU cores
     python examples/multi_worker.py --kill-worker 1  # worker 1 dies mid-epoch: worker 0 fails
+    python examples/multi_worker.py --mirrored       # one process, 2 CPU replicas instead
 
 A real cluster runs the `--worker` part on each host, with TF_CONFIG listing every worker:
     TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]},
@@ -66,29 +67,37 @@ def write_data(workdir: Path, examples: int) -> None:
 
 
 def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
-    """Starts the two workers, waits at most `args.timeout` s, and always kills them."""
-    ports = [free_port(), free_port()]
+    """Starts the workers, waits at most `args.timeout` s, and always kills them."""
+    count = 1 if args.mirrored else 2
+    ports = [free_port() for _ in range(count)]
     processes = []
     try:
-        for index in range(2):
-            env = {**os.environ, "TF_CONFIG": tf_config(ports, index), "CUDA_VISIBLE_DEVICES": ""}
+        for index in range(count):
+            env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+            if not args.mirrored:
+                env["TF_CONFIG"] = tf_config(ports, index)
             command = [sys.executable, str(SCRIPT), "--worker", "--workdir", str(workdir)]
             command += ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs)]
+            command += ["--peer-timeout", str(args.peer_timeout)]
+            command += ["--mirrored"] if args.mirrored else []
             if args.kill_worker == index:
                 command += ["--die-after", "3"]
             log = open(workdir / f"worker{index}.log", "w")  # noqa: SIM115 (closed below)
-            processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=log), log))
+            process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=log, start_new_session=True
+            )
+            processes.append((process, log))
         deadline = time.monotonic() + args.timeout
         for process, _ in processes:
             process.wait(timeout=max(1.0, deadline - time.monotonic()))
     finally:
         for process, log in processes:
-            if process.poll() is None:
-                process.kill()
+            if process.poll() is None:  # its own process group: nothing of it is left
+                os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
             log.close()
     results = []
-    for index in range(2):
+    for index in range(count):
         path = workdir / f"worker{index}.json"
         results.append(
             json.loads(path.read_text()) if path.is_file() else {"worker": index, "died": True}
@@ -141,10 +150,18 @@ def work(args: argparse.Namespace) -> None:
 
     import tfpipe
 
-    # A peer that stops answering fails a collective after this long instead of hanging it.
-    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=args.peer_timeout)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    index = strategy.cluster_resolver.task_id
+    if args.mirrored:  # one process, two CPU replicas
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+        )
+        strategy: Any = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        index = 0
+    else:
+        # A peer that stops answering fails a collective after this long instead of hanging it.
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=args.peer_timeout)
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        index = strategy.cluster_resolver.task_id
     workdir = Path(args.workdir)
     size = args.batch_size
     inputs = {
@@ -227,6 +244,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--peer-timeout", type=float, default=30.0)
     parser.add_argument("--kill-worker", type=int, default=None, choices=(0, 1))
+    parser.add_argument(
+        "--mirrored", action="store_true", help="one process, MirroredStrategy on 2 CPU replicas"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--die-after", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -47,10 +47,10 @@ UNKNOWN_LENGTH_NOTE = (
     "past its end; give the input a known length (TFRecords with their metadata, or a "
     "repeated input with steps_per_epoch) to let tfpipe.fit choose a larger value"
 )
-MULTI_WORKER_NOTE = (
-    "the model alone was not timed before training: under a multi-worker strategy a probe "
-    "stopped after a set time would stop each worker at a different step, leaving the others "
-    "waiting at an all-reduce; the model's rate given is that of training itself"
+REPLICATED_NOTE = (
+    "the model alone was not timed before training: under a multi-replica strategy (with "
+    "several workers, a probe stopped after a set time would stop each at a different step, "
+    "leaving the others waiting at an all-reduce); the model's rate given is training's own"
 )
 
 
@@ -235,9 +235,9 @@ def fit(
     with naming(*inputs):
         batch, size = _full_batch(train)
     multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
-    if multi_worker:
+    if model.distribute_strategy.num_replicas_in_sync > 1:
         _build_on(model, batch)
-        probe = _Probe(0.0, model.steps_per_execution, False, (MULTI_WORKER_NOTE,))
+        probe = _Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
         probe = _probe_model(model, batch, steps or train.steps)
     if distributed is None:
@@ -462,7 +462,8 @@ def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
 
 
 def _build_on(model: keras.Model, batch: Any) -> None:
-    """Builds the model, its loss, metrics and optimizer on one local batch, in its strategy.
+    """Builds the model, its loss, metrics and optimizer on one local batch, in its strategy
+    (so that every variable is mirrored), in place of the probe that builds an unbuilt model.
 
     Under a multi-worker strategy, Keras 3's `fit` builds them from the first distributed
     batch by `strategy.reduce` of the whole (x, y) structure, which
