@@ -145,6 +145,14 @@ def fit(
     training), so a call spends a few seconds more than `model.fit`; the report is printed
     and attached as `history.report`.
 
+    Under a multi-replica `tf.distribute` strategy (`MultiWorkerMirroredStrategy`, or
+    `MirroredStrategy` with several replicas), a Pipeline, path, source or SequenceLoader is
+    split over the workers by its `build_distributed`: each worker reads its own part, all run
+    the same number of steps of the global batch, and the examples of a last partial global
+    batch are left out of each epoch with a `TfpipeWarning` counting them. The model is then
+    built on one batch instead of probed, and two failures of Keras 3's `fit` under several
+    workers are worked around for the call (see the multi-worker guide).
+
     `x` and `y` say which features the model takes and predicts, for any schema: a table, a
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
     a list of names a tuple (in the order of the model's inputs or outputs), a dict of model
