@@ -37,6 +37,22 @@ def test_every_example_is_tested() -> None:
         "plain_tf_records",
         "diagnose_input_bound",
         "segmentation",
+        "multi_worker",
+    }
+
+
+def test_multi_worker_counts_each_epoch_over_workers() -> None:
+    """The launcher's bookkeeping; tests/test_multi_worker.py runs the workers themselves."""
+    module = load("multi_worker")
+    config = module.tf_config([1001, 1002], 1)
+    assert '"worker": ["127.0.0.1:1001", "127.0.0.1:1002"]' in config and '"index": 1' in config
+    results = [
+        {"by_record": {"ids": {"0": [0, 2]}, "steps": 1}},
+        {"by_record": {"ids": {"0": [1, 2]}, "steps": 1}},
+    ]
+    summary = module.summarize(results, examples=5)
+    assert summary == {
+        "by_record": {"steps": [1, 1], "epochs": {"0": {"used": 4, "twice": 1, "left_out": 2}}}
     }
 
 

@@ -5,6 +5,7 @@ The data flows one way: schema -> sources -> records -> loaders -> fit.
 
 from tfpipe import augment
 from tfpipe.adapters import benchmark, named_errors
+from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import (
     DataNotFoundError,
     DecodeError,
@@ -39,6 +40,7 @@ __all__ = [
     "DataNotFoundError",
     "DatasetInfo",
     "DecodeError",
+    "DistributedInput",
     "EncodeError",
     "Fault",
     "Feature",

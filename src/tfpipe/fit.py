@@ -23,10 +23,12 @@ import tensorflow as tf
 from tfpipe._checks import check_int
 from tfpipe.adapters import Input, adapt, naming
 from tfpipe.bench import batch_size_of, measure
+from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
 from tfpipe.labels import check_same_class_names
 from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
 from tfpipe.schema import Schema
@@ -44,6 +46,11 @@ UNKNOWN_LENGTH_NOTE = (
     "(no metadata gives the number of examples), and several steps per execution could run "
     "past its end; give the input a known length (TFRecords with their metadata, or a "
     "repeated input with steps_per_epoch) to let tfpipe.fit choose a larger value"
+)
+REPLICATED_NOTE = (
+    "the model alone was not timed before training: under a multi-replica strategy (with "
+    "several workers, a probe stopped after a set time would stop each at a different step, "
+    "leaving the others waiting at an all-reduce); the model's rate given is training's own"
 )
 
 
@@ -138,6 +145,14 @@ def fit(
     training), so a call spends a few seconds more than `model.fit`; the report is printed
     and attached as `history.report`.
 
+    Under a multi-replica `tf.distribute` strategy (`MultiWorkerMirroredStrategy`, or
+    `MirroredStrategy` with several replicas), a Pipeline, path, source or SequenceLoader is
+    split over the workers by its `build_distributed`: each worker reads its own part, all run
+    the same number of steps of the global batch, and the examples of a last partial global
+    batch are left out of each epoch with a `TfpipeWarning` counting them. The model is then
+    built on one batch instead of probed, and two failures of Keras 3's `fit` under several
+    workers are worked around for the call (see the multi-worker guide).
+
     `x` and `y` say which features the model takes and predicts, for any schema: a table, a
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
     a list of names a tuple (in the order of the model's inputs or outputs), a dict of model
@@ -220,15 +235,27 @@ def fit(
         fit_kwargs["validation_steps"] = _steps(
             checked, fit_kwargs.pop("validation_steps", None), "validation", "validation_steps"
         )
-    fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False
     inputs = [train] if validation is None else [train, checked]
 
+    distributed = _distributed(model, train)
+    # Keras shuffles a PyDataset's batch order; a distributed loader draws its own orders.
+    fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False and not distributed
     with naming(*inputs):
         batch, size = _full_batch(train)
-    probe = _probe_model(model, batch, steps or train.steps)
-    dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
-    dataset = _prefetch_to_device(dataset, _accelerator(model))
+    multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
+    if model.distribute_strategy.num_replicas_in_sync > 1:
+        _build_on(model, batch)
+        probe = _Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
+    else:
+        probe = _probe_model(model, batch, steps or train.steps)
+    if distributed is None:
+        dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
+        dataset = _prefetch_to_device(dataset, _accelerator(model))
+    else:
+        dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
     timer = _StepTimer()
+    if multi_worker:
+        _multi_worker_steps(model)
     try:
         with naming(*inputs):
             history = model.fit(
@@ -241,6 +268,10 @@ def fit(
     finally:
         if probe.chosen:
             _set_steps_per_execution(model, 1)
+        if multi_worker:
+            for name in ("_maybe_symbolic_build", "train_step", "test_step"):
+                delattr(model, name)
+            model.train_function = model.test_function = None
     _warn_truncated(inputs)
     history.report = None
     if report:
@@ -255,8 +286,13 @@ def fit(
             )
         history.report = FitReport.build(
             input_alone=input_alone,
-            model_examples_per_s=size / probe.step_seconds,
-            achieved_examples_per_s=_examples_per_step(train, size) / timer.step_seconds,
+            model_examples_per_s=size / (probe.step_seconds or timer.step_seconds),
+            achieved_examples_per_s=(
+                distributed.global_batch_size
+                if distributed is not None
+                else _examples_per_step(train, size)
+            )
+            / timer.step_seconds,
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,
@@ -418,6 +454,67 @@ def _steps(source: Input, given: int | None, argument: str, name: str) -> int | 
             )
         return source.steps
     return None
+
+
+def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
+    """Under a multi-replica strategy, a Pipeline or SequenceLoader split over the workers so
+    that each reads its own part and all run the same steps (other inputs are left to Keras,
+    which shards them itself)."""
+    strategy = model.distribute_strategy
+    if strategy.num_replicas_in_sync == 1:
+        return None
+    origin = source.pipeline if source.pipeline is not None else source.data
+    if isinstance(origin, Pipeline | SequenceLoader):
+        return origin.build_distributed(strategy)
+    return None
+
+
+def _build_on(model: keras.Model, batch: Any) -> None:
+    """Builds the model, its loss, metrics and optimizer on one local batch, in its strategy
+    (so that every variable is mirrored), in place of the probe that builds an unbuilt model.
+
+    Under a multi-worker strategy, Keras 3's `fit` builds them from the first distributed
+    batch by `strategy.reduce` of the whole (x, y) structure, which
+    MultiWorkerMirroredStrategy cannot reduce ("Attempt to convert a value (PerReplica...)",
+    keras-team/keras#20585): `fit` then skips that step for a model built here.
+    """
+    with model.distribute_strategy.scope():
+        model._symbolic_build(data_batch=batch)
+
+
+def _multi_worker_steps(model: keras.Model) -> None:
+    """Works around two failures of Keras 3's `fit` under a multi-worker strategy, until
+    `fit` returns (then the instance attributes set here are deleted).
+
+    Keras builds the model from the first batch reduced over workers, which fails
+    (keras-team/keras#20585): the model was built by `_build_on`, so that step is skipped.
+    It then averages each step's logs with `strategy.reduce("MEAN", value, axis=0)`, which
+    fails on the scalar loss and metrics: each log is given a dimension of 1 here, so that
+    the same reduction averages it over every replica.
+    """
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    for name in ("train_step", "test_step"):
+        step = getattr(model, name)
+
+        def one_dimension(data: Any, step: Any = step) -> Any:
+            return tf.nest.map_structure(
+                lambda v: tf.reshape(v, [1]) if v.shape.rank == 0 else v, step(data)
+            )
+
+        setattr(model, name, one_dimension)
+    model.train_function = model.test_function = None
+
+
+def _distributed_steps(given: int | None, distributed: DistributedInput) -> int:
+    """`steps_per_epoch` for a distributed input: at most the steps every worker can fill."""
+    steps = distributed.steps_per_epoch
+    if given is not None and given > steps:
+        raise ValueError(
+            f"steps_per_epoch={given} but each of the {distributed.num_workers} worker(s) can "
+            f"fill only {steps} steps of {distributed.global_batch_size} examples per epoch. "
+            f"Pass steps_per_epoch<={steps} or None"
+        )
+    return steps if given is None else given
 
 
 def _one_iterator(

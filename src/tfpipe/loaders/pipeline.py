@@ -25,7 +25,14 @@ import keras
 import tensorflow as tf
 
 from tfpipe._checks import check_image_size, check_int, check_positive, is_int
-from tfpipe.errors import SchemaError, TfpipeWarning
+from tfpipe.distribute.sharding import (
+    DistributedInput,
+    Layout,
+    distribute,
+    file_split,
+    record_split,
+)
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 from tfpipe.loaders.inputs import (
     AUTOTUNE,
     Decoding,
@@ -480,6 +487,92 @@ class Pipeline:
         """
         dataset, _ = self._assemble()
         return dataset
+
+    def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
+        """The dataset for training under a `tf.distribute` strategy, each worker on its part.
+
+        `batch(n)` is the global batch of one step, split evenly over every worker and replica.
+        Each worker reads its own files when there are at least as many TFRecord files as
+        workers, else every n-th record; an epoch is as many whole global batches as every
+        worker can fill, and the examples left over (fewer than a global batch when the split
+        is even) are left out of that epoch, with a `TfpipeWarning` counting them.
+        `tfpipe.fit` calls this itself for a model built under a multi-replica strategy.
+
+        Example:
+            >>> strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG is set
+            >>> data = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64)
+            ...         .as_supervised("image", "label").build_distributed(strategy))
+            >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
+
+        Args:
+            strategy: the strategy the model was built under. Defaults to None (the current
+                one, `tf.distribute.get_strategy()`).
+
+        Raises:
+            ValueError: no `batch()`, a batch size the replicas do not divide, or a `filter()`,
+                `take()`, `shard()` or `repeat(count)` that would give workers unequal epochs.
+            SourceError: the examples per worker are unknown (TFRecords without metadata, a
+                PyDataset), or a worker would not fill one step.
+        """
+        strategy = strategy or tf.distribute.get_strategy()
+        if self._batch is None:
+            raise ValueError(
+                "build_distributed: call batch(global_batch_size) first; the batch is split "
+                "over every worker and replica"
+            )
+        unequal = [
+            name
+            for name, given in (
+                ("filter()", any(t.kind == "filter" for t in self._transforms)),
+                ("take()", self._take is not None),
+                ("shard()", self._shard is not None),
+                (f"repeat({self._repeat})", self._repeat not in (0, None)),
+            )
+            if given
+        ]
+        if unequal:
+            raise ValueError(
+                f"build_distributed: {unequal[0]} cannot apply; each worker must know how many "
+                "examples it reads to run as many steps as the others (the distributed dataset "
+                "repeats by itself, and the strategy shards it). Filter when writing the records"
+            )
+        workers = Layout.of(strategy).num_workers
+        examples, by = self._worker_examples(workers)
+        shard = None if workers == 1 else workers
+
+        def worker_dataset(worker: int, per_replica: int, batches: int) -> tf.data.Dataset:
+            part = self._with(
+                shard=None if shard is None else (shard, worker),
+                batch=(per_replica, True),
+                repeat=0,
+            )
+            return part.build().take(batches).repeat()
+
+        return distribute(
+            strategy, worker_dataset, examples, self._batch[0], by, f"Pipeline({self._name()})"
+        )
+
+    def _name(self) -> str:
+        return repr(getattr(self._input, "name", type(self._input).__name__))
+
+    def _worker_examples(self, workers: int) -> tuple[list[int], str]:
+        """The examples each of `workers` reads, and whether files or records are split."""
+        inp = self._input
+        files = getattr(inp, "files", [])
+        if workers > 1 and len(files) >= workers:
+            info = inp.info
+            declared = {} if info is None else {s.file: s.num_examples for s in info.shards}
+            counts = [declared.get(os.path.basename(f)) for f in files]
+            if None not in counts:
+                return file_split(counts, workers), "file"  # type: ignore[arg-type]
+        elif inp.num_examples is not None:
+            return record_split(inp.num_examples, workers), "record"
+        raise SourceError(
+            f"Pipeline({self._name()}): the number of examples each worker reads is unknown "
+            "(TFRecords without tfpipe metadata, or a PyDataset), so workers could run unequal "
+            "epochs and wait forever for each other. Write the records with "
+            "tfpipe.write_tfrecords (its metadata counts each shard), or use a SequenceLoader"
+        )
 
     def _assemble(self) -> tuple[tf.data.Dataset, list[str]]:
         assembly = _Assembly()

@@ -20,11 +20,14 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tfpipe._checks import check_image_size, check_int, check_positive
+from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.loaders import workers as _workers
+from tfpipe.loaders.sequence_shards import distribute_loader
 from tfpipe.loaders.supervised import feature_names, pick
 from tfpipe.schema import Schema
 
@@ -243,16 +246,17 @@ class SequenceLoader(keras.utils.PyDataset):
         """Moves to the next epoch's order (Keras calls this after every epoch)."""
         self.epoch += 1
 
-    def order(self) -> np.ndarray:
-        """The example indices of the current epoch, in the order they are batched."""
+    def order(self, epoch: int | None = None) -> np.ndarray:
+        """The example indices of an epoch (the current one by default), in batch order."""
+        epoch = self.epoch if epoch is None else epoch
         cached = self._order_cache
-        if cached is None or cached[0] != self.epoch:
+        if cached is None or cached[0] != epoch:
             if self.options.shuffle:
-                rng = np.random.default_rng((self._seed, self.epoch))
+                rng = np.random.default_rng((self._seed, epoch))
                 indices = rng.permutation(self._size)
             else:
                 indices = np.arange(self._size)
-            cached = (self.epoch, indices)
+            cached = (epoch, indices)
             self._order_cache = cached
         return cached[1]
 
@@ -264,13 +268,16 @@ class SequenceLoader(keras.utils.PyDataset):
         if not -count <= index < count:
             raise IndexError(f"batch {index} is out of range for a loader of {count} batches")
         start = (int(index) % count) * self.options.batch_size
-        indices = self.order()[start : start + self.options.batch_size]
+        return self._load(self.order()[start : start + self.options.batch_size], self.epoch)
+
+    def _load(self, indices: np.ndarray, epoch: int) -> tuple[Any, ...]:
+        """The batch of the examples `indices` in `epoch` (which seeds the transform)."""
         arrays = {
             name: np.empty((len(indices), *self._batch_shapes[name]), dtype)
             for name, (_, dtype) in self._layout.items()
         }
         for position, example in enumerate(indices):
-            self._fill(arrays, position, int(example))
+            self._fill(arrays, position, int(example), epoch)
         x = pick(arrays, self.x or ())
         return (x,) if self.y is None else (x, pick(arrays, self.y))
 
@@ -278,7 +285,7 @@ class SequenceLoader(keras.utils.PyDataset):
         origin = getattr(self.source, "origin", None)
         return origin(index) if callable(origin) else f"example {index}"
 
-    def _fill(self, arrays: dict[str, np.ndarray], position: int, index: int) -> None:
+    def _fill(self, arrays: dict[str, np.ndarray], position: int, index: int, epoch: int) -> None:
         """Loads example `index` into row `position` of the batch arrays."""
         example = self.source[index]
         values: dict[str, Any] = {}
@@ -294,7 +301,7 @@ class SequenceLoader(keras.utils.PyDataset):
             except (KeyError, TypeError, ValueError, OSError) as e:
                 raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
         if self.transform is not None:
-            rng = np.random.default_rng((self._seed, self.epoch, index))
+            rng = np.random.default_rng((self._seed, epoch, index))
             try:
                 transformed = self.transform(values, rng)
             except Exception as e:
@@ -321,6 +328,28 @@ class SequenceLoader(keras.utils.PyDataset):
                 )
             else:
                 out[position] = value
+
+    def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
+        """The batches for training under a `tf.distribute` strategy, each worker on its part.
+
+        `batch_size` is the global batch of one step. Every worker computes the same order of
+        each epoch (so `seed` must be given when shuffling) and loads only its slice of each
+        global batch, in `workers` threads, split evenly over its replicas. An epoch is
+        `len(source) // batch_size` steps on every worker; the examples of a last partial
+        batch are left out of the epoch (other ones every epoch when shuffling), with a
+        `TfpipeWarning` counting them. `tfpipe.fit` calls this itself for a model built under
+        a multi-replica strategy.
+
+        Example:
+            >>> loader = tfpipe.SequenceLoader(source, batch_size=64, seed=0)
+            >>> data = loader.build_distributed(strategy)
+            >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
+
+        Args:
+            strategy: the strategy the model was built under. Defaults to None (the current
+                one, `tf.distribute.get_strategy()`).
+        """
+        return distribute_loader(self, strategy or tf.distribute.get_strategy())
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -1,0 +1,2 @@
+"""Training beyond one process: each worker's disjoint part of the data, built on
+`tf.distribute` (`distribute_datasets_from_function` and its `InputContext`)."""

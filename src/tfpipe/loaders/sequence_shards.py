@@ -1,0 +1,92 @@
+"""A `SequenceLoader` under a `tf.distribute` strategy: each worker loads its slice of each step.
+
+    epoch e ──loader.order(e), the same on every worker (same seed)──▶ global batch s
+        = order[s * B : (s + 1) * B] ──worker w's slice──▶ order[s * B + w * B/W : ... + B/W]
+        ──loaded in `workers` threads (interleaved generators)──▶ split into R replica batches
+
+Steps are numbered across epochs (step k is step k % S of epoch k // S), so the loader keeps
+no state between batches and its threads need no lock.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import tensorflow as tf
+
+from tfpipe.distribute.sharding import DistributedInput, Layout, distribute, record_split
+from tfpipe.errors import TfpipeWarning
+from tfpipe.loaders.supervised import pick
+
+if TYPE_CHECKING:
+    from tfpipe.loaders.sequence import SequenceLoader
+
+
+def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) -> DistributedInput:
+    """`loader.build_distributed(strategy)`: see there."""
+    options = loader.options
+    layout = Layout.of(strategy)
+    if options.shuffle and options.seed is None and layout.num_workers > 1:
+        raise ValueError(
+            "SequenceLoader.build_distributed: with shuffle=True every worker must draw the "
+            "same order of each epoch, but seed=None draws one per process, and workers would "
+            "read overlapping examples. Pass seed=<int> (the same on every worker). "
+            "Received: seed=None"
+        )
+    if options.use_multiprocessing:
+        warnings.warn(
+            "use_multiprocessing=True does not apply under a tf.distribute strategy: each "
+            f"worker loads its batches in {options.workers} thread(s)",
+            TfpipeWarning,
+            stacklevel=3,
+        )
+    global_batch = options.batch_size
+    per_worker = global_batch // layout.num_workers
+    signature = _signature(loader)
+    first_epoch = loader.epoch
+
+    def worker_dataset(worker: int, per_replica: int, batches: int) -> tf.data.Dataset:
+        steps = batches // layout.replicas_per_worker
+
+        def load(step: Any) -> Iterator[Any]:
+            epoch, position = divmod(int(step), steps)
+            start = position * global_batch + worker * per_worker
+            order = loader.order(first_epoch + epoch)
+            yield loader._load(order[start : start + per_worker], first_epoch + epoch)
+
+        def one(step: tf.Tensor) -> tf.data.Dataset:
+            return tf.data.Dataset.from_generator(load, args=(step,), output_signature=signature)
+
+        return (
+            tf.data.Dataset.counter()  # steps of every epoch, numbered on
+            .interleave(
+                one,
+                cycle_length=options.workers,
+                num_parallel_calls=options.workers,
+                deterministic=True,
+            )
+            .unbatch()
+            .batch(per_replica, drop_remainder=True)
+            .prefetch(tf.data.AUTOTUNE)
+        )
+
+    return distribute(
+        strategy,
+        worker_dataset,
+        record_split(len(loader.source), layout.num_workers),
+        global_batch,
+        "permutation",
+        "SequenceLoader",
+    )
+
+
+def _signature(loader: SequenceLoader) -> Any:
+    """The `tf.TensorSpec`s of one batch, as `loader[i]` gives it (batch dimension None)."""
+    specs = {
+        name: tf.TensorSpec((None, *loader._batch_shapes[name]), tf.as_dtype(dtype))
+        for name, (_, dtype) in loader._layout.items()
+    }
+    x = pick(specs, loader.x or ())
+    return (x,) if loader.y is None else (x, pick(specs, loader.y))
