@@ -619,7 +619,11 @@ class Pipeline:
         inner = _Assembly()
         one_epoch = self._with(repeat=0)
 
+        @tf.autograph.experimental.do_not_convert  # plain Python building the epoch's stages
         def epoch_dataset(number: tf.Tensor) -> tf.data.Dataset:
+            # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
+            # function's own graph is traced without the global seed.
+            tf.compat.v1.get_default_graph().seed = None
             seed = tf.random.stateless_uniform(
                 (), tf.stack([tf.constant(self._seed, tf.int64), number]), 0, 2**62, tf.int64
             )
