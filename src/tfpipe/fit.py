@@ -156,6 +156,7 @@ def fit(
         'compute-bound'
         >>> tfpipe.fit(table_model, "out/table", x="features", y="price", epochs=5)
         >>> tfpipe.fit(two_inputs, "out/pairs", x=["left", "right"], y="same")
+        >>> tfpipe.fit(model, "out/train", epochs=20, backup_dir="ckpt", save_every=200)
 
     Args:
         model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).
@@ -182,6 +183,16 @@ def fit(
             (ignored, with a warning, for other inputs, which are already batched). Defaults to
             32 for a path or a source.
         report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
+        backup_dir: a folder for backups that resume mid-epoch: weights, optimizer state and
+            the input position `(epoch, batch)`, saved together atomically. Running the same
+            call again after a kill loads the newest one and goes on at the next batch of the
+            same epoch, with the batches an uninterrupted run has (`Pipeline.start_at`); a
+            backup made with other data, batch size or seed is refused, naming the
+            difference. Needs a seeded Pipeline, path (seed 0) or source, or a
+            `SequenceLoader(seed=...)`, and no `steps_per_epoch`. The backups are removed
+            when every epoch is trained. Defaults to None (no backups).
+        save_every: save a backup every this many batches, counted from the start of the run.
+            Defaults to None (once per epoch, with `backup_dir`).
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
 

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,9 @@ class Backups:
         partial = self.directory / f"{_TEMPORARY}{step:012d}-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
-        model.save_weights(partial / WEIGHTS)
+        with warnings.catch_warnings():  # Keras 3.15's h5 writer, once per variable
+            warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+            model.save_weights(partial / WEIGHTS)
         record = {
             **dataclasses.asdict(position),
             "step": step,

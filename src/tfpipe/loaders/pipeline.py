@@ -614,7 +614,7 @@ class Pipeline:
         """Epoch after epoch from `start_at`, each one pass in an order that is a pure function
         of (seed, epoch): each epoch is built afresh with its own seed, never reshuffled."""
         epoch, batch = self._start  # type: ignore[misc]
-        last = {0: epoch + 1, None: _FOREVER}.get(self._repeat, self._repeat)
+        last = _FOREVER if self._repeat is None else (self._repeat or epoch + 1)
         size = (self._batch or (_DEFAULT_BATCH, False))[0]
         inner = _Assembly()
         one_epoch = self._with(repeat=0)

@@ -268,7 +268,7 @@ class SequenceLoader(keras.utils.PyDataset):
         """
         origins = [self._origin(i) for i in range(self._size)]
         labels = getattr(self.source, "labels", lambda: None)()
-        parts = [type(self.source).__name__, self.schema.to_json(), *origins]
+        parts: list[bytes | str] = [type(self.source).__name__, self.schema.to_json(), *origins]
         if labels is not None:
             parts.append(np.asarray(labels).tobytes())
         description = f"{type(self.source).__name__} of {self._size} examples"
