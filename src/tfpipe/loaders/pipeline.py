@@ -408,7 +408,7 @@ class Pipeline:
 
         Args:
             deterministic: keep a fixed output order. Defaults to None (True with a shuffle
-                seed, else False for throughput).
+                seed or `start_at`, else False for throughput).
             ram_budget_mb: RAM autotune may use for buffers, in MB. Defaults to None (TF's).
             threads: size of a private thread pool. Defaults to None (TF's shared pool).
         """
@@ -550,7 +550,8 @@ class Pipeline:
     def _assemble(self) -> tuple[tf.data.Dataset, list[str]]:
         assembly = _Assembly()
         deterministic = self._options.deterministic
-        det = self._seed is not None if deterministic is None else deterministic
+        fixed = self._seed is not None or self._start is not None
+        det = fixed if deterministic is None else deterministic
         if self._start is None:
             self._one_pass(assembly, self._seed, 0, det)
             batches = self.batches_per_epoch()

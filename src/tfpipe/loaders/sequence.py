@@ -272,7 +272,8 @@ class SequenceLoader(keras.utils.PyDataset):
         if labels is not None:
             parts.append(np.asarray(labels).tobytes())
         description = f"{type(self.source).__name__} of {self._size} examples"
-        return Identity(digest(parts), description, self.options.batch_size, self._seed)
+        seed = 0 if self.options.seed is None else self.options.seed  # drawn: not reproducible
+        return Identity(digest(parts), description, self.options.batch_size, seed)
 
     def examples_per_epoch(self) -> int:
         """Examples in one epoch: every example of the source, less a dropped partial batch.
