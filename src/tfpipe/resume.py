@@ -46,7 +46,7 @@ class Backups:
     """The backups of one training run in `directory`, for the input `identity`.
 
     Example:
-        >>> backups = Backups("ckpt", pipeline.identity(), batches_per_epoch=63)
+        >>> backups = Backups("ckpt", pipeline.identity(), steps=63)  # batches per epoch
         >>> backups.restore(model)
         Position(epoch=1, batch=40)
     """
