@@ -91,6 +91,7 @@ def adapt(
     x: Names | None = None,
     y: Names | None = None,
     pairs: bool = True,
+    seed: int | None = None,
 ) -> Input:
     """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
 
@@ -114,6 +115,8 @@ def adapt(
         pairs: whether a path or a source must give `(x, y)` pairs (for training); when False
             (timing the input alone) one without `x` and `y` whose schema is not one Image and
             one ClassLabel gives its example dicts. Defaults to True.
+        seed: the shuffle seed of the default Pipeline built for a path or a source.
+            Defaults to None (a new order every run).
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
@@ -124,7 +127,7 @@ def adapt(
             f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
         )
     if isinstance(data, str | os.PathLike | SourceBase):
-        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs)
+        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs, seed)
     if isinstance(data, Pipeline):
         data = _supervised(data, argument, x, y)
         return _from_dataset(
@@ -336,6 +339,7 @@ def _default_pipeline(
     x: Names | None,
     y: Names | None,
     pairs: bool,
+    seed: int | None = None,
 ) -> Input:
     """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
     `y` (by default the one Image and the one ClassLabel; example dicts for another schema
@@ -362,7 +366,7 @@ def _default_pipeline(
     fixed = all(None not in schema[n].decoded_shape[:2] for n in images)
     pipeline = Pipeline(data, image_size=None if fixed else image_size, rescale=1 / 255)
     if shuffle:
-        pipeline = pipeline.shuffle()
+        pipeline = pipeline.shuffle(seed=seed)
     pipeline = pipeline.batch(size)
     if x is not None:
         pipeline = pipeline.as_supervised(x, y)

@@ -31,6 +31,7 @@ from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
+from tfpipe.resume import Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
 
 PROBE_SECONDS = 1.0
@@ -127,6 +128,8 @@ def fit(
     callbacks: Sequence[keras.callbacks.Callback] | None = None,
     batch_size: int | None = None,
     report: bool = True,
+    backup_dir: str | os.PathLike[str] | None = None,
+    save_every: int | None = None,
     **fit_kwargs: Any,
 ) -> keras.callbacks.History:
     """Trains `model` on any tfpipe input, avoiding the usual input mistakes, and measures it.
@@ -167,6 +170,7 @@ def fit(
         'compute-bound'
         >>> tfpipe.fit(table_model, "out/table", x="features", y="price", epochs=5)
         >>> tfpipe.fit(two_inputs, "out/pairs", x=["left", "right"], y="same")
+        >>> tfpipe.fit(model, "out/train", epochs=20, backup_dir="ckpt", save_every=200)
 
     Args:
         model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).
@@ -193,6 +197,16 @@ def fit(
             (ignored, with a warning, for other inputs, which are already batched). Defaults to
             32 for a path or a source.
         report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
+        backup_dir: a folder for backups that resume mid-epoch: weights, optimizer state and
+            the input position `(epoch, batch)`, saved together atomically. Running the same
+            call again after a kill loads the newest one and goes on at the next batch of the
+            same epoch, with the batches an uninterrupted run has (`Pipeline.start_at`); a
+            backup made with other data, batch size or seed is refused, naming the
+            difference. Needs a seeded Pipeline, path (seed 0) or source, or a
+            `SequenceLoader(seed=...)`, and no `steps_per_epoch`. The backups are removed
+            when every epoch is trained. Defaults to None (no backups).
+        save_every: save a backup every this many batches, counted from the start of the run.
+            Defaults to None (once per epoch, with `backup_dir`).
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
 
@@ -202,6 +216,7 @@ def fit(
     _check_model(model)
     check_int("epochs", epochs)
     check_int("batch_size", batch_size, or_none=True)
+    save_every = check_backup(backup_dir, save_every, model)
     shuffle = fit_kwargs.pop("shuffle", None)
     image_size = _image_size(model)
     _check_x_y(model, x, y, data, validation)
@@ -213,9 +228,11 @@ def fit(
         argument="data",
         x=x,
         y=y,
+        seed=None if backup_dir is None else 0,
     )
     _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
     steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
+    resumable = None if backup_dir is None else _resumable(train, steps_per_epoch)
     if validation is not None:
         _check_classes(data, validation)
         validation_batch_size = check_int(
@@ -237,34 +254,54 @@ def fit(
         )
     inputs = [train] if validation is None else [train, checked]
 
-    distributed = _distributed(model, train)
-    # Keras shuffles a PyDataset's batch order; a distributed loader draws its own orders.
-    fit_kwargs["shuffle"] = train.kind == "PyDataset" and shuffle is not False and not distributed
+    multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
+    if multi_worker and resumable is not None:
+        raise ValueError(
+            "backup_dir: resuming under a multi-worker strategy is not supported yet (the "
+            "position is saved per process); it is under MirroredStrategy on one machine"
+        )
+    distributed = None if resumable is not None else _distributed(model, train)
+    # Keras shuffles a PyDataset's batch order; a distributed or resumable loader (a
+    # SequenceLoader shuffles itself) draws its own orders, the same in every run.
+    fit_kwargs["shuffle"] = (
+        train.kind == "PyDataset" and shuffle is not False and not distributed and not resumable
+    )
     with naming(*inputs):
         batch, size = _full_batch(train)
-    multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
     if model.distribute_strategy.num_replicas_in_sync > 1:
         _build_on(model, batch)
         probe = _Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
-        probe = _probe_model(model, batch, steps or train.steps)
-    if distributed is None:
-        dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
-        dataset = _prefetch_to_device(dataset, _accelerator(model))
-    else:
-        dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
+        probe = _probe_model(model, batch, steps or train.steps, tune=resumable is None)
     timer = _StepTimer()
     if multi_worker:
         _multi_worker_steps(model)
     try:
         with naming(*inputs):
-            history = model.fit(
-                dataset,
-                epochs=epochs,
-                steps_per_epoch=steps,
-                callbacks=[timer, *(callbacks or [])],
-                **fit_kwargs,
-            )
+            if resumable is not None:
+                backups = Backups(backup_dir, resumable.loader.identity(), resumable.steps)  # type: ignore[arg-type]
+                history = fit_from(
+                    model,
+                    resumable,
+                    backups,
+                    save_every,
+                    epochs=epochs,
+                    callbacks=[timer, *(callbacks or [])],
+                    **fit_kwargs,
+                )
+            else:
+                if distributed is None:
+                    dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
+                    dataset = _prefetch_to_device(dataset, _accelerator(model))
+                else:
+                    dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
+                history = model.fit(
+                    dataset,
+                    epochs=epochs,
+                    steps_per_epoch=steps,
+                    callbacks=[timer, *(callbacks or [])],
+                    **fit_kwargs,
+                )
     finally:
         if probe.chosen:
             _set_steps_per_execution(model, 1)
@@ -517,6 +554,24 @@ def _distributed_steps(given: int | None, distributed: DistributedInput) -> int:
     return steps if given is None else given
 
 
+def _resumable(source: Input, steps_per_epoch: int | None) -> Resumable:
+    """The loader behind `data` that `backup_dir` resumes: a Pipeline (also the one built for
+    a path or a source) or a SequenceLoader, in whole epochs."""
+    loader = source.data if isinstance(source.data, SequenceLoader) else source.pipeline
+    if loader is None:
+        raise ValueError(
+            "backup_dir resumes a tfpipe.Pipeline, a TFRecord path, a tfpipe source or a "
+            f"tfpipe.SequenceLoader, whose position is (epoch, batch); data is a {source.kind} "
+            "input, whose position cannot be restored"
+        )
+    if steps_per_epoch is not None:
+        raise ValueError(
+            "backup_dir counts positions in whole epochs (one pass each): drop steps_per_epoch. "
+            f"Received: steps_per_epoch={steps_per_epoch}"
+        )
+    return Resumable(loader, "data")
+
+
 def _one_iterator(
     source: Input, steps: int | None, steps_per_execution: int
 ) -> tuple[Any, int | None]:
@@ -624,14 +679,15 @@ def _time_steps(model: keras.Model, memory: tf.data.Dataset) -> float:
     return timer.step_seconds
 
 
-def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
+def _probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: bool = True) -> _Probe:
     """Times train steps on `batch` held in memory, restoring every variable afterwards.
 
     Also the first check that the batches fit the model, and where `steps_per_execution` is
     chosen (left alone when the model was compiled with a value other than 1): a divisor of
     at most half the `steps` of an epoch, so that every epoch has a step timed after its first
     one and no epoch runs past its end. When the length of an epoch is unknown (`steps` is
-    None) it stays 1, with a note saying so: any larger value could run past the end.
+    None) it stays 1, with a note saying so: any larger value could run past the end. With
+    `tune=False` (backups are saved between steps) it is only timed.
     """
     examples = batch_size_of(batch)
     # unbatch + batch keeps the batch dimension unknown, as in `data`: fit reuses the trace.
@@ -661,7 +717,7 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None) -> _Probe:
             candidate = max(d for d in range(1, limit + 1) if steps % d == 0)
         # Keras 3.15's multi-step loop fails under a multi-replica strategy: tune only without.
         replicas = model.distribute_strategy.num_replicas_in_sync
-        if used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
+        if not tune or used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
             return _Probe(step_seconds, used, False)
         if steps is None:
             return _Probe(step_seconds, used, False, (UNKNOWN_LENGTH_NOTE,))

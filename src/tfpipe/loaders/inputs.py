@@ -138,6 +138,14 @@ class RecordInput:
         )
         return stages, not by_file
 
+    def identity(self) -> list[bytes | str]:
+        """What identifies the records: file names, sizes and the example count."""
+        sizes = [f"{os.path.basename(f)}:{os.path.getsize(f)}" for f in self.files]
+        return [*sizes, str(self.num_examples)]
+
+    def describe(self) -> str:
+        return f"{self.name} ({len(self.files)} TFRecord file(s), {self.num_examples} examples)"
+
     def decoder(self, decoding: Decoding) -> Stage:
         """The per-batch stage: vectorised parse_example, then per-element image decode."""
         decoding.check(self.schema)
@@ -255,6 +263,13 @@ class _IndexedInput:
             )
         ], True
 
+    def identity(self) -> list[bytes | str]:
+        """What identifies the examples: their count (a MemoryInput adds its columns)."""
+        return [self.name, str(self.count)]
+
+    def describe(self) -> str:
+        return f"{self.name} of {self.count} {self.unit}"
+
 
 class MemoryInput(_IndexedInput):
     """A folder, DataFrame or arrays: indices are the records; files are read in the graph."""
@@ -267,6 +282,14 @@ class MemoryInput(_IndexedInput):
         self.schema: Schema = source.schema
         self.num_examples = self.count = len(source)
         self.name = type(source).__name__
+
+    def identity(self) -> list[bytes | str]:
+        """What identifies the examples: every column's values (image paths, labels, arrays)."""
+        parts = super().identity()
+        for name, column in sorted(self.columns.items()):
+            rows = [np.asarray(v).tobytes() for v in column] if column.dtype == object else []
+            parts += [name, repr(column.dtype), b"".join(rows) or column.tobytes()]
+        return parts
 
     def decoder(self, decoding: Decoding) -> Stage:
         decoding.check(self.schema)

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import math
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -42,6 +43,7 @@ from tfpipe.loaders.inputs import (
     Stage,
 )
 from tfpipe.loaders.padding import Padding
+from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
 from tfpipe.records.checker import Fault
 from tfpipe.schema import Schema
@@ -53,6 +55,8 @@ _RECORD_BUFFER = 4096
 _RECORD_BUFFER_BYTES = 32 * 2**20
 _MIN_RECORD_BUFFER = 256
 _EXAMPLE_BUFFER = 1024
+_FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
+_SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,6 +201,7 @@ class Pipeline:
         self._shard: tuple[int, int] | None = None
         self._options = PipelineOptions()
         self._supervised: tuple[Any, Any] | None = None
+        self._start: tuple[int, int] | None = None
 
     def _with(self, **changes: Any) -> Pipeline:
         new = copy.copy(self)
@@ -335,6 +340,67 @@ class Pipeline:
             raise ValueError(f"index must be an int in [0, {num}). Received: index={index!r}")
         return self._with(shard=(num, index))
 
+    def start_at(self, epoch: int = 0, batch: int = 0) -> Pipeline:
+        """Starts at batch `batch` of epoch `epoch`, with the batches an uninterrupted run has.
+
+        Each epoch's order is then a pure function of `(seed, epoch)`: every epoch is built
+        afresh from a seed derived from both, so the batches do not depend on how many
+        iterators came before (`tfpipe.fit(backup_dir=...)` resumes with it). The batches
+        before the start are skipped as raw records (serialized bytes or indices), before
+        parsing and decoding. Without `repeat()` the dataset is the rest of epoch `epoch`;
+        with `repeat()` it goes on with the next epochs, each a new order (the epoch count
+        of `repeat(count)` includes those before `epoch`). Needs `shuffle(seed=...)` (or no
+        shuffle) and a deterministic order; a random `map()` (augmentation) draws new
+        randomness, only the examples and their order are the same.
+
+        Example:
+            >>> p = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64)
+            >>> rest = p.start_at(epoch=2, batch=40).build()  # batches 40.. of epoch 2
+
+        Args:
+            epoch: the epoch to start in, from 0. Defaults to 0.
+            batch: the first batch of that epoch, from 0. Defaults to 0.
+        """
+        epoch, batch = check_position(epoch, batch, self.batches_per_epoch())
+        for wrong, why in (
+            (self._shuffle and self._seed is None, "shuffle() has no seed: pass shuffle(seed=0)"),
+            (self._options.deterministic is False, "options(deterministic=False) is set"),
+            (self._cache is not None, "cache() is set: decoded examples cannot be skipped"),
+            (any(t.kind == "filter" for t in self._transforms), "a filter() changes batches"),
+            (isinstance(self._input, PyDatasetInput), "the source is a PyDataset"),
+            (self._repeat not in (0, None) and epoch >= self._repeat, "repeat() ends before"),
+        ):
+            if wrong:
+                raise ValueError(
+                    f"start_at(epoch={epoch}, batch={batch}) needs the same batches in every "
+                    f"run, but {why}"
+                )
+        return self._with(start=(epoch, batch))
+
+    @property
+    def seed(self) -> int | None:
+        """The seed given to `shuffle()`; None without one (or without a shuffle).
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").shuffle(seed=3).seed
+            3
+        """
+        return self._seed
+
+    def identity(self) -> Identity:
+        """What a position of this pipeline (see `start_at`) is valid for: its data (the
+        files, their sizes and the example count; or the examples of a source), its batch
+        size and its seed.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64).identity().batch_size
+            64
+        """
+        inp = self._input
+        parts = [*inp.identity(), repr((self._take, self._shard, self._batch))]
+        size = (self._batch or (_DEFAULT_BATCH, False))[0]
+        return Identity(digest(parts), inp.describe(), size, self._seed or 0)
+
     def options(
         self,
         *,
@@ -349,7 +415,7 @@ class Pipeline:
 
         Args:
             deterministic: keep a fixed output order. Defaults to None (True with a shuffle
-                seed, else False for throughput).
+                seed or `start_at`, else False for throughput).
             ram_budget_mb: RAM autotune may use for buffers, in MB. Defaults to None (TF's).
             threads: size of a private thread pool. Defaults to None (TF's shared pool).
         """
@@ -576,11 +642,32 @@ class Pipeline:
 
     def _assemble(self) -> tuple[tf.data.Dataset, list[str]]:
         assembly = _Assembly()
-        inp = self._input
         deterministic = self._options.deterministic
-        det = self._seed is not None if deterministic is None else deterministic
+        fixed = self._seed is not None or self._start is not None
+        det = fixed if deterministic is None else deterministic
+        if self._start is None:
+            self._one_pass(assembly, self._seed, 0, det)
+            batches = self.batches_per_epoch()
+            if batches is not None and self._repeat == 0:
+                # Keras then shows the epoch's length and never stops on "input ran out of
+                # data"; a dataset that does not hold what its metadata says fails instead.
+                assembly.run(
+                    f"declare {batches} batches per epoch (from the example count)",
+                    lambda ds: ds.apply(tf.data.experimental.assert_cardinality(batches)),
+                )
+        else:
+            self._epochs(assembly, det)
+        label = "AUTOTUNE" if self._prefetch == AUTOTUNE else str(self._prefetch)
+        assembly.run(f"prefetch {label}", lambda ds: ds.prefetch(self._prefetch))
+        assembly.run(f"options: deterministic={det}", lambda ds: self._apply_options(ds, det))
+        return assembly.dataset, assembly.labels
+
+    def _one_pass(self, assembly: _Assembly, seed: Any, skip: Any, det: bool) -> None:
+        """Every stage up to `as_supervised`: one pass, or `repeat()`ed ones, less the first
+        `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
+        inp = self._input
         cached = self._cache is not None
-        stages, by_record = inp.read(self._shard, self._seed, self._shuffle and not cached, det)
+        stages, by_record = inp.read(self._shard, seed, self._shuffle and not cached, det)
         assembly.run_all(stages)
         if self._shard is not None and by_record:
             num, index = self._shard
@@ -588,7 +675,9 @@ class Pipeline:
         if self._take is not None and not inp.decoded:
             assembly.run(f"take {self._take} examples", lambda ds: ds.take(self._take))
         if not cached:
-            self._shuffle_and_repeat(assembly, self._record_buffer(), "records")
+            self._shuffle_and_repeat(assembly, self._record_buffer(), "records", seed)
+        if self._start is not None:
+            assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
         if isinstance(inp, PyDatasetInput):
             assembly.run_all(inp.loader(det))
             if self._take is not None:
@@ -614,18 +703,43 @@ class Pipeline:
             assembly.unbatch()
         if self._supervised is not None:
             self._supervise(assembly)
-        batches = self.batches_per_epoch()
-        if batches is not None and self._repeat == 0:
-            # Keras then shows the epoch's length and never stops on "input ran out of data";
-            # a dataset that does not hold what its metadata says fails instead of shrinking.
-            assembly.run(
-                f"declare {batches} batches per epoch (from the example count)",
-                lambda ds: ds.apply(tf.data.experimental.assert_cardinality(batches)),
+
+    def _epochs(self, assembly: _Assembly, det: bool) -> None:
+        """Epoch after epoch from `start_at`, each one pass in an order that is a pure function
+        of (seed, epoch): each epoch is built afresh with its own seed, never reshuffled."""
+        epoch, batch = self._start  # type: ignore[misc]
+        last = _FOREVER if self._repeat is None else (self._repeat or epoch + 1)
+        size = (self._batch or (_DEFAULT_BATCH, False))[0]
+        inner = _Assembly()
+        one_epoch = self._with(repeat=0)
+
+        @tf.autograph.experimental.do_not_convert  # plain Python building the epoch's stages
+        def epoch_dataset(number: tf.Tensor) -> tf.data.Dataset:
+            # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
+            # function's own graph is traced without the global seed.
+            tf.compat.v1.get_default_graph().seed = None
+            seed = tf.random.stateless_uniform(
+                (), tf.stack([tf.constant(self._seed, tf.int64), number]), 0, 2**62, tf.int64
             )
-        label = "AUTOTUNE" if self._prefetch == AUTOTUNE else str(self._prefetch)
-        assembly.run(f"prefetch {label}", lambda ds: ds.prefetch(self._prefetch))
-        assembly.run(f"options: deterministic={det}", lambda ds: self._apply_options(ds, det))
-        return assembly.dataset, assembly.labels
+            skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
+            inner.dataset, inner.labels, inner.batched = None, [], False
+            one_epoch._one_pass(inner, seed, skip, det)
+            return inner.dataset
+
+        until = "forever" if last == _FOREVER else f"to epoch {last - 1}"
+        assembly.run(
+            f"for each epoch from {epoch} {until} (its seed from seed={self._seed} and the "
+            f"epoch), starting at batch {batch} of epoch {epoch}:",
+            lambda _: tf.data.Dataset.range(epoch, last).flat_map(epoch_dataset),
+        )
+        assembly.labels += [f"   {_SEED_TENSOR.sub('seed=of the epoch', x)}" for x in inner.labels]
+        batches = self.batches_per_epoch()
+        if batches is not None and last != _FOREVER:
+            total = (last - epoch) * batches - batch
+            assembly.run(
+                f"declare {total} batches (from the example count)",
+                lambda ds: ds.apply(tf.data.experimental.assert_cardinality(total)),
+            )
 
     def _record_buffer(self) -> int:
         inp = self._input
@@ -636,11 +750,14 @@ class Pipeline:
         by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, inp.record_bytes)))
         return self._buffer or min(inp.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
 
-    def _shuffle_and_repeat(self, assembly: _Assembly, buffer: int, what: str) -> None:
+    def _shuffle_and_repeat(
+        self, assembly: _Assembly, buffer: int, what: str, seed: Any = None
+    ) -> None:
         if self._shuffle:
+            seed = self._seed if seed is None else seed
             assembly.run(
-                f"shuffle {what} (buffer {buffer}, seed={self._seed}, reshuffled each epoch)",
-                lambda ds: ds.shuffle(buffer, seed=self._seed, reshuffle_each_iteration=True),
+                f"shuffle {what} (buffer {buffer}, seed={seed}, reshuffled each epoch)",
+                lambda ds: ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True),
             )
         if self._repeat != 0:
             times = "forever" if self._repeat is None else f"{self._repeat} times"

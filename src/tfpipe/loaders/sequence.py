@@ -12,6 +12,7 @@ process computes the same order without sharing state.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import warnings
@@ -27,6 +28,7 @@ from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.loaders import workers as _workers
+from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.sequence_shards import distribute_loader
 from tfpipe.loaders.supervised import feature_names, pick
 from tfpipe.schema import Schema
@@ -195,6 +197,7 @@ class SequenceLoader(keras.utils.PyDataset):
                 stacklevel=2,
             )
         self._size = len(source)
+        self._first_batch = 0  # set by start_at: this loader is the rest of an epoch
         if self._size == 0:
             raise SourceError("source is empty: a loader needs at least one example")
         if len(self) == 0:
@@ -229,8 +232,51 @@ class SequenceLoader(keras.utils.PyDataset):
         return shape, feature.dtype
 
     def __len__(self) -> int:
+        return self._batches() - self._first_batch
+
+    def _batches(self) -> int:
         batches = self._size / self.options.batch_size
         return math.floor(batches) if self.options.drop_remainder else math.ceil(batches)
+
+    def start_at(self, epoch: int = 0, batch: int = 0) -> SequenceLoader:
+        """A loader of the rest of epoch `epoch` from batch `batch`: the batches an
+        uninterrupted run has there (the order is a pure function of `(seed, epoch)`; only
+        the batches asked for are loaded). It is one epoch long; continue with this loader
+        at `epoch + 1` (`loader.epoch = epoch + 1`). `tfpipe.fit(backup_dir=...)` resumes
+        with it.
+
+        Example:
+            >>> loader = tfpipe.SequenceLoader(source, batch_size=32, seed=0)
+            >>> rest = loader.start_at(epoch=2, batch=10)
+            >>> len(rest) == len(loader) - 10
+            True
+
+        Args:
+            epoch: the epoch, from 0. Defaults to 0.
+            batch: the first batch of that epoch, from 0. Defaults to 0.
+        """
+        epoch, batch = check_position(epoch, batch, self._batches())
+        rest = copy.copy(self)
+        rest.epoch, rest._first_batch, rest._order_cache = epoch, batch, None
+        return rest
+
+    def identity(self) -> Identity:
+        """What a position of this loader (see `start_at`) is valid for: the source's
+        examples (their count, schema and origins: file paths, record locations), the batch
+        size and the seed.
+
+        Example:
+            >>> tfpipe.SequenceLoader(source, batch_size=32, seed=0).identity().seed
+            0
+        """
+        origins = [self._origin(i) for i in range(self._size)]
+        labels = getattr(self.source, "labels", lambda: None)()
+        parts: list[bytes | str] = [type(self.source).__name__, self.schema.to_json(), *origins]
+        if labels is not None:
+            parts.append(np.asarray(labels).tobytes())
+        description = f"{type(self.source).__name__} of {self._size} examples"
+        seed = 0 if self.options.seed is None else self.options.seed  # drawn: not reproducible
+        return Identity(digest(parts), description, self.options.batch_size, seed)
 
     def examples_per_epoch(self) -> int:
         """Examples in one epoch: every example of the source, less a dropped partial batch.
@@ -240,7 +286,7 @@ class SequenceLoader(keras.utils.PyDataset):
             >>> len(source), loader.examples_per_epoch()
             (100, 96)
         """
-        return min(self._size, len(self) * self.options.batch_size)
+        return min(self._size, self._batches() * self.options.batch_size)
 
     def on_epoch_end(self) -> None:
         """Moves to the next epoch's order (Keras calls this after every epoch)."""
@@ -267,7 +313,7 @@ class SequenceLoader(keras.utils.PyDataset):
             raise TypeError(f"batch indices must be ints, got {type(index).__name__}")
         if not -count <= index < count:
             raise IndexError(f"batch {index} is out of range for a loader of {count} batches")
-        start = (int(index) % count) * self.options.batch_size
+        start = (int(index) % count + self._first_batch) * self.options.batch_size
         return self._load(self.order()[start : start + self.options.batch_size], self.epoch)
 
     def _load(self, indices: np.ndarray, epoch: int) -> tuple[Any, ...]:

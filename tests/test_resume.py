@@ -1,0 +1,323 @@
+"""Exact mid-epoch resume: `start_at` positions, and `tfpipe.fit(backup_dir=...)` after SIGKILL."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import resume_run
+import tfpipe
+from tfpipe.errors import SourceError
+
+RUN = Path(__file__).with_name("resume_run.py")
+STEPS = 10  # 40 examples in batches of 4
+KILL = (1, 7)  # after batch 7 of epoch 1 (the second): step 17 is the last trained
+SAVED_STEP = 16  # the last multiple of save_every=4 before the kill
+TIMEOUT_S = 300
+
+
+def _ids(dataset: tf.data.Dataset, key: str = "id") -> list[list[int]]:
+    return [b[key].numpy().tolist() for b in dataset]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return resume_run.make_data("records", tmp_path_factory.mktemp("records"))
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return resume_run.make_data("folder", tmp_path_factory.mktemp("folder"))
+
+
+def _folder_ids(dataset: tf.data.Dataset) -> list[list[int]]:
+    return [
+        (x[:, 0, 0, 0].numpy().astype(int) + 256 * x[:, 0, 0, 1].numpy().astype(int)).tolist()
+        for x, _ in dataset
+    ]
+
+
+def test_start_at_gives_the_batches_of_an_uninterrupted_run(records: Path) -> None:
+    pipeline = tfpipe.Pipeline(records).shuffle(seed=3).batch(6)
+    whole = _ids(pipeline.start_at(0).repeat(3).build())
+    per_epoch = pipeline.batches_per_epoch()
+    assert per_epoch == 7 and len(whole) == 21
+    epochs = [whole[e * 7 : (e + 1) * 7] for e in range(3)]
+    for epoch in epochs:  # each epoch one pass, each in its own order
+        assert sorted(i for batch in epoch for i in batch) == list(range(40))
+    assert epochs[0] != epochs[1] != epochs[2]
+    assert _ids(pipeline.start_at(1, 4).build()) == epochs[1][4:]
+    assert _ids(pipeline.start_at(1, 4).repeat(3).build()) == whole[7 + 4 :]
+    # A pure function of (seed, epoch): not of earlier iterators, nor of tf.random.set_seed.
+    rest = pipeline.start_at(2, 1).build()
+    assert _ids(rest) == _ids(rest) == epochs[2][1:]
+    tf.random.set_seed(123)
+    try:
+        assert _ids(pipeline.start_at(2, 1).build()) == epochs[2][1:]
+    finally:
+        tf.random.set_seed(None)
+    assert (
+        _ids(tfpipe.Pipeline(records).shuffle(seed=4).batch(6).start_at(1).build()) != (epochs[1])
+    )
+
+
+def test_start_at_over_a_folder_and_arrays(folder: Path) -> None:
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(folder), image_size=(4, 4))
+    pipeline = pipeline.shuffle(seed=1).batch(8).as_supervised("image", "label")
+    whole = _folder_ids(pipeline.start_at(0).repeat(2).build())
+    assert sorted(i for batch in whole[5:] for i in batch) == list(range(40))
+    assert _folder_ids(pipeline.start_at(1, 2).build()) == whole[5 + 2 :]
+    arrays = tfpipe.from_arrays({"id": np.arange(30)})
+    by_index = tfpipe.Pipeline(arrays).shuffle(seed=0).batch(7)
+    assert _ids(by_index.start_at(0, 3).build()) == _ids(by_index.start_at(0).build())[3:]
+
+
+def test_start_at_skips_records_before_parsing(records: Path) -> None:
+    plan = tfpipe.Pipeline(records).shuffle(seed=0).batch(4).start_at(1, 2).explain()
+    lines = plan.splitlines()
+    skip = next(i for i, line in enumerate(lines) if "skip the records" in line)
+    parse = next(i for i, line in enumerate(lines) if "parse_example" in line)
+    assert skip < parse
+    assert "seed=Tensor" not in plan and "epoch from 1" in plan
+
+
+@pytest.mark.fault(
+    "damaged image file among the batches before the start position",
+    reader="Pipeline.start_at",
+    outcome="never read: the resumed batches come, a full epoch fails",
+)
+def test_skipped_images_are_never_decoded(tmp_path: Path) -> None:
+    folder = resume_run.make_data("folder", tmp_path / "images")
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(folder), image_size=(4, 4))
+    pipeline = pipeline.shuffle(seed=2).batch(8).as_supervised("image", "label")
+    epoch = _folder_ids(pipeline.start_at(0).build())
+    damaged = epoch[0][0]
+    (folder / f"class_{damaged % 2}" / f"{damaged:05d}.png").write_bytes(b"not a png")
+    assert _folder_ids(pipeline.start_at(0, 1).build()) == epoch[1:]
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _folder_ids(pipeline.start_at(0).build())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p.shuffle(), "shuffle() has no seed"),
+        (lambda p: p.shuffle(seed=0).cache(), "cache() is set"),
+        (lambda p: p.shuffle(seed=0).filter(lambda ex: ex["id"] > 3), "filter()"),
+        (lambda p: p.shuffle(seed=0).options(deterministic=False), "deterministic=False"),
+        (lambda p: p.repeat(2), "repeat() ends before"),
+    ],
+)
+def test_start_at_refuses_what_changes_batches(records: Path, change: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        change(tfpipe.Pipeline(records).batch(4)).start_at(2, 1)
+
+
+def test_start_at_checks_the_position(records: Path) -> None:
+    pipeline = tfpipe.Pipeline(records).batch(4)
+    with pytest.raises(ValueError, match="less than the 10 batches"):
+        pipeline.start_at(0, 10)
+    with pytest.raises(ValueError, match="epoch must be a non-negative int"):
+        pipeline.start_at(-1)
+
+
+def test_sequence_loader_start_at() -> None:
+    source = tfpipe.from_arrays({"id": np.arange(30), "label": np.arange(30) % 2})
+    loader = tfpipe.SequenceLoader(source, 4, x="id", y="label", seed=7)
+    loader.epoch = 2
+    epoch = [loader[i][0].tolist() for i in range(len(loader))]
+    rest = loader.start_at(2, 5)
+    assert len(rest) == len(loader) - 5 == 3 and loader.epoch == 2
+    assert [rest[i][0].tolist() for i in range(len(rest))] == epoch[5:]
+    assert loader.identity() == rest.identity()
+    other = tfpipe.SequenceLoader(source, 5, x="id", y="label", seed=8).identity()
+    assert loader.identity().differences(other) == [
+        "batch_size: saved 5, now 4",
+        "seed: saved 8, now 7",
+    ]
+
+
+def _model() -> keras.Model:
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+class _Preempted(Exception):
+    pass
+
+
+class _Interrupt(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if batch == 6:
+            raise _Preempted  # leaves the backup behind, as a preemption would
+
+
+def _pipeline(count: int = 40, seed: int = 5, batch: int = 4) -> tfpipe.Pipeline:
+    ids = np.arange(count, dtype=np.float32)[:, None]
+    source = tfpipe.from_arrays({"x": ids, "label": np.arange(count) % 2})
+    return tfpipe.Pipeline(source).shuffle(seed=seed).batch(batch).as_supervised("x", "label")
+
+
+def test_backup_from_other_input_is_refused(tmp_path: Path) -> None:
+    backup = tmp_path / "backup"
+    with pytest.raises(_Preempted):
+        tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, save_every=3,
+                   callbacks=[_Interrupt()], report=False, verbose=0)  # fmt: skip
+    saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
+    assert (saved["epoch"], saved["batch"], saved["step"]) == (0, 6, 6)
+    for data, difference in [
+        (_pipeline(batch=8), "batch_size: saved 4, now 8"),
+        (_pipeline(seed=6), "seed: saved 5, now 6"),
+        (_pipeline(count=44), "dataset: saved ArraySource of 40 examples, now ArraySource of 44"),
+    ]:
+        with pytest.raises(SourceError, match=difference) as caught:
+            tfpipe.fit(_model(), data, epochs=2, backup_dir=backup, report=False, verbose=0)
+        assert "backup-000000000006" in str(caught.value)
+    history = tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, report=False,
+                         verbose=0)  # fmt: skip
+    assert len(history.history["loss"]) == 2  # the rest of epoch 0, then epoch 1
+    assert not list(backup.iterdir())  # removed once every epoch is trained
+
+
+def test_backup_needs_a_resumable_input(tmp_path: Path) -> None:
+    dataset = tf.data.Dataset.from_tensor_slices((np.ones((8, 1)), np.zeros(8))).batch(4)
+    with pytest.raises(ValueError, match="data is a tf\\.data input"):
+        tfpipe.fit(_model(), dataset, backup_dir=tmp_path, report=False, verbose=0)
+    unseeded = _pipeline().shuffle()
+    with pytest.raises(ValueError, match="shuffle\\(\\) has no seed"):
+        tfpipe.fit(_model(), unseeded, backup_dir=tmp_path, report=False, verbose=0)
+    with pytest.raises(ValueError, match="save_every applies with backup_dir"):
+        tfpipe.fit(_model(), _pipeline(), save_every=3, report=False, verbose=0)
+
+
+def _read_log(path: Path) -> dict[int, list[int]]:
+    """Step -> the ids trained at that step (both replicas' halves, sorted, under a strategy)."""
+    steps: dict[int, list[int]] = {}
+    for line in path.read_text().splitlines():
+        step, *ids = (int(part) for part in line.split())
+        steps.setdefault(step, []).extend(ids)
+    return steps
+
+
+def _start(kind: str, data: Path, backup: Path, log: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    command = [sys.executable, str(RUN), kind, str(data), str(backup), str(log), *extra]
+    return subprocess.Popen(
+        command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[int, str]:
+    try:
+        _, stderr = process.communicate(timeout=TIMEOUT_S)
+        return process.returncode, stderr
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, Path]]:
+    """Runs killed with SIGKILL after batch 7 of epoch 1, all four at once: data, backup, log
+    of each kind (and of the folder under a 2-replica MirroredStrategy)."""
+    root = tmp_path_factory.mktemp("killed")
+    runs, processes = {}, {}
+    try:
+        for name in (*resume_run.KINDS, "mirrored"):
+            kind = "folder" if name == "mirrored" else name
+            data = resume_run.make_data(kind, root / name / "data")
+            backup, log = root / name / "backup", root / name / "killed.log"
+            extra = ["--replicas", "2"] if name == "mirrored" else []
+            runs[name] = (data, backup, log)
+            processes[name] = _start(kind, data, backup, log, "--kill", "1:7", *extra)
+        for name, process in processes.items():
+            code, stderr = _finish(process)
+            assert code == -signal.SIGKILL, f"{name} ended with {code}: {stderr[-3000:]}"
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    return runs
+
+
+def _check_exact_resume(
+    killed_log: dict[int, list[int]],
+    resumed_log: dict[int, list[int]],
+    reference: dict[int, list[int]],
+    ordered: bool,
+) -> None:
+    last = KILL[0] * STEPS + KILL[1]
+    assert sorted(reference) == list(range(3 * STEPS))
+    assert sorted(killed_log) == list(range(last + 1))
+    assert sorted(resumed_log) == list(range(SAVED_STEP, 3 * STEPS))
+    same = (lambda a, b: a == b) if ordered else (lambda a, b: sorted(a) == sorted(b))
+    for log in (killed_log, resumed_log):  # the batch sequence of the uninterrupted run
+        assert all(same(ids, reference[step]) for step, ids in log.items())
+    twice = sorted(set(killed_log) & set(resumed_log))
+    assert twice == [16, 17]  # the batches after the last save, trained again
+    for epoch in range(3):
+        steps = range(epoch * STEPS, (epoch + 1) * STEPS)
+        seen = collections.Counter(
+            i for log in (killed_log, resumed_log) for s in steps for i in log.get(s, [])
+        )
+        again = collections.Counter(i for s in twice if s in steps for i in reference[s])
+        assert seen == collections.Counter(range(40)) + again
+        assert sum(again.values()) == (8 if epoch == 1 else 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", resume_run.KINDS)
+def test_killed_run_resumes_exactly(
+    kind: str, killed: dict[str, tuple[Path, Path, Path]], tmp_path: Path
+) -> None:
+    data, backup, log = killed[kind]
+    saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
+    assert (saved["epoch"], saved["batch"], saved["step"]) == (1, 6, SAVED_STEP)
+    try:
+        resume_run.run(kind, data, backup, tmp_path / "resumed.log")
+        resume_run.run(kind, data, tmp_path / "reference", tmp_path / "reference.log")
+    finally:
+        tf.random.set_seed(None)
+    _check_exact_resume(
+        _read_log(log),
+        _read_log(tmp_path / "resumed.log"),
+        _read_log(tmp_path / "reference.log"),
+        ordered=True,
+    )
+    assert not list(backup.iterdir())
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_exactly_under_mirrored_strategy(
+    killed: dict[str, tuple[Path, Path, Path]], tmp_path: Path
+) -> None:
+    """Two CPU replicas: the position counts global batches, so the resumed run still trains
+    on every example exactly once per epoch, as the single-device run does."""
+    data, backup, log = killed["mirrored"]
+    resumed = _start("folder", data, backup, tmp_path / "resumed.log", "--replicas", "2")
+    try:
+        resume_run.run("folder", data, tmp_path / "reference", tmp_path / "reference.log")
+    finally:
+        tf.random.set_seed(None)
+        code, stderr = _finish(resumed)
+    assert code == 0, stderr[-3000:]
+    _check_exact_resume(
+        _read_log(log),
+        _read_log(tmp_path / "resumed.log"),
+        _read_log(tmp_path / "reference.log"),
+        ordered=False,
+    )
