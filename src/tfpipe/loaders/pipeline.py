@@ -24,6 +24,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfpipe import fs
 from tfpipe._checks import check_image_size, check_int, check_positive, is_int
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.loaders.inputs import (
@@ -282,13 +283,13 @@ class Pipeline:
             >>> ds = tfpipe.Pipeline("out/train").cache().map(augment, random=True).build()
 
         Args:
-            path: a file prefix for an on-disk cache. Defaults to "" (memory).
+            path: a file prefix for an on-disk cache (a local path or a URL TensorFlow
+                opens). Defaults to "" (memory).
         """
         path = os.fspath(path)
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ValueError(
-                f"cache path {path!r}: the folder {os.path.dirname(path)!r} is missing"
-            )
+        folder = fs.path(os.path.abspath(path) if path and not fs.is_url(path) else path).parent
+        if path and not folder.is_dir():
+            raise ValueError(f"cache path {path!r}: the folder {str(folder)!r} is missing")
         return self._with(cache=(path, len(self._transforms)))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Pipeline:
