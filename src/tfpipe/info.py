@@ -90,7 +90,8 @@ class DatasetInfo:
 
     Attributes:
         name: the prefix's base name, e.g. "train".
-        directory: the folder holding the shards and the metadata file.
+        directory: the folder holding the shards and the metadata file: a `pathlib.Path`,
+            or for a URL ("gs://bucket/data") a path object whose `str()` is the URL.
         schema: the schema of every record.
         num_examples: examples written, over all shards.
         shards: per-shard file name, example count and byte size.

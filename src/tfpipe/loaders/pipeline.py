@@ -135,8 +135,9 @@ class Pipeline:
 
     Args:
         source: a TFRecord dataset prefix (with its metadata file), a file, a glob, a folder of
-            shards or a list of files; a `tfpipe.from_directory` / `from_dataframe` /
-            `from_arrays` source (or a split of one); or a `keras.utils.PyDataset`.
+            shards or a list of files (local, or URLs TensorFlow opens: "gs://b/train"); a
+            `tfpipe.from_directory` / `from_dataframe` / `from_arrays` source (or a split of
+            one); or a `keras.utils.PyDataset`.
         schema: the record schema for TFRecords without a metadata file. Defaults to None.
         image_size: resize every image to `(height, width)`. Defaults to None (the size the
             schema declares).
@@ -287,9 +288,15 @@ class Pipeline:
                 opens). Defaults to "" (memory).
         """
         path = os.fspath(path)
-        folder = fs.path(os.path.abspath(path) if path and not fs.is_url(path) else path).parent
-        if path and not folder.is_dir():
-            raise ValueError(f"cache path {path!r}: the folder {str(folder)!r} is missing")
+        fs.check_paths(path, "path")  # object stores have no folders to check
+        if (
+            path
+            and not fs.is_url(path)
+            and not os.path.isdir(os.path.dirname(os.path.abspath(path)))
+        ):
+            raise ValueError(
+                f"cache path {path!r}: the folder {os.path.dirname(path)!r} is missing"
+            )
         return self._with(cache=(path, len(self._transforms)))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Pipeline:

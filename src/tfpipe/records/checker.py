@@ -433,7 +433,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
 
     Args:
         path: a dataset prefix ("out/train"), its metadata file, a TFRecord file, a folder of
-            them, a glob, or a list of these.
+            them, a glob, or a list of these; local, or a URL TensorFlow opens ("gs://b/train").
         schema: the schema of the records. Defaults to the metadata's, or an inferred one.
         progress: show a progress bar when the check takes more than two seconds.
             Defaults to True.

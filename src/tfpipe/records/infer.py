@@ -159,7 +159,8 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
         Image(shape=(None, None, 3), encoding='jpeg', quality=95)
 
     Args:
-        files: a TFRecord file, a glob, a folder, a dataset prefix, or a list of them.
+        files: a TFRecord file, a glob, a folder, a dataset prefix, or a list of them; local,
+            or URLs TensorFlow opens ("gs://bucket/train-*").
         num_records: how many records to sample, from the first file on. Defaults to 100.
 
     Returns:

@@ -108,7 +108,8 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
 
     Args:
         path: a dataset prefix written by `write_tfrecords` ("out/train"), its metadata file,
-            a TFRecord file, a folder of them, a glob, or a list of these.
+            a TFRecord file, a folder of them, a glob, or a list of these; local, or a URL
+            TensorFlow opens ("gs://bucket/train", see the filesystems guide).
         schema: the schema of the records. Defaults to the metadata's, or an inferred one.
 
     Returns:
@@ -116,7 +117,8 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
 
     Raises:
         DataNotFoundError: no metadata for a prefix (e.g. after an interrupted write), no
-            TFRecord files at `path`, or shards of a dataset are missing.
+            TFRecord files at `path`, shards of a dataset are missing, or `path` is a URL
+            whose scheme TensorFlow cannot open.
         DecodeError: the first record does not match the schema, or a file is not a TFRecord.
         SourceError: a file's size differs from its metadata's, or a file is empty.
     """

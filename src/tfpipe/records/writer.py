@@ -449,7 +449,9 @@ def write_tfrecords(
     Args:
         source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,
             when present, names the input in errors.
-        prefix: the dataset path without suffix, e.g. "out/train"; folders are created.
+        prefix: the dataset path without suffix, e.g. "out/train"; folders are created. A
+            URL TensorFlow opens ("gs://bucket/train", "ram://train") is written through
+            `tf.io.gfile`, without the lock: see the filesystems guide.
         schema: the schema of the records. Class labels of the source are matched to its
             `ClassLabel`s by name (another order, or more classes, is fine). Defaults to
             `source.schema`.
@@ -483,7 +485,8 @@ def write_tfrecords(
         SourceError: the source is empty or not indexable.
         SchemaError: there is no schema, or its class labels cannot be matched by name to the
             source's (listing both).
-        TfpipeError: another write to the same prefix is running (naming its pid).
+        TfpipeError: another write to the same local prefix is running (naming its pid).
+        DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
     options = WriteOptions(
         num_shards, compression, shuffle, seed, workers, on_error, progress, check_copies

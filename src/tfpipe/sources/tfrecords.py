@@ -226,7 +226,8 @@ class TFRecordSource(SourceBase):
     def _reader(self, shard: int) -> fs.RandomReader:
         reader = self._readers.get(shard)
         if reader is None:
-            opened = fs.random_reader(self.files[shard])
+            frames = np.diff(self._shard_offsets()[shard], append=self._sizes[shard])
+            opened = fs.random_reader(self.files[shard], int(frames.max(initial=0)))
             reader = self._readers.setdefault(shard, opened)
             if reader is not opened:
                 opened.close()
@@ -331,7 +332,8 @@ def from_tfrecords(
 
     Args:
         path: a dataset prefix (`out/train`, with its `out/train.json`), a file, a folder, a
-            glob, or a list of them.
+            glob, or a list of them; local, or a URL TensorFlow opens (`gs://bucket/train`:
+            records are read by seek + read, the index saved beside the shards).
         schema: the schema of the records. Defaults to the one in the dataset's metadata file.
         cache_dir: where indexes go when the shards' folder is not writable.
             Defaults to `$XDG_CACHE_HOME/tfpipe/index` (`~/.cache/tfpipe/index`).
@@ -340,7 +342,8 @@ def from_tfrecords(
         SourceError: a shard is compressed (gzip/zlib files cannot be read at random offsets),
             truncated, corrupt, empty, or does not match its metadata; reading a record whose
             checksum fails raises it too, naming the shard, record and byte offset.
-        DataNotFoundError: shards of a dataset without metadata are missing.
+        DataNotFoundError: shards of a dataset without metadata are missing, or `path` is a
+            URL whose scheme TensorFlow cannot open.
     """
     fs.check_paths(path, "path")
     files = resolve_files(path)

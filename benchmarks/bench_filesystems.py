@@ -1,0 +1,133 @@
+"""Local files through `tf.io.gfile` against tfpipe's local fast path (issue 13, section 1).
+
+tfpipe opens URLs (`gs://`, `ram://`, `file://`) with `tf.io.gfile` and local paths with the
+standard library (`open`, `os.replace`, `os.pread`). A `file:///...` URL names a local file
+but takes the gfile path, so the same data on the same disk measures what gfile costs:
+
+- the writer: `write_tfrecords` of 32x32x3 uint8 images and labels (raw records, 8 shards);
+- `Pipeline` over the records: every batch of 64 of one epoch (parse, no image decode);
+- random access: `from_tfrecords(...).read(i)` of every record in a random order, several
+  passes (CRC-32C checked), from a warm page cache, the index built beforehand.
+
+Goal: the gfile path at >= 0.95x the local path for each.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import compare, scale
+
+SHAPE = (32, 32, 3)
+SHARDS = 8
+BATCH_SIZE = 64
+PASSES = 3
+GOAL = 0.95
+
+
+def _source(count: int) -> Any:
+    import numpy as np
+
+    import tfpipe
+
+    rng = np.random.default_rng(0)
+    return tfpipe.from_arrays(
+        {
+            "image": rng.integers(0, 256, (count, *SHAPE), dtype=np.uint8),
+            "label": rng.integers(0, 10, count),
+        }
+    )
+
+
+def _url(folder: str, gfile: bool) -> str:
+    return f"file://{folder}" if gfile else folder
+
+
+def write(count: int, gfile: bool) -> dict[str, Any]:
+    """write_tfrecords of `count` examples to a fresh folder; examples/s."""
+    import tfpipe
+
+    source = _source(count)
+    with tempfile.TemporaryDirectory() as warm, tempfile.TemporaryDirectory() as out:
+        small = tfpipe.from_arrays({k: v[:64] for k, v in source.arrays.items()})
+        tfpipe.write_tfrecords(small, _url(warm, gfile) + "/train", progress=False)
+        started = time.perf_counter()
+        tfpipe.write_tfrecords(
+            source, _url(out, gfile) + "/train", num_shards=SHARDS, progress=False
+        )
+        seconds = time.perf_counter() - started
+    return {"examples_per_s": count / seconds, "seconds": seconds}
+
+
+def pipeline(prefix: str) -> dict[str, Any]:
+    """Every batch of one epoch of Pipeline(prefix) after one warm-up epoch; examples/s."""
+    import tfpipe
+
+    dataset = tfpipe.Pipeline(prefix).batch(BATCH_SIZE).build()
+    for _ in dataset:  # warm-up epoch: graph tracing, page cache
+        pass
+    count, started = 0, time.perf_counter()
+    for batch in dataset:
+        count += int(batch["label"].shape[0])
+    seconds = time.perf_counter() - started
+    return {"examples_per_s": count / seconds, "seconds": seconds}
+
+
+def random_reads(prefix: str) -> dict[str, Any]:
+    """Every record in one random order, PASSES times (after one untimed pass); examples/s."""
+    import numpy as np
+
+    import tfpipe
+
+    source = tfpipe.from_tfrecords(prefix)
+    order = np.random.default_rng(0).permutation(len(source)).tolist()
+    for index in order:
+        source.read(index)
+    started = time.perf_counter()
+    for _ in range(PASSES):
+        for index in order:
+            source.read(index)
+    seconds = time.perf_counter() - started
+    reads = PASSES * len(order)
+    return {"examples_per_s": reads / seconds, "us_per_record": 1e6 * seconds / reads}
+
+
+def main() -> None:
+    import tfpipe
+
+    count = scale(20_000, 1_000)
+    work = Path(tempfile.mkdtemp(prefix="tfpipe-bench-fs-"))
+    try:
+        prefixes = {}
+        for gfile in (False, True):
+            folder = work / ("gfile" if gfile else "local")
+            prefix = _url(str(folder), gfile) + "/train"
+            tfpipe.write_tfrecords(_source(count), prefix, num_shards=SHARDS, progress=False)
+            tfpipe.from_tfrecords(prefix)  # the index, built outside the timed runs
+            prefixes[gfile] = prefix
+        extra = {"examples": count, "shape": SHAPE, "shards": SHARDS, "batch_size": BATCH_SIZE}
+        for title, fn, args in (
+            ("filesystems_write", write, {False: (count, False), True: (count, True)}),
+            ("filesystems_pipeline", pipeline, {g: (p,) for g, p in prefixes.items()}),
+            ("filesystems_random_access", random_reads, {g: (p,) for g, p in prefixes.items()}),
+        ):
+            local, through = "local path (os, open, os.pread)", "file:// URL through tf.io.gfile"
+            compare(
+                title,
+                {local: (fn, args[False]), through: (fn, args[True])},
+                baseline=local,
+                goals={through: GOAL},
+                extra=extra,
+                pairs={through: local},
+                repeats=5,
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
