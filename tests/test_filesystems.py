@@ -231,6 +231,25 @@ def test_unknown_scheme_is_named_before_any_work(api: str) -> None:
 
 
 @pytest.mark.fault(
+    "URL passed through pathlib.Path (gs:/bucket: '//' collapsed)",
+    reader="write_tfrecords, read_tfrecords, from_tfrecords, tfpipe write",
+    outcome="DataNotFoundError naming the argument and the URL meant; nothing written",
+)
+def test_url_collapsed_by_pathlib_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, image_folder: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    meant = "the URL 'gs://bucket/train' with a slash lost"
+    with pytest.raises(tfpipe.DataNotFoundError, match=f"prefix='gs:/bucket/train' .*{meant}"):
+        tfpipe.write_tfrecords(_FailsAt(0), Path("gs://bucket/train"))
+    for read in (tfpipe.read_tfrecords, tfpipe.from_tfrecords):
+        with pytest.raises(tfpipe.DataNotFoundError, match=meant):
+            read(Path("gs://bucket/train"))
+    assert main(["write", str(image_folder), "s3:/bucket/out"]) == 2
+    assert not any(tmp_path.iterdir())  # no local folder gs: or s3:
+
+
+@pytest.mark.fault(
     "CLI OUT with a scheme TensorFlow cannot open",
     reader="tfpipe write",
     outcome="one-line error naming OUT and the scheme, exit status 2",

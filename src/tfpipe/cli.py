@@ -169,7 +169,8 @@ def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
 
 
 def _write(args: argparse.Namespace, out: TextIO) -> None:
-    target = fs.path(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
+    fs.check_paths(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
+    target = fs.path(args.out, "OUT")
     source = _open_source(args)
     schema = _stored_schema(source, args)
     prefixes: dict[str, fs.AnyPath]

@@ -211,8 +211,7 @@ class GPath:
         self._call("rename", tf.io.gfile.rename, self._url, str(target), overwrite=True)
         return target
 
-    def open(self, mode: str = "r", buffering: int = -1) -> IO[Any]:
-        del buffering  # gfile buffers its own reads
+    def open(self, mode: str = "r") -> IO[Any]:
         handle = tf.io.gfile.GFile(self._url, mode)
         if "r" in mode:
             self._call("open", handle.seek, 0)  # a GFile opens on first use: fail here, named
@@ -254,13 +253,34 @@ def path(value: PathLike, argument: str = "path") -> AnyPath:
     return GPath(text)
 
 
+def _check_local(text: str, argument: str) -> None:
+    """Raises for a local path that is a URL with its `//` collapsed (`gs:/bucket/x`): what
+    `pathlib.Path("gs://bucket/x")` makes, which would write to a local folder `gs:`."""
+    head, slash, rest = text.partition(":/")
+    if slash and head.lower() in {*_registered(), *_PLUGINS}:
+        raise DataNotFoundError(
+            f"{argument}={text!r} is a local path that looks like the URL "
+            f"'{head}://{rest}' with a slash lost (pathlib.Path collapses '//'): pass URLs as "
+            f"strings, e.g. '{head}://{rest}'"
+        )
+
+
 def check_paths(value: Any, argument: str) -> None:
-    """Checks the scheme of every URL in a path argument (a path or a list of them), so a
-    scheme TensorFlow cannot open fails before any work, naming `argument`."""
+    """Checks every path of a path argument (a path or a list of them) before any work: a
+    URL's scheme must be one TensorFlow opens, and a local path must not be a URL whose `//`
+    `pathlib` collapsed.
+
+    Raises:
+        DataNotFoundError: naming `argument`; see `check_scheme`.
+    """
     values = value if isinstance(value, list | tuple) else [value]
     for item in values:
-        if isinstance(item, str | os.PathLike) and not isinstance(item, Path):
-            check_scheme(os.fspath(item), argument)
+        if isinstance(item, str | os.PathLike):
+            text = os.fspath(item)
+            if scheme_of(text) is None:
+                _check_local(text, argument)
+            else:
+                check_scheme(text, argument)
 
 
 def is_url(value: Any) -> bool:

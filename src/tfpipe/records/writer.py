@@ -387,6 +387,7 @@ def _check_source(source: Any, schema: Schema | None) -> Schema:
 
 
 def _check_prefix(prefix: str | os.PathLike[str]) -> fs.AnyPath:
+    fs.check_paths(prefix, "prefix")
     text = os.fspath(prefix)
     path = fs.path(text, "prefix")
     if not text or text.endswith(("/", os.sep)) or path.is_dir() or path.name in (".", ".."):

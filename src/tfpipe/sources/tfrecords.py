@@ -43,6 +43,7 @@ _FRAME_HEADER = struct.Struct("<QI")  # data length, masked crc32c of the length
 _DATA_CRC = struct.Struct("<I")  # after the data: masked crc32c of the data
 _FRAME_OVERHEAD = 16
 _PROGRESS_EVERY = 4096
+_SCAN_BLOCK = 4 * 2**20
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -76,9 +77,10 @@ def scan_offsets(shard: fs.AnyPath, size: int, progress: Any = None) -> np.ndarr
     """
     offsets: list[int] = []
     position = reported = 0
-    with shard.open("rb", buffering=1 << 20) as f:
+    reader = fs.random_reader(shard, _SCAN_BLOCK)  # URLs: buffered, one request per block
+    try:
         while position < size:
-            header = f.read(_FRAME_HEADER.size)
+            header = reader.pread(_FRAME_HEADER.size, position)
             if len(header) < _FRAME_HEADER.size:
                 raise _corrupt(shard, position, len(offsets), "the file ends inside a header")
             length, checksum = _FRAME_HEADER.unpack(header)
@@ -90,11 +92,12 @@ def scan_offsets(shard: fs.AnyPath, size: int, progress: Any = None) -> np.ndarr
                     shard, position, len(offsets), f"a {length}-byte record runs past the end"
                 )
             offsets.append(position)
-            f.seek(length + 4, os.SEEK_CUR)
             position = end
             if progress is not None and len(offsets) % _PROGRESS_EVERY == 0:
                 progress.update(position - reported)
                 reported = position
+    finally:
+        reader.close()
     if progress is not None:
         progress.update(size - reported)
     return np.asarray(offsets, np.int64)
