@@ -7,7 +7,8 @@ but takes the gfile path, so the same data on the same disk measures what gfile 
 - the writer: `write_tfrecords` of 32x32x3 uint8 images and labels (raw records, 8 shards);
 - `Pipeline` over the records: every batch of 64 of one epoch (parse, no image decode);
 - random access: `from_tfrecords(...).read(i)` of every record in a random order, several
-  passes (CRC-32C checked), from a warm page cache, the index built beforehand.
+  passes (CRC-32C checked), from a warm page cache, the index built beforehand (the case of
+  bench_checks).
 
 Goal: the gfile path at >= 0.95x the local path for each. Fresh-process runs on a shared
 machine drift by more than that, so the same three comparisons are also made in one process,
@@ -22,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_checks import random_reads
 from benchmarks.harness import compare, run_isolated, scale
 
 SHAPE = (32, 32, 3)
 SHARDS = 8
 BATCH_SIZE = 64
-PASSES = 3
 GOAL = 0.95
 
 
@@ -77,25 +78,6 @@ def pipeline(prefix: str) -> dict[str, Any]:
         count += int(batch["label"].shape[0])
     seconds = time.perf_counter() - started
     return {"examples_per_s": count / seconds, "seconds": seconds}
-
-
-def random_reads(prefix: str) -> dict[str, Any]:
-    """Every record in one random order, PASSES times (after one untimed pass); examples/s."""
-    import numpy as np
-
-    import tfpipe
-
-    source = tfpipe.from_tfrecords(prefix)
-    order = np.random.default_rng(0).permutation(len(source)).tolist()
-    for index in order:
-        source.read(index)
-    started = time.perf_counter()
-    for _ in range(PASSES):
-        for index in order:
-            source.read(index)
-    seconds = time.perf_counter() - started
-    reads = PASSES * len(order)
-    return {"examples_per_s": reads / seconds, "us_per_record": 1e6 * seconds / reads}
 
 
 def interleaved(count: int, prefixes: dict[bool, str]) -> dict[str, Any]:
@@ -160,29 +142,24 @@ def main() -> None:
             tfpipe.from_tfrecords(prefix)  # the index, built outside the timed runs
             prefixes[gfile] = prefix
         turns = run_isolated(interleaved, count, prefixes)
+        turns.pop("peak_rss_mb")
         print(
             "in one process, taking turns (gfile speed / local speed, median): "
             + ", ".join(f"{name} {turns[name]['median']:.2f}" for name in turns)
         )
-        extra = {
-            "examples": count,
-            "shape": SHAPE,
-            "shards": SHARDS,
-            "batch_size": BATCH_SIZE,
-            "gfile_over_local_turn_by_turn": turns,
-        }
-        for title, fn, args in (
-            ("filesystems_write", write, {False: (count, False), True: (count, True)}),
-            ("filesystems_pipeline", pipeline, {g: (p,) for g, p in prefixes.items()}),
-            ("filesystems_random_access", random_reads, {g: (p,) for g, p in prefixes.items()}),
+        facts = {"examples": count, "shape": SHAPE, "shards": SHARDS, "batch_size": BATCH_SIZE}
+        local, through = "local path (os, open, os.pread)", "file:// URL through tf.io.gfile"
+        for name, fn, args in (
+            ("write", write, {False: (count, False), True: (count, True)}),
+            ("pipeline", pipeline, {g: (p,) for g, p in prefixes.items()}),
+            ("random_access", random_reads, {g: (p, True) for g, p in prefixes.items()}),
         ):
-            local, through = "local path (os, open, os.pread)", "file:// URL through tf.io.gfile"
             compare(
-                title,
+                f"filesystems_{name}",
                 {local: (fn, args[False]), through: (fn, args[True])},
                 baseline=local,
                 goals={through: GOAL},
-                extra=extra,
+                extra={**facts, "gfile_over_local_turn_by_turn": {name: turns[name]}},
                 pairs={through: local},
                 repeats=5,
             )
