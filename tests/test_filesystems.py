@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,10 @@ def test_pipeline_and_random_access_on_ram(written: str) -> None:
     in_order = [int(e["id"]) for e in tfpipe.read_tfrecords(written).as_numpy_iterator()]
     assert [int(src[i]["id"]) for i in range(N)] == in_order
     assert src.origin(0) == f"record 0 of {written}-00000-of-00004.tfrecord"
+    order = np.random.default_rng(0).permutation(N).tolist()
+    with ThreadPoolExecutor(4) as pool:  # a stream per thread: seeks do not interleave
+        ids = list(pool.map(lambda i: int(src[i]["id"]), order * 5))
+    assert ids == [in_order[i] for i in order] * 5
     index = f"{written.rsplit('/', 1)[0]}/.tfpipe-index"
     assert len(tf.io.gfile.listdir(index)) == 4  # saved beside the shards, on ram://
     again = tfpipe.from_tfrecords(written)  # from the saved index
