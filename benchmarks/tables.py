@@ -27,6 +27,9 @@ ORDER = (
     "fit",
 )
 
+# `extra` entries of ratios measured in one process, the cases taking turns: what one ratio is.
+_TAKING_TURNS = {"_batch_by_batch": "each epoch", "_turn_by_turn": "each turn"}
+
 
 def by_size(report: dict[str, Any]) -> str:
     """A table of one row per dataset size (no baseline: sizes are compared with each other)."""
@@ -75,11 +78,12 @@ def table(report: dict[str, Any]) -> str:
                 f"{each}; median **{row['paired_ratio']:.2f}**."
             )
     for name, by_case in report["extra"].items():
-        if name.endswith("_batch_by_batch"):
+        unit = next((u for s, u in _TAKING_TURNS.items() if name.endswith(s)), None)
+        if unit is not None:
             for case, result in by_case.items():
                 each = ", ".join(f"{r:.3f}" for r in result["ratios"])
                 lines.append(
-                    f"\n{name.replace('_', ' ')}, {case}, each epoch: "
+                    f"\n{name.replace('_', ' ')}, {case}, {unit}: "
                     f"{each}; median **{result['median']:.3f}**."
                 )
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfpipe import fs
 from tfpipe._checks import check_image_size, check_int
 from tfpipe.bench import Throughput, measure
 from tfpipe.errors import SchemaError, TfpipeError
@@ -127,6 +128,7 @@ def adapt(
             f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
         )
     if isinstance(data, str | os.PathLike | SourceBase):
+        fs.check_paths(data, argument)
         return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs, seed)
     if isinstance(data, Pipeline):
         data = _supervised(data, argument, x, y)

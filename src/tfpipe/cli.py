@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from tfpipe import _plot
+from tfpipe import _plot, fs
 from tfpipe._summary import (
     describe_example,
     describe_info,
@@ -92,6 +92,12 @@ _CSV_OPTIONS = {
 
 def _open_source(args: argparse.Namespace) -> SourceBase:
     """An image folder or a CSV of image paths and labels, as a source."""
+    if fs.is_url(args.src):
+        raise DataNotFoundError(
+            f"SRC={args.src!r}: image folders and CSVs are read from local paths only (records "
+            "are written and read at any URL TensorFlow opens); copy them to a local folder "
+            "first, e.g. with `gcloud storage cp -r`"
+        )
     src = Path(args.src)
     shape = (*args.image_size, 3) if args.image_size else (None, None, 3)
     if src.is_dir():
@@ -163,14 +169,17 @@ def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
 
 
 def _write(args: argparse.Namespace, out: TextIO) -> None:
+    fs.check_paths(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
+    target = fs.path(args.out, "OUT")
     source = _open_source(args)
     schema = _stored_schema(source, args)
+    prefixes: dict[str, fs.AnyPath]
     if args.split:
         parts: dict[str, Any] = source.split(args.split, seed=args.seed)
-        prefixes = {name: Path(args.out) / name for name in parts}
+        prefixes = {name: target / name for name in parts}
     else:
-        parts = {Path(args.out).name: source}
-        prefixes = {Path(args.out).name: Path(args.out)}
+        parts = {target.name: source}
+        prefixes = {target.name: target}
     print(f"{args.src}: {len(source)} examples", file=out)
     print(*describe_schema(schema), sep="\n", file=out)
     for name, part in parts.items():
@@ -191,18 +200,20 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
 
 def _dataset_prefixes(path: str) -> list[str]:
     """The tfpipe datasets at `path`: itself, or every metadata file in a folder with shards."""
+    where = fs.path(path, "PATH")  # a scheme TensorFlow cannot open fails here, named
     if metadata_path(path).is_file() or path.endswith(".json"):
         return [path.removesuffix(".json")]
-    if os.path.isdir(path):
-        return [
-            str(meta.with_suffix(""))
-            for meta in sorted(Path(path).glob("*.json"))
-            if any(meta.parent.glob(f"{meta.stem}-*-of-*.tfrecord*"))
-        ]
-    return []
+    if not where.is_dir():
+        return []
+    metadata: list[fs.AnyPath] = sorted(where.glob("*.json"), key=str)
+    return [
+        str(meta.parent / meta.stem)
+        for meta in metadata
+        if any(meta.parent.glob(f"{meta.stem}-*-of-*.tfrecord*"))
+    ]
 
 
-def _count_records(file: Path) -> int:
+def _count_records(file: fs.AnyPath) -> int:
     dataset = tf.data.TFRecordDataset(
         str(file), compression_type=tf_compression(compression_of(file))
     )

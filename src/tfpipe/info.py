@@ -7,13 +7,12 @@ A dataset written to the prefix `out/train` is the shards `out/train-00000-of-00
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import os
 import re
-from pathlib import Path
 from typing import Any
 
+from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.features import ClassLabel
 from tfpipe.schema import Schema
@@ -46,9 +45,9 @@ def shard_name(name: str, index: int, count: int, compression: str | None = None
     return f"{name}-{index:05d}-of-{count:05d}.tfrecord{_COMPRESSION_SUFFIX[compression]}"
 
 
-def metadata_path(prefix: str | os.PathLike[str]) -> Path:
+def metadata_path(prefix: str | os.PathLike[str]) -> fs.AnyPath:
     """The metadata file of a dataset prefix: `out/train` -> `out/train.json`."""
-    return Path(f"{os.fspath(prefix)}.json")
+    return fs.path(f"{os.fspath(prefix)}.json")
 
 
 def compression_of(path: str | os.PathLike[str]) -> str | None:
@@ -58,7 +57,7 @@ def compression_of(path: str | os.PathLike[str]) -> str | None:
         return "gzip"
     if name.endswith((".zz", ".zlib")):
         return "zlib"
-    with open(name, "rb") as f:
+    with fs.path(name).open("rb") as f:
         return "gzip" if f.read(2) == _GZIP_MAGIC else None
 
 
@@ -91,7 +90,8 @@ class DatasetInfo:
 
     Attributes:
         name: the prefix's base name, e.g. "train".
-        directory: the folder holding the shards and the metadata file.
+        directory: the folder holding the shards and the metadata file: a `pathlib.Path`,
+            or for a URL ("gs://bucket/data") a path object whose `str()` is the URL.
         schema: the schema of every record.
         num_examples: examples written, over all shards.
         shards: per-shard file name, example count and byte size.
@@ -101,7 +101,7 @@ class DatasetInfo:
     """
 
     name: str
-    directory: Path
+    directory: fs.AnyPath
     schema: Schema
     num_examples: int
     shards: tuple[ShardInfo, ...]
@@ -112,7 +112,7 @@ class DatasetInfo:
     tfpipe_version: str = ""
 
     @property
-    def files(self) -> list[Path]:
+    def files(self) -> list[fs.AnyPath]:
         """The shard paths, in order."""
         return [self.directory / shard.file for shard in self.shards]
 
@@ -130,7 +130,7 @@ class DatasetInfo:
         }
 
     @property
-    def metadata_path(self) -> Path:
+    def metadata_path(self) -> fs.AnyPath:
         return self.directory / f"{self.name}.json"
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,19 +150,20 @@ class DatasetInfo:
             "skipped": [dataclasses.asdict(s) for s in self.skipped],
         }
 
-    def save(self) -> Path:
-        """Writes the metadata file atomically (temporary name, then rename)."""
+    def save(self) -> fs.AnyPath:
+        """Writes the metadata file under a temporary name, then renames it (atomically on
+        local disks; a copy then a delete on object stores, where the file appears whole)."""
         path = self.metadata_path
         temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         temporary.write_text(json.dumps(self.to_dict(), indent=2))
-        os.replace(temporary, path)
+        temporary.replace(path)  # type: ignore[arg-type]
         return path
 
     @classmethod
     def load(cls, prefix: str | os.PathLike[str], *, check_files: bool = True) -> DatasetInfo:
         """Reads the metadata of the dataset at `prefix` (`out/train` or `out/train.json`);
         with `check_files` (the default), raises when a shard it lists does not exist."""
-        path = Path(prefix)
+        path = fs.path(prefix, "prefix")
         if path.suffix != ".json":
             path = metadata_path(prefix)
         if not path.is_file():
@@ -200,7 +201,9 @@ class DatasetInfo:
         return info
 
 
-def resolve_files(path: str | os.PathLike[str] | list[str | os.PathLike[str]]) -> list[Path]:
+def resolve_files(
+    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
+) -> list[fs.AnyPath]:
     """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them.
 
     Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
@@ -211,19 +214,21 @@ def resolve_files(path: str | os.PathLike[str] | list[str | os.PathLike[str]]) -
     text = os.fspath(path)
     if metadata_path(text).is_file() or text.endswith(".json"):
         return DatasetInfo.load(text).files
-    if os.path.isfile(text):
-        if _TEMPORARY.fullmatch(os.path.basename(text)):
+    where = fs.path(text)
+    if where.is_file():
+        if _TEMPORARY.fullmatch(where.name):
             raise SourceError(
                 f"{text!r} is the temporary file of a write in progress (or of a killed one); "
                 "read the finished shards or the dataset prefix instead"
             )
-        return [Path(text)]
-    if os.path.isdir(text):
-        files = sorted(Path(text).glob("*.tfrecord*"))
+        return [where]
+    files: list[fs.AnyPath]
+    if where.is_dir():
+        files = sorted(where.glob("*.tfrecord*"), key=str)
     else:
-        files = sorted(Path(p) for p in glob.glob(text) if os.path.isfile(p))
+        files = [p for p in map(fs.path, fs.glob(text)) if p.is_file()]
         if not files:
-            files = sorted(Path(p) for p in glob.glob(f"{text}-*-of-*.tfrecord*"))
+            files = [fs.path(p) for p in fs.glob(f"{text}-*-of-*.tfrecord*")]
     files = [f for f in files if not f.name.startswith(".")]  # temporary files of writes
     if not files:
         raise DataNotFoundError(

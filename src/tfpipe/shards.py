@@ -11,12 +11,11 @@ warning says that counts cannot be checked. Other files are only refused when th
 from __future__ import annotations
 
 import dataclasses
-import glob
 import re
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
+from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.info import DatasetInfo, ShardInfo, metadata_path
 
@@ -33,16 +32,16 @@ class Declared:
     info: DatasetInfo
 
     @property
-    def metadata(self) -> Path:
+    def metadata(self) -> fs.AnyPath:
         return self.info.metadata_path
 
 
-def _group(file: Path) -> tuple[Path, str, int] | None:
+def _group(file: fs.AnyPath) -> tuple[fs.AnyPath, str, int] | None:
     match = SHARD_NAME.fullmatch(file.name)
     return None if match is None else (file.parent, match["prefix"], int(match["count"]))
 
 
-def _declared_by(metadata: Path, files: list[Path]) -> dict[Path, Declared]:
+def _declared_by(metadata: fs.AnyPath, files: list[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
     info = DatasetInfo.load(metadata)
     by_name = {shard.file: shard for shard in info.shards}
     declared = {}
@@ -59,10 +58,10 @@ def _declared_by(metadata: Path, files: list[Path]) -> dict[Path, Declared]:
     return declared
 
 
-def _check_complete(directory: Path, prefix: str, count: int) -> None:
+def _check_complete(directory: fs.AnyPath, prefix: str, count: int) -> None:
     found = {
         int(m["index"])
-        for p in directory.glob(f"{glob.escape(prefix)}-*-of-{count:05d}.tfrecord*")
+        for p in directory.glob(f"{fs.escape(prefix)}-*-of-{count:05d}.tfrecord*")
         if (m := SHARD_NAME.fullmatch(p.name)) and m["prefix"] == prefix
     }
     missing = [f"{prefix}-{k:05d}-of-{count:05d}" for k in range(count) if k not in found]
@@ -74,7 +73,7 @@ def _check_complete(directory: Path, prefix: str, count: int) -> None:
         )
 
 
-def declared_shards(files: Sequence[Path]) -> dict[Path, Declared]:
+def declared_shards(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
     """The metadata entry of each of `files` that a tfpipe metadata file describes.
 
     Groups of shard-named files without metadata must be complete (all N of N on disk); a
@@ -85,12 +84,12 @@ def declared_shards(files: Sequence[Path]) -> dict[Path, Declared]:
         SourceError: a shard-named file is not listed by its group's metadata file.
         SchemaError: a metadata file is not valid.
     """
-    groups: dict[tuple[Path, str, int], list[Path]] = {}
+    groups: dict[tuple[fs.AnyPath, str, int], list[fs.AnyPath]] = {}
     for file in files:
         key = _group(file)
         if key is not None:
             groups.setdefault(key, []).append(file)
-    declared: dict[Path, Declared] = {}
+    declared: dict[fs.AnyPath, Declared] = {}
     unchecked = []
     for (directory, prefix, count), members in groups.items():
         metadata = metadata_path(directory / prefix)
@@ -110,7 +109,7 @@ def declared_shards(files: Sequence[Path]) -> dict[Path, Declared]:
     return declared
 
 
-def check_sizes(files: Sequence[Path]) -> dict[Path, Declared]:
+def check_sizes(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
     """Checks each file's size against its metadata (a stat each); returns the entries.
 
     A zero-byte file is refused unless its metadata declares it empty (a shard whose every
@@ -142,7 +141,7 @@ def check_sizes(files: Sequence[Path]) -> dict[Path, Declared]:
 
 
 def check_counts(
-    files: Sequence[Path], counts: Sequence[int], declared: dict[Path, Declared]
+    files: Sequence[fs.AnyPath], counts: Sequence[int], declared: dict[fs.AnyPath, Declared]
 ) -> None:
     """Compares the records found in each file with its metadata's `num_examples`.
 
@@ -159,14 +158,18 @@ def check_counts(
             )
 
 
-def declared_examples(files: Sequence[Path], declared: dict[Path, Declared]) -> int | None:
+def declared_examples(
+    files: Sequence[fs.AnyPath], declared: dict[fs.AnyPath, Declared]
+) -> int | None:
     """The examples the metadata declares for `files`; None when one of them has none."""
     if any(file not in declared for file in files):
         return None
     return sum(declared[file].shard.num_examples for file in files)
 
 
-def one_dataset(files: Sequence[Path], declared: dict[Path, Declared]) -> DatasetInfo | None:
+def one_dataset(
+    files: Sequence[fs.AnyPath], declared: dict[fs.AnyPath, Declared]
+) -> DatasetInfo | None:
     """The dataset all of `files` belong to, when one metadata file describes them all."""
     infos = {id(entry.info): entry.info for entry in declared.values()}
     if len(infos) != 1 or len(declared) != len(files):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
 from tfpipe.features.image import resize_and_scale
@@ -79,7 +79,7 @@ class RecordInput:
     decoded = False
 
     def __init__(self, path: Any, schema: Schema | None, compression: str | None) -> None:
-        files, info, count = locate(path)
+        files, info, count = locate(path, "source")
         self.files = [str(f) for f in files]
         if schema is None:
             schema = info.schema if info is not None else infer_schema(files)
@@ -170,7 +170,7 @@ class RecordInput:
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first damaged record of the shards: frame, Example, feature or image."""
-        files = [Path(f) for f in self.files]
+        files = [fs.path(f) for f in self.files]
         return first_fault(files, self.info, self.compression, self.schema, decoding.image_size)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfpipe import fs
 from tfpipe._checks import check_image_size, check_int, check_positive, is_int
 from tfpipe.distribute.sharding import (
     DistributedInput,
@@ -145,8 +146,9 @@ class Pipeline:
 
     Args:
         source: a TFRecord dataset prefix (with its metadata file), a file, a glob, a folder of
-            shards or a list of files; a `tfpipe.from_directory` / `from_dataframe` /
-            `from_arrays` source (or a split of one); or a `keras.utils.PyDataset`.
+            shards or a list of files (local, or URLs TensorFlow opens: "gs://b/train"); a
+            `tfpipe.from_directory` / `from_dataframe` / `from_arrays` source (or a split of
+            one); or a `keras.utils.PyDataset`.
         schema: the record schema for TFRecords without a metadata file. Defaults to None.
         image_size: resize every image (bilinear) and every mask (nearest neighbour, so they
             stay aligned) to `(height, width)`. Defaults to None (the size the schema declares).
@@ -294,10 +296,16 @@ class Pipeline:
             >>> ds = tfpipe.Pipeline("out/train").cache().map(augment, random=True).build()
 
         Args:
-            path: a file prefix for an on-disk cache. Defaults to "" (memory).
+            path: a file prefix for an on-disk cache (a local path or a URL TensorFlow
+                opens). Defaults to "" (memory).
         """
         path = os.fspath(path)
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        fs.check_paths(path, "path")  # object stores have no folders to check
+        if (
+            path
+            and not fs.is_url(path)
+            and not os.path.isdir(os.path.dirname(os.path.abspath(path)))
+        ):
             raise ValueError(
                 f"cache path {path!r}: the folder {os.path.dirname(path)!r} is missing"
             )

@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import glob
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 from tqdm.auto import tqdm
 
+from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, DecodeError, SourceError, TfpipeError, tf_message
 from tfpipe.features import Image, Mask
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
@@ -184,7 +183,7 @@ def failing_images(
             yield position, f"image is {shape[0]}x{shape[1]}, the schema declares {declared}"
 
 
-def _frames(file: Path, compression: str | None) -> Iterator[tuple[int, bytes] | Fault]:
+def _frames(file: fs.AnyPath, compression: str | None) -> Iterator[tuple[int, bytes] | Fault]:
     """`(index, record)` of every record whose frame checksums hold, then a Fault at the first
     damaged frame, if any. Records are read in batches; after a failure the batch is read
     again one record at a time to find the exact record."""
@@ -268,7 +267,7 @@ class _Checker:
         self._decoding: concurrent.futures.Future[list[Fault]] | None = None
 
     def faults(
-        self, files: list[Path], info: DatasetInfo | None, compression: str | None
+        self, files: list[fs.AnyPath], info: DatasetInfo | None, compression: str | None
     ) -> Iterator[Fault]:
         """Every fault of the files, then the counts and sizes that differ from the metadata;
         `compression` None means each file's own."""
@@ -295,7 +294,7 @@ class _Checker:
             self.progress.update(size)
 
     def _file(
-        self, file: Path, compression: str | None, pool: concurrent.futures.Executor
+        self, file: fs.AnyPath, compression: str | None, pool: concurrent.futures.Executor
     ) -> Iterator[Fault]:
         """Every fault of one file, in record order within each chunk of records."""
         name = str(file)
@@ -369,7 +368,7 @@ class _Checker:
             )
 
 
-def _declared(info: DatasetInfo, files: list[Path]) -> int:
+def _declared(info: DatasetInfo, files: list[fs.AnyPath]) -> int:
     """The examples the metadata declares for `files` (some or all shards of the dataset)."""
     selected = {str(f) for f in files}
     return sum(
@@ -379,8 +378,9 @@ def _declared(info: DatasetInfo, files: list[Path]) -> int:
 
 def _targets(
     path: PathArg, schema: Schema | None
-) -> tuple[list[Path], DatasetInfo | None, Schema | None, list[Fault], list[str]]:
+) -> tuple[list[fs.AnyPath], DatasetInfo | None, Schema | None, list[Fault], list[str]]:
     """The files to check, the metadata, the schema and what is already known to be wrong."""
+    fs.check_paths(path, "path")
     faults: list[Fault] = []
     notes: list[str] = []
     text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
@@ -390,7 +390,7 @@ def _targets(
         files = [f for f in info.files if f.is_file()]
         prefix = str(info.directory / info.name)
         listed = {str(f) for f in info.files}
-        extra = [f for f in glob.glob(f"{glob.escape(prefix)}-*-of-*.tfrecord*") if f not in listed]
+        extra = [f for f in fs.glob(f"{fs.escape(prefix)}-*-of-*.tfrecord*") if f not in listed]
         if extra:
             notes.append(
                 f"note: {len(extra)} file(s) match the prefix but are not in the metadata "
@@ -433,7 +433,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
 
     Args:
         path: a dataset prefix ("out/train"), its metadata file, a TFRecord file, a folder of
-            them, a glob, or a list of these.
+            them, a glob, or a list of these; local, or a URL TensorFlow opens ("gs://b/train").
         schema: the schema of the records. Defaults to the metadata's, or an inferred one.
         progress: show a progress bar when the check takes more than two seconds.
             Defaults to True.
@@ -495,7 +495,7 @@ def locate_fault(
 
 
 def first_fault(
-    files: list[Path],
+    files: list[fs.AnyPath],
     info: DatasetInfo | None,
     compression: str | None,
     schema: Schema | None,

@@ -6,11 +6,10 @@ import collections
 import os
 import warnings
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import tensorflow as tf
 
-from tfpipe import _decode, _imaging
+from tfpipe import _decode, _imaging, fs
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.info import compression_of, resolve_files, tf_compression
@@ -23,7 +22,9 @@ _CHANNELS_FOR_MODE.update(dict.fromkeys(_imaging.SIXTEEN_BIT_GRAY, 1))
 PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-def records(files: Sequence[Path], limit: int | None = None) -> Iterator[tuple[Path, int, bytes]]:
+def records(
+    files: Sequence[fs.AnyPath], limit: int | None = None
+) -> Iterator[tuple[fs.AnyPath, int, bytes]]:
     """Yields `(file, record index in file, serialized record)`, at most `limit` in total.
 
     Raises:
@@ -62,7 +63,7 @@ class _Observed:
         self.count = 0
 
 
-def _observe(files: Sequence[Path], num_records: int) -> tuple[dict[str, _Observed], int]:
+def _observe(files: Sequence[fs.AnyPath], num_records: int) -> tuple[dict[str, _Observed], int]:
     observed: dict[str, _Observed] = collections.defaultdict(_Observed)
     total = 0
     for file, index, record in records(files, num_records):
@@ -166,7 +167,8 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
         Image(shape=(None, None, 3), encoding='jpeg', quality=95)
 
     Args:
-        files: a TFRecord file, a glob, a folder, a dataset prefix, or a list of them.
+        files: a TFRecord file, a glob, a folder, a dataset prefix, or a list of them; local,
+            or URLs TensorFlow opens ("gs://bucket/train-*").
         num_records: how many records to sample, from the first file on. Defaults to 100.
 
     Returns:
@@ -181,6 +183,7 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
         raise ValueError(
             f"num_records must be a positive int. Received: num_records={num_records!r}"
         )
+    fs.check_paths(files, "files")
     paths = resolve_files(files if isinstance(files, str | os.PathLike) else list(files))
     observed, total = _observe(paths, num_records)
     if total == 0:

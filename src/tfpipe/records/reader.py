@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import glob
 import os
-from pathlib import Path
 
 import tensorflow as tf
 
+from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.labels import check_stored_labels
@@ -18,22 +18,26 @@ from tfpipe.shards import check_sizes, declared_examples, one_dataset
 
 def _is_prefix(text: str) -> bool:
     """A path that names no file, folder or glob: only a dataset prefix with metadata fits."""
-    return not (os.path.exists(text) or glob.has_magic(text) or text.endswith(".json"))
+    return not (fs.path(text).exists() or glob.has_magic(text) or text.endswith(".json"))
 
 
-def locate(path: PathArg) -> tuple[list[Path], DatasetInfo | None, int | None]:
+def locate(
+    path: PathArg, argument: str = "path"
+) -> tuple[list[fs.AnyPath], DatasetInfo | None, int | None]:
     """The TFRecord files at `path`, the metadata of the one dataset they belong to (whether
     named by its prefix, a folder, a glob or a list), and the number of examples their
     metadata declares (None when a file has no metadata).
 
-    Each file's size is checked against its metadata (see `tfpipe.shards.check_sizes`).
+    Each file's size is checked against its metadata (see `tfpipe.shards.check_sizes`); a
+    URL whose scheme TensorFlow cannot open fails first, naming `argument`.
     """
+    fs.check_paths(path, argument)
     files, info = _files_at(path)
     declared = check_sizes(files)
     return files, info or one_dataset(files, declared), declared_examples(files, declared)
 
 
-def _files_at(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
+def _files_at(path: PathArg) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
     if not isinstance(path, str | os.PathLike):
         return resolve_files(list(path)), None
     text = os.fspath(path)
@@ -41,7 +45,7 @@ def _files_at(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
         info = DatasetInfo.load(text)
         return info.files, info
     if _is_prefix(text):
-        shards = sorted(glob.glob(f"{glob.escape(text)}-*-of-*.tfrecord*"))
+        shards = fs.glob(f"{fs.escape(text)}-*-of-*.tfrecord*")
         hint = (
             f"; {len(shards)} shard file(s) exist without it: an interrupted or unfinished "
             f"write? Write again, or read them anyway with read_tfrecords('{text}-*', schema=...)"
@@ -55,7 +59,7 @@ def _files_at(path: PathArg) -> tuple[list[Path], DatasetInfo | None]:
     return resolve_files(text), None
 
 
-def common_compression(files: list[Path]) -> str | None:
+def common_compression(files: list[fs.AnyPath]) -> str | None:
     """The one compression all `files` share; raises when they mix compressions."""
     kinds = {f: compression_of(f) for f in files}
     if len(set(kinds.values())) > 1:
@@ -69,7 +73,7 @@ def common_compression(files: list[Path]) -> str | None:
     return next(iter(kinds.values()))
 
 
-def check_first_record(schema: Schema, files: list[Path]) -> int:
+def check_first_record(schema: Schema, files: list[fs.AnyPath]) -> int:
     """Checks the first record against the schema, so a mismatch fails early and clearly;
     returns its size in bytes."""
     for file, index, record in records(files, limit=1):
@@ -104,7 +108,8 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
 
     Args:
         path: a dataset prefix written by `write_tfrecords` ("out/train"), its metadata file,
-            a TFRecord file, a folder of them, a glob, or a list of these.
+            a TFRecord file, a folder of them, a glob, or a list of these; local, or a URL
+            TensorFlow opens ("gs://bucket/train", see the filesystems guide).
         schema: the schema of the records. Defaults to the metadata's, or an inferred one.
 
     Returns:
@@ -112,7 +117,8 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
 
     Raises:
         DataNotFoundError: no metadata for a prefix (e.g. after an interrupted write), no
-            TFRecord files at `path`, or shards of a dataset are missing.
+            TFRecord files at `path`, shards of a dataset are missing, or `path` is a URL
+            whose scheme TensorFlow cannot open.
         DecodeError: the first record does not match the schema, or a file is not a TFRecord.
         SourceError: a file's size differs from its metadata's, or a file is empty.
     """

@@ -1,8 +1,13 @@
 """Writing a source to TFRecord shards: shuffled, encoded in parallel, atomic per shard.
 
 source[i] ──schema.encode()──▶ bytes ──▶ .train-00003-of-00008.tfrecord.tmp-<pid>
-(threads, bounded window,                 ──os.replace()──▶ train-00003-of-00008.tfrecord
+(threads, bounded window,                 ──rename──▶ train-00003-of-00008.tfrecord
  one global permutation)                  ... all shards, then train.json (written last)
+
+Local prefixes are locked (`flock`) for the write and renamed atomically. On URLs
+(`gs://`, `ram://`, through `tf.io.gfile`) there is no lock, temporary names carry a random
+token per writer, and a rename may be a copy then a delete: the metadata, written last, is
+what marks the dataset complete (see docs/guides/filesystems.md).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import itertools
 import math
 import os
 import re
+import secrets
 import statistics
 import time
 import warnings
@@ -28,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from tfpipe import _decode
+from tfpipe import _decode, fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.info import (
     DatasetInfo,
@@ -228,8 +234,11 @@ def _plan_shards(sample: list[bytes], num_examples: int) -> int:
 class _ShardWriter:
     """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically."""
 
-    def __init__(self, prefix: Path, bounds: list[int], compression: str | None) -> None:
+    def __init__(self, prefix: fs.AnyPath, bounds: list[int], compression: str | None) -> None:
         self.directory = prefix.parent
+        # A lock keeps other writers out of a local prefix; on URLs a random token does.
+        local = isinstance(prefix, Path)
+        self.token = str(os.getpid()) if local else f"{os.getpid()}-{secrets.token_hex(4)}"
         self.name = prefix.name
         self.bounds = bounds
         self.compression = compression
@@ -238,11 +247,11 @@ class _ShardWriter:
         self.writer: tf.io.TFRecordWriter | None = None
         self.written = 0
 
-    def final_path(self, shard: int) -> Path:
+    def final_path(self, shard: int) -> fs.AnyPath:
         return self.directory / shard_name(self.name, shard, self.count, self.compression)
 
-    def temporary_path(self, shard: int) -> Path:
-        return self.directory / f".{self.final_path(shard).name}.tmp-{os.getpid()}"
+    def temporary_path(self, shard: int) -> fs.AnyPath:
+        return self.directory / f".{self.final_path(shard).name}.tmp-{self.token}"
 
     def add(self, position: int, record: bytes | None) -> None:
         """Adds the record at `position` of the order (None: a skipped example)."""
@@ -284,18 +293,21 @@ class _ShardWriter:
         if shard == 0:
             # The old metadata would describe a mix of old and new shards from here on.
             metadata_path(self.directory / self.name).unlink(missing_ok=True)
-        os.replace(self.temporary_path(shard), final)
+        self.temporary_path(shard).replace(final)  # type: ignore[arg-type]
         self.shards.append(ShardInfo(final.name, self.written, final.stat().st_size))
 
     def remove_stale(self) -> None:
-        """Removes shards of earlier writes to this prefix and temporary files of dead writes."""
+        """Removes shards of earlier writes to this prefix and temporary files of dead writes
+        (on URLs, where no lock tells a dead write from a running one, only this write's)."""
         current = {shard.file for shard in self.shards}
+        token = r"\d+(-[0-9a-f]{8})?" if isinstance(self.directory, Path) else re.escape(self.token)
         pattern = re.compile(
-            rf"\.?{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?(\.tmp-\d+)?"
+            rf"{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?"
+            rf"|\.{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?\.tmp-{token}"
         )
-        for entry in os.scandir(self.directory):
+        for entry in self.directory.iterdir():
             if pattern.fullmatch(entry.name) and entry.name not in current:
-                os.unlink(entry.path)
+                entry.unlink(missing_ok=True)
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -307,15 +319,18 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _writer_lock(prefix: Path) -> Iterator[None]:
+def _writer_lock(prefix: fs.AnyPath) -> Iterator[None]:
     """Holds an exclusive `flock` on `<folder>/.<name>.lock` while one write to `prefix` runs.
 
     A second writer (process or thread) fails at once, naming the pid that holds the lock. The
     kernel releases the lock when its process dies, so a killed writer leaves no stale lock;
     the holder removes the file when it is done (a writer that opened the file before that
     locks the new one instead). On a filesystem without locks, the write goes on unlocked with
-    a warning.
+    a warning. A URL (`gs://`, through tf.io.gfile) has no lock: see the module docstring.
     """
+    if not isinstance(prefix, Path):
+        yield
+        return
     path = prefix.parent / f".{prefix.name}.lock"
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -371,9 +386,10 @@ def _check_source(source: Any, schema: Schema | None) -> Schema:
     return schema
 
 
-def _check_prefix(prefix: str | os.PathLike[str]) -> Path:
+def _check_prefix(prefix: str | os.PathLike[str]) -> fs.AnyPath:
+    fs.check_paths(prefix, "prefix")
     text = os.fspath(prefix)
-    path = Path(text)
+    path = fs.path(text, "prefix")
     if not text or text.endswith(("/", os.sep)) or path.is_dir() or path.name in (".", ".."):
         raise ValueError(
             "prefix must name the dataset inside a folder, e.g. 'out/train' (shards "
@@ -434,7 +450,9 @@ def write_tfrecords(
     Args:
         source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,
             when present, names the input in errors.
-        prefix: the dataset path without suffix, e.g. "out/train"; folders are created.
+        prefix: the dataset path without suffix, e.g. "out/train"; folders are created. A
+            URL TensorFlow opens ("gs://bucket/train", "ram://train") is written through
+            `tf.io.gfile`, without the lock: see the filesystems guide.
         schema: the schema of the records. Class labels of the source are matched to its
             `ClassLabel`s by name (another order, or more classes, is fine). Defaults to
             `source.schema`.
@@ -468,7 +486,8 @@ def write_tfrecords(
         SourceError: the source is empty or not indexable.
         SchemaError: there is no schema, or its class labels cannot be matched by name to the
             source's (listing both).
-        TfpipeError: another write to the same prefix is running (naming its pid).
+        TfpipeError: another write to the same local prefix is running (naming its pid).
+        DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
     options = WriteOptions(
         num_shards, compression, shuffle, seed, workers, on_error, progress, check_copies
@@ -487,7 +506,7 @@ def write_tfrecords(
     return info
 
 
-def _write(source: Any, path: Path, schema: Schema, options: WriteOptions) -> DatasetInfo:
+def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions) -> DatasetInfo:
     """The write itself, while this process holds the prefix's lock."""
     total = len(source)
     order = (

@@ -7,9 +7,10 @@ A TFRecord file is a sequence of frames::
 Scanning the frames once gives the byte offset of every record; the offsets are saved in an
 index file per shard (`out/.tfpipe-index/<shard>.idx`, or in a cache folder when the shard's
 folder is not writable), keyed by the shard's size and modification time so that a changed
-shard is indexed again. Records are then read with one `os.pread` each, which makes a true
-global shuffle of TFRecords possible every epoch; each read verifies the frame's CRC-32C
-checksums (google-crc32c, a few µs for a 50 KB record).
+shard is indexed again. Records are then read with one `os.pread` each (a seek + read on a
+`tf.io.gfile.GFile` for URLs such as `gs://`), which makes a true global shuffle of TFRecords
+possible every epoch; each read verifies the frame's CRC-32C checksums (google-crc32c, a few
+µs for a 50 KB record).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import google_crc32c
 import numpy as np
 from tqdm.auto import tqdm
 
-from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe import fs
+from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.info import compression_of, resolve_files
 from tfpipe.labels import check_stored_labels
 from tfpipe.schema import Schema
@@ -41,6 +43,7 @@ _FRAME_HEADER = struct.Struct("<QI")  # data length, masked crc32c of the length
 _DATA_CRC = struct.Struct("<I")  # after the data: masked crc32c of the data
 _FRAME_OVERHEAD = 16
 _PROGRESS_EVERY = 4096
+_SCAN_BLOCK = 4 * 2**20
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -55,14 +58,16 @@ def default_cache_dir() -> Path:
     return Path(base) / "tfpipe" / "index"
 
 
-def index_paths(shard: Path, cache_dir: str | os.PathLike[str] | None = None) -> list[Path]:
+def index_paths(
+    shard: fs.AnyPath, cache_dir: str | os.PathLike[str] | None = None
+) -> list[fs.AnyPath]:
     """The places the index of `shard` is looked for and saved, in order of preference."""
     digest = hashlib.sha1(os.fsencode(shard.resolve())).hexdigest()[:12]
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache = fs.path(cache_dir, "cache_dir") if cache_dir is not None else default_cache_dir()
     return [shard.parent / INDEX_FOLDER / f"{shard.name}.idx", cache / f"{shard.name}-{digest}.idx"]
 
 
-def scan_offsets(shard: Path, size: int, progress: Any = None) -> np.ndarray:
+def scan_offsets(shard: fs.AnyPath, size: int, progress: Any = None) -> np.ndarray:
     """The byte offset of every record frame in an uncompressed TFRecord file.
 
     Only the 12-byte frame headers are read (with their length checksum); data is skipped.
@@ -72,9 +77,10 @@ def scan_offsets(shard: Path, size: int, progress: Any = None) -> np.ndarray:
     """
     offsets: list[int] = []
     position = reported = 0
-    with open(shard, "rb", buffering=1 << 20) as f:
+    reader = fs.random_reader(shard, _SCAN_BLOCK)  # URLs: buffered, one request per block
+    try:
         while position < size:
-            header = f.read(_FRAME_HEADER.size)
+            header = reader.pread(_FRAME_HEADER.size, position)
             if len(header) < _FRAME_HEADER.size:
                 raise _corrupt(shard, position, len(offsets), "the file ends inside a header")
             length, checksum = _FRAME_HEADER.unpack(header)
@@ -86,27 +92,28 @@ def scan_offsets(shard: Path, size: int, progress: Any = None) -> np.ndarray:
                     shard, position, len(offsets), f"a {length}-byte record runs past the end"
                 )
             offsets.append(position)
-            f.seek(length + 4, os.SEEK_CUR)
             position = end
             if progress is not None and len(offsets) % _PROGRESS_EVERY == 0:
                 progress.update(position - reported)
                 reported = position
+    finally:
+        reader.close()
     if progress is not None:
         progress.update(size - reported)
     return np.asarray(offsets, np.int64)
 
 
-def _corrupt(shard: Path, position: int, record: int, why: str) -> SourceError:
+def _corrupt(shard: fs.AnyPath, position: int, record: int, why: str) -> SourceError:
     return SourceError(
         f"TFRecord file {str(shard)!r} is truncated or corrupt at byte offset {position} "
         f"(record {record}): {why}; rewrite the shard"
     )
 
 
-def read_index(path: Path, size: int, mtime_ns: int) -> np.ndarray | None:
+def read_index(path: fs.AnyPath, size: int, mtime_ns: int) -> np.ndarray | None:
     """The offsets stored in an index file, or None if it is missing, stale or damaged."""
     try:
-        with open(path, "rb") as f:
+        with path.open("rb") as f:
             header = f.read(_INDEX_HEADER.size)
             if len(header) < _INDEX_HEADER.size:
                 return None
@@ -114,12 +121,14 @@ def read_index(path: Path, size: int, mtime_ns: int) -> np.ndarray | None:
             if (magic, indexed_size, indexed_mtime) != (_INDEX_MAGIC, size, mtime_ns):
                 return None
             offsets = np.frombuffer(f.read(), np.int64)
-    except OSError:
+    except (OSError, TfpipeError):  # TfpipeError: a store's own failure, through tf.io.gfile
         return None
     return offsets if len(offsets) == count else None
 
 
-def write_index(paths: list[Path], offsets: np.ndarray, size: int, mtime_ns: int) -> Path | None:
+def write_index(
+    paths: list[fs.AnyPath], offsets: np.ndarray, size: int, mtime_ns: int
+) -> fs.AnyPath | None:
     """Saves offsets to the first writable place among `paths`; None when none is writable."""
     data = _INDEX_HEADER.pack(_INDEX_MAGIC, size, mtime_ns, len(offsets)) + offsets.tobytes()
     for path in paths:
@@ -127,9 +136,9 @@ def write_index(paths: list[Path], offsets: np.ndarray, size: int, mtime_ns: int
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             temporary.write_bytes(data)
-            os.replace(temporary, path)
-        except OSError:
-            with contextlib.suppress(OSError):
+            temporary.replace(path)  # type: ignore[arg-type]
+        except (OSError, TfpipeError):
+            with contextlib.suppress(OSError, TfpipeError):
                 temporary.unlink(missing_ok=True)
             continue
         return path
@@ -145,18 +154,18 @@ class TFRecordSource(SourceBase):
 
     def __init__(
         self,
-        files: list[Path],
+        files: list[fs.AnyPath],
         schema: Schema,
         cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        self._fds: dict[int, int] = {}
+        self._readers: dict[int, fs.RandomReader] = {}
         self.files = files
         self.schema = schema
         self.cache_dir = cache_dir
         stats = [f.stat() for f in files]
         self._sizes = [s.st_size for s in stats]
         self._mtimes = [s.st_mtime_ns for s in stats]
-        self._index_files: list[Path | None] = [None] * len(files)
+        self._index_files: list[fs.AnyPath | None] = [None] * len(files)
         offsets = self._build_indexes()
         self._offsets: list[np.ndarray] | None = offsets
         self._starts = [0, *np.cumsum([len(o) for o in offsets]).tolist()]
@@ -217,14 +226,15 @@ class TFRecordSource(SourceBase):
             self._offsets = offsets
         return offsets
 
-    def _fd(self, shard: int) -> int:
-        fd = self._fds.get(shard)
-        if fd is None:
-            opened = os.open(self.files[shard], os.O_RDONLY)
-            fd = self._fds.setdefault(shard, opened)
-            if fd != opened:
-                os.close(opened)
-        return fd
+    def _reader(self, shard: int) -> fs.RandomReader:
+        reader = self._readers.get(shard)
+        if reader is None:
+            frames = np.diff(self._shard_offsets()[shard], append=self._sizes[shard])
+            opened = fs.random_reader(self.files[shard], int(frames.max(initial=0)))
+            reader = self._readers.setdefault(shard, opened)
+            if reader is not opened:
+                opened.close()
+        return reader
 
     def frame(self, index: int) -> tuple[int, int, int, bytes]:
         """The shard, index in the shard, byte offset and whole frame of record `index`.
@@ -237,7 +247,7 @@ class TFRecordSource(SourceBase):
         bounds = offsets[local : local + 2].tolist()
         start = bounds[0]
         end = bounds[1] if len(bounds) == 2 else self._sizes[shard]
-        frame = os.pread(self._fd(shard), end - start, start)
+        frame = self._reader(shard).pread(end - start, start)
         stored_length = _FRAME_HEADER.unpack_from(frame)[0] if frame else -1
         if len(frame) != end - start or stored_length != end - start - _FRAME_OVERHEAD:
             raise SourceError(
@@ -284,16 +294,16 @@ class TFRecordSource(SourceBase):
 
     def close(self) -> None:
         """Closes the shard files this process opened (they reopen on the next read)."""
-        fds, self._fds = self._fds, {}
-        for fd in fds.values():
-            os.close(fd)
+        readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.close()
 
     def __del__(self) -> None:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_fds"] = {}
+        state["_readers"] = {}
         if None not in self._index_files:
             state["_offsets"] = None
         return state
@@ -325,7 +335,8 @@ def from_tfrecords(
 
     Args:
         path: a dataset prefix (`out/train`, with its `out/train.json`), a file, a folder, a
-            glob, or a list of them.
+            glob, or a list of them; local, or a URL TensorFlow opens (`gs://bucket/train`:
+            records are read by seek + read, the index saved beside the shards).
         schema: the schema of the records. Defaults to the one in the dataset's metadata file.
         cache_dir: where indexes go when the shards' folder is not writable.
             Defaults to `$XDG_CACHE_HOME/tfpipe/index` (`~/.cache/tfpipe/index`).
@@ -334,8 +345,10 @@ def from_tfrecords(
         SourceError: a shard is compressed (gzip/zlib files cannot be read at random offsets),
             truncated, corrupt, empty, or does not match its metadata; reading a record whose
             checksum fails raises it too, naming the shard, record and byte offset.
-        DataNotFoundError: shards of a dataset without metadata are missing.
+        DataNotFoundError: shards of a dataset without metadata are missing, or `path` is a
+            URL whose scheme TensorFlow cannot open.
     """
+    fs.check_paths(path, "path")
     files = resolve_files(path)
     for file in files:
         compression = compression_of(file)
