@@ -81,6 +81,8 @@ def table(report: dict[str, Any]) -> str:
         unit = next((u for s, u in _TAKING_TURNS.items() if name.endswith(s)), None)
         if unit is not None:
             for case, result in by_case.items():
+                if not (isinstance(result, dict) and "ratios" in result):
+                    continue  # times per turn (not ratios): the JSON keeps them
                 each = ", ".join(f"{r:.3f}" for r in result["ratios"])
                 lines.append(
                     f"\n{name.replace('_', ' ')}, {case}, {unit}: "
