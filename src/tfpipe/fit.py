@@ -27,6 +27,7 @@ from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
 from tfpipe.labels import check_same_class_names
 from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.loaders.service import PassCounter
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
 from tfpipe.schema import Schema
@@ -226,9 +227,14 @@ def fit(
     with naming(*inputs):
         batch, size = _full_batch(train)
     probe = _probe_model(model, batch, steps or train.steps)
-    dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
+    passes = _pass_counter(train, steps, epochs, model)
+    if passes is not None:
+        dataset, steps = passes.repeat(train.data), train.steps
+    else:
+        dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
     dataset = _prefetch_to_device(dataset, _accelerator(model))
     timer = _StepTimer()
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
     try:
         with naming(*inputs):
             history = model.fit(
@@ -241,7 +247,9 @@ def fit(
     finally:
         if probe.chosen:
             _set_steps_per_execution(model, 1)
+    cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(inputs)
+    service_notes = _check_passes(train, passes)
     history.report = None
     if report:
         # Timed after training: iterating the input before fit left its threads and buffers
@@ -263,7 +271,9 @@ def fit(
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
             data_kind=train.data_kind or _data_kind_of(batch),
-            notes=probe.notes,
+            notes=probe.notes + service_notes,
+            cpu_busy=cpu_busy,
+            service=_service_address(train),
         )
         print(history.report)
     return history
@@ -418,6 +428,69 @@ def _steps(source: Input, given: int | None, argument: str, name: str) -> int | 
             )
         return source.steps
     return None
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _pass_counter(
+    source: Input, steps: int | None, epochs: int, model: keras.Model
+) -> PassCounter | None:
+    """Counts the passes of a Pipeline on the tf.data service with dynamic sharding.
+
+    Such a pass is one epoch while no service worker fails, and shorter when one does, so
+    epochs are sized at one pass (each pass a new service job, as for any repeated input) and
+    what each pass delivered is counted. A multi-replica strategy copies the dataset graph,
+    which cannot hold the counter: then the input is repeated uncounted.
+    """
+    pipeline = source.pipeline
+    service = None if pipeline is None else pipeline.service
+    if (
+        service is None
+        or service.mode != "dynamic"
+        or steps is not None
+        or source.steps is None
+        or source.infinite
+        or model.distribute_strategy.num_replicas_in_sync > 1
+    ):
+        return None
+    return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
+
+
+def _service_address(source: Input) -> str | None:
+    """The tf.data service the input runs on (`Pipeline.distribute`), if any."""
+    service = None if source.pipeline is None else source.pipeline.service
+    return None if service is None else service.address
+
+
+def _check_passes(source: Input, passes: PassCounter | None) -> tuple[str, ...]:
+    """Warns about the passes a failed service worker shortened; the report's note."""
+    service = None if source.pipeline is None else source.pipeline.service
+    if passes is None or service is None or source.examples is None:
+        return ()
+    started = passes.counts()
+    # The last pass started may still be running (read ahead by the prefetch) unless full.
+    counts = started[:-1] + [c for c in started[-1:] if c == source.examples]
+    short = {i + 1: c for i, c in enumerate(counts) if c != source.examples}
+    if short:
+        warnings.warn(
+            f"data: {len(short)} pass(es) over the data on the tf.data service at "
+            f"{service.address} (pass: examples) {short} delivered fewer than the "
+            f"{source.examples} examples of one epoch: a service worker failed and the rest "
+            "of the files it was reading were lost for that pass (dynamic sharding reads each "
+            "example at most once). Epochs keep their length, so the later ones start inside "
+            "the next pass",
+            TfpipeWarning,
+            stacklevel=3,
+        )
+    return (
+        f"the input ran on the tf.data service at {service.address} (dynamic sharding): the "
+        f"{len(counts)} pass(es) over the data that ended delivered {counts} examples (one "
+        f"epoch is {source.examples})",
+    )
 
 
 def _one_iterator(
