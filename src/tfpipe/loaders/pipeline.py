@@ -522,7 +522,7 @@ class Pipeline:
         Example:
             >>> print(tfpipe.Pipeline("out/train").batch(64).shuffle(seed=0).explain())
         """
-        _, labels = self._assemble()
+        _, labels = self._assemble(explain=True)
         return "\n".join(f"{i:2d}. {label}" for i, label in enumerate(labels, 1))
 
     def build(self) -> tf.data.Dataset:
@@ -534,7 +534,7 @@ class Pipeline:
         dataset, _ = self._assemble()
         return dataset
 
-    def _assemble(self) -> tuple[tf.data.Dataset, list[str]]:
+    def _assemble(self, explain: bool = False) -> tuple[tf.data.Dataset, list[str]]:
         self._check_service()
         assembly = _Assembly()
         inp = self._input
@@ -578,7 +578,7 @@ class Pipeline:
         if self._supervised is not None:
             self._supervise(assembly)
         if self._service is not None:
-            self._serve(assembly, self._service, det)
+            self._serve(assembly, self._service, det, explain)
         batches = self.batches_per_epoch()
         if batches is not None and self._repeat == 0 and self._service is None:
             # Keras then shows the epoch's length and never stops on "input ran out of data";
@@ -635,8 +635,9 @@ class Pipeline:
                     "Pipelines the same distribute(..., job_name=...)"
                 )
 
-    def _serve(self, assembly: _Assembly, service: DataService, det: bool) -> None:
-        """Sends the stages so far to the service; rebatches and repeats in this process."""
+    def _serve(self, assembly: _Assembly, service: DataService, det: bool, explain: bool) -> None:
+        """Sends the stages so far to the service; rebatches and repeats in this process.
+        To `explain`, the dispatcher is not contacted (the plan is the same)."""
         assembly.run(
             f"options on the workers: deterministic={det}",
             lambda ds: self._apply_options(ds, det),
@@ -647,7 +648,7 @@ class Pipeline:
             if isinstance(inp, RecordInput)
             else f"the {inp.num_examples} example indices"
         )
-        assembly.run(service.describe(splits), service.apply)
+        assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
         if self._batch is not None:
             size, drop = self._batch
             assembly.run(

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import socket
 from typing import Any
 
 import tensorflow as tf
+
+from tfpipe.errors import SourceError
 
 # `ShardingPolicy` by tfpipe mode name. DYNAMIC gives each split to one worker per epoch (at
 # most once: a worker that fails loses the rest of the splits it was reading); OFF makes every
@@ -27,6 +30,7 @@ _ADDRESS = re.compile(
     r"^(?:(?P<protocol>[a-z+]+)://)?(?P<host>[^:/\s\[\]]+|\[[0-9a-fA-F:.]+\]):(?P<port>\d+)$"
 )
 _PROTOCOLS = ("grpc",)
+_CONNECT_S = 5.0
 
 
 def grpc_address(argument: str, value: Any) -> str:
@@ -88,7 +92,20 @@ class DataService:
         )
 
     def apply(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """`dataset` read through the service: registered with the dispatcher at iteration."""
+        """`dataset` read through the service, registered with the dispatcher now.
+
+        TensorFlow retries an unreachable dispatcher for up to an hour, so the address is
+        tried first: a `SourceError` names it when nothing listens there.
+        """
+        host, port = self.address.split("://", 1)[1].rsplit(":", 1)
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), _CONNECT_S).close()
+        except OSError as e:
+            raise SourceError(
+                f"distribute(service={self.address!r}): no tf.data service dispatcher answers "
+                f"there ({e}). Start one with `tfpipe service dispatcher --port {port}` on "
+                f"{host}, or pass the address it printed"
+            ) from e
         return dataset.apply(
             tf.data.experimental.service.distribute(
                 processing_mode=MODES[self.mode],
