@@ -323,7 +323,9 @@ def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
             )
         assert len(history.history["loss"]) == 3  # training went on
         note = next(line for line in history.report.advice if "pass(es) over the data" in line)
-        delivered = [int(n) for n in re.search(r"delivered \[([\d, ]+)\]", note)[1].split(",")]  # type: ignore[index]
+        found = re.search(r"delivered \[([\d, ]+)\]", note)
+        assert found is not None, note
+        delivered = [int(n) for n in found[1].split(",")]
         print(f"examples per pass with worker 0 killed in pass 2: {delivered} of {count}")
         assert delivered[0] == count  # before the kill
         assert all(n <= count for n in delivered)  # at most once, never twice

@@ -139,6 +139,11 @@ def fit(
     training), so a call spends a few seconds more than `model.fit`; the report is printed
     and attached as `history.report`.
 
+    A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
+    one pass only while no service worker fails: it is repeated pass after pass with
+    `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
+    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered.
+
     `x` and `y` say which features the model takes and predicts, for any schema: a table, a
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
     a list of names a tuple (in the order of the model's inputs or outputs), a dict of model
