@@ -7,8 +7,9 @@ Pipeline (shuffle, batch 64, as_supervised) is read in-process and through the s
 - table "data_service_jpeg": 256x256 JPEG records decoded and resized to 128x128 float32:
   decoding dominates, so the service should cost little (goal >= 0.9);
 - table "data_service_raw": records of raw 128x128 pixels (`tfpipe write --image-size`):
-  nothing to decode, so the ratio shows what the gRPC hop (serialize, send, receive 3 MiB
-  batches) costs when reading is all there is.
+  nothing to decode, so the ratios show what the gRPC hop (serialize, send, receive) costs
+  when reading is all there is: batches of float32 images (12 MiB) and of uint8 ones (3 MiB,
+  rescaled in the model), each paired with the same input in-process.
 
 Throughput is timed within one pass (`first_batch_s` includes starting the service job:
 every epoch on the service starts one).
@@ -29,15 +30,18 @@ SIZE = (128, 128)
 BATCH = 64
 
 
-def pipeline(prefix: str, served: bool, resize: bool) -> dict[str, Any]:
-    """The Pipeline in this process, or through a dispatcher + worker started here."""
+def pipeline(prefix: str, served: bool, resize: bool, rescale: bool = True) -> dict[str, Any]:
+    """The Pipeline in this process, or through a dispatcher + worker started here; images
+    float32 in [0, 1], or uint8 without `rescale` (to be rescaled in the model)."""
     import tensorflow as tf
 
     import tfpipe
     from tfpipe.bench import measure
 
     servers: list[Any] = []
-    p = tfpipe.Pipeline(prefix, image_size=SIZE if resize else None, rescale=1 / 255)
+    p = tfpipe.Pipeline(
+        prefix, image_size=SIZE if resize else None, rescale=1 / 255 if rescale else None
+    )
     p = p.shuffle().batch(BATCH).as_supervised("image", "label")
     if served:
         service = tf.data.experimental.service
@@ -85,29 +89,45 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tfpipe-bench-service-") as tmp:
         jpeg, raw = _prepare(Path(tmp))
         extra = {"images": scale(3000, 240), "batch": BATCH, "size": SIZE, "workers": 1}
-        for title, prefix, resize in (
-            ("data_service_jpeg", jpeg, True),
-            ("data_service_raw", raw, False),
-        ):
-            kind = "JPEG 256x256 -> 128x128" if resize else "raw 128x128"
-            compare(
-                title,
-                {
-                    f"Pipeline in-process, {kind} (baseline)": (pipeline, (prefix, False, resize)),
-                    f"Pipeline via local tf.data service, {kind}": (
-                        pipeline,
-                        (prefix, True, resize),
-                    ),
-                },
-                baseline=f"Pipeline in-process, {kind} (baseline)",
-                goals={f"Pipeline via local tf.data service, {kind}": 0.9} if resize else None,
-                pairs={
-                    f"Pipeline via local tf.data service, {kind}": (
-                        f"Pipeline in-process, {kind} (baseline)"
-                    )
-                },
-                extra=extra,
-            )
+        jpeg_kind = "JPEG 256x256 -> 128x128 float32"
+        compare(
+            "data_service_jpeg",
+            {
+                f"Pipeline in-process, {jpeg_kind} (baseline)": (pipeline, (jpeg, False, True)),
+                f"Pipeline via local tf.data service, {jpeg_kind}": (
+                    pipeline,
+                    (jpeg, True, True),
+                ),
+            },
+            baseline=f"Pipeline in-process, {jpeg_kind} (baseline)",
+            goals={f"Pipeline via local tf.data service, {jpeg_kind}": 0.9},
+            pairs={
+                f"Pipeline via local tf.data service, {jpeg_kind}": (
+                    f"Pipeline in-process, {jpeg_kind} (baseline)"
+                )
+            },
+            extra=extra,
+        )
+        raw_cases = {
+            "Pipeline in-process, raw 128x128 float32 (baseline)": (pipeline, (raw, False, False)),
+            "Pipeline via local tf.data service, raw 128x128 float32": (
+                pipeline,
+                (raw, True, False),
+            ),
+            "Pipeline in-process, raw 128x128 uint8": (pipeline, (raw, False, False, False)),
+            "Pipeline via local tf.data service, raw 128x128 uint8": (
+                pipeline,
+                (raw, True, False, False),
+            ),
+        }
+        names = list(raw_cases)
+        compare(
+            "data_service_raw",
+            raw_cases,
+            baseline=names[0],
+            pairs={names[1]: names[0], names[3]: names[2]},
+            extra=extra,
+        )
 
 
 if __name__ == "__main__":

@@ -161,6 +161,22 @@ def test_what_cannot_be_distributed_is_named(
         build(tfpipe.Pipeline(records))
 
 
+@pytest.mark.fault(
+    "a worker given a malformed dispatcher address",
+    reader="tfpipe service worker",
+    outcome="one-line error naming --dispatcher, exit status 2",
+)
+def test_a_malformed_dispatcher_address_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tfpipe.cli import main
+
+    assert main(["service", "worker", "--dispatcher", "dispatcher-without-port"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("tfpipe service: error: --dispatcher must be")
+    assert "Received: --dispatcher='dispatcher-without-port'" in error
+
+
 def test_the_service_address_is_normalised(records: str) -> None:
     service = tfpipe.Pipeline(records).distribute("10.0.0.5:5050", job_name="train").service
     assert service is not None

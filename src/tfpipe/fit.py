@@ -254,7 +254,7 @@ def fit(
             _set_steps_per_execution(model, 1)
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(inputs)
-    service_notes = _check_passes(train, passes)
+    service_notes = _check_passes(train, passes, epochs * (steps or 0))
     history.report = None
     if report:
         # Timed after training: iterating the input before fit left its threads and buffers
@@ -471,14 +471,26 @@ def _service_address(source: Input) -> str | None:
     return None if service is None else service.address
 
 
-def _check_passes(source: Input, passes: PassCounter | None) -> tuple[str, ...]:
-    """Warns about the passes a failed service worker shortened; the report's note."""
-    service = None if source.pipeline is None else source.pipeline.service
-    if passes is None or service is None or source.examples is None:
+def _check_passes(
+    source: Input, passes: PassCounter | None, trained_batches: int
+) -> tuple[str, ...]:
+    """Warns about the passes a failed service worker shortened; the report's note.
+
+    Only the passes training used count: the prefetch reads ahead into the next one. The
+    last pass started may still be running unless it is full.
+    """
+    pipeline = source.pipeline
+    service = None if pipeline is None else pipeline.service
+    if passes is None or pipeline is None or service is None or source.examples is None:
         return ()
     started = passes.counts()
-    # The last pass started may still be running (read ahead by the prefetch) unless full.
-    counts = started[:-1] + [c for c in started[-1:] if c == source.examples]
+    ended = started[:-1] + [c for c in started[-1:] if c == source.examples]
+    counts, batches = [], 0
+    for count in ended:
+        if batches >= trained_batches:
+            break
+        counts.append(count)
+        batches += math.ceil(count / (pipeline.batch_size or 1))
     short = {i + 1: c for i, c in enumerate(counts) if c != source.examples}
     if short:
         warnings.warn(

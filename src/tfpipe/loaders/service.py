@@ -92,7 +92,8 @@ class DataService:
         )
 
     def apply(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """`dataset` read through the service, registered with the dispatcher now.
+        """`dataset` read through the service, registered with the dispatcher now; batches
+        travel uncompressed.
 
         TensorFlow retries an unreachable dispatcher for up to an hour, so the address is
         tried first: a `SourceError` names it when nothing listens there.
@@ -111,6 +112,9 @@ class DataService:
                 processing_mode=MODES[self.mode],
                 service=self.address,
                 job_name=self.job_name,
+                # TensorFlow's default ("AUTO": snappy) made batches of float32 images 2-4x
+                # slower to serve (benchmarks/bench_data_service.py); pixels compress poorly.
+                compression=None,
             )
         )
 
