@@ -13,7 +13,8 @@ stages ran on the workers (`explain()`) and the fit report, and stops both serve
 SIGTERM.
 
 Run:
-    python examples/data_service.py    # about 30 s on 2 CPU cores
+    python examples/data_service.py                # small: about 30 s on 2 CPU cores
+    python examples/data_service.py --size large   # 3,000 images
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import tfpipe
 from tfpipe.synthetic import make_image_folder
 
 START_S = 60.0
+SIZES = {"small": 40, "large": 1000}  # images per class (3 classes)
 
 
 def start(*args: str) -> tuple[subprocess.Popen[str], str]:
@@ -87,11 +89,14 @@ def build_model() -> keras.Model:
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Starts the servers, trains through them, stops them; returns the last epoch's metrics."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=SIZES, default="small", help="data size (small)")
     parser.add_argument("--workdir", type=Path, default=Path("example-data/data-service"))
     parser.add_argument("--epochs", type=int, default=2)
     args = parser.parse_args(argv)
 
-    images = make_image_folder(args.workdir / "images", num_classes=3, per_class=40, size=(48, 48))
+    images = make_image_folder(
+        args.workdir / "images", num_classes=3, per_class=SIZES[args.size], size=(48, 48)
+    )
     prefix = args.workdir / "records" / "train"
     tfpipe.write_tfrecords(tfpipe.from_directory(images), prefix, num_shards=4, progress=False)
 
