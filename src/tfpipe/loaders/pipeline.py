@@ -345,8 +345,9 @@ class Pipeline:
         worker fails. A worker that fails mid-epoch loses the rest of the files it was reading
         for that epoch (at most once, never twice): the epoch is shorter, which `tfpipe.fit`
         counts and warns about. So `build()` does not declare a length; `tfpipe.fit` sizes
-        epochs at one pass and counts what every pass delivered. Files are the unit of work: write at least as many shards as workers. Batches cross the network
-        uncompressed, and uint8 images are 4x fewer bytes than float32 ones: leave `rescale`
+        epochs at one pass and counts what every pass delivered. Files are the unit of work:
+        write at least as many shards as workers. Batches cross the network uncompressed,
+        and uint8 images are 4x fewer bytes than float32 ones: leave `rescale`
         out and rescale in the model (`keras.layers.Rescaling`) when the hop is the limit.
 
         Workers must be able to open the files (the same paths, or a shared file system) and
