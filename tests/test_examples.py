@@ -38,6 +38,7 @@ def test_every_example_is_tested() -> None:
         "diagnose_input_bound",
         "segmentation",
         "multi_worker",
+        "data_service",
     }
 
 
@@ -159,3 +160,15 @@ def test_an_example_runs_as_a_script(tmp_path: Path) -> None:
 def test_size_flag_is_validated() -> None:
     with pytest.raises(SystemExit):
         load("land_use_folder").main(["--size", "huge"])
+
+
+@pytest.mark.slow
+def test_data_service_trains_through_a_local_dispatcher_and_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = load("data_service").main(["--workdir", str(tmp_path), "--epochs", "2"])
+    out = capsys.readouterr().out
+    assert "tf.data service dispatcher listening at grpc://127.0.0.1:" in out
+    assert "tf.data service workers of grpc://127.0.0.1:" in out  # explain() shows the split
+    assert "delivered [120, 120] examples" in out  # both epochs: one whole pass each
+    assert "loss" in metrics

@@ -1,4 +1,4 @@
-"""The `tfpipe` command: `write`, `inspect`, `verify`, `bench` and `demo`.
+"""The `tfpipe` command: `write`, `inspect`, `verify`, `bench`, `demo` and `service`.
 
 Errors a user can fix (a missing path, a bad option value, data that does not match) print one
 line `tfpipe <command>: error: ...` and exit with status 2, without a traceback. `verify` exits
@@ -34,6 +34,7 @@ from tfpipe.features import Image, Text
 from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Schema
+from tfpipe.servers import run_dispatcher, run_worker
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 from tfpipe.sources.dataframe import reads_file
 
@@ -310,6 +311,59 @@ def _demo(args: argparse.Namespace, out: TextIO) -> None:
     run_demo(args.workdir, size=args.size, out=out)
 
 
+def _dispatcher(args: argparse.Namespace, out: TextIO) -> None:
+    run_dispatcher(args.port, args.host, args.work_dir, out)
+
+
+def _worker(args: argparse.Namespace, out: TextIO) -> None:
+    run_worker(args.dispatcher, args.port, args.host, out)
+
+
+def _add_service(commands: Any) -> None:
+    service = commands.add_parser(
+        "service",
+        help="run a tf.data service dispatcher or worker (Pipeline.distribute)",
+        description="Run a tf.data service server in the foreground: it prints its address and "
+        "stops cleanly on SIGTERM or Ctrl+C. Start one dispatcher, then workers on the hosts "
+        "with spare CPUs, and train with tfpipe.Pipeline(...).distribute('grpc://HOST:PORT').",
+    )
+    servers = service.add_subparsers(dest="server", required=True, metavar="SERVER")
+    host = {
+        "default": "localhost",
+        "help": "the host name or IP the others reach this server at, printed in its address "
+        "(localhost: this machine only; the server listens on every interface)",
+    }
+    dispatcher = servers.add_parser(
+        "dispatcher",
+        help="hand out the data to the workers",
+        description="Run the tf.data service dispatcher, which hands out the data (TFRecord "
+        "files, example indices) to the workers.",
+    )
+    dispatcher.add_argument(
+        "--port", type=int, default=5050, help="port to listen on; 0 for any free port (5050)"
+    )
+    dispatcher.add_argument("--host", **host)
+    dispatcher.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="journal the dispatcher's state in DIR, so that a restarted dispatcher resumes "
+        "its jobs (fault-tolerant mode)",
+    )
+    dispatcher.set_defaults(handler=_dispatcher)
+    worker = servers.add_parser(
+        "worker",
+        help="read, parse and decode for the trainers",
+        description="Run a tf.data service worker: it reads, parses, decodes and batches the "
+        "data the dispatcher gives it, and sends the batches to the trainers.",
+    )
+    worker.add_argument(
+        "--dispatcher", required=True, metavar="HOST:PORT", help="the dispatcher's address"
+    )
+    worker.add_argument("--port", type=int, default=0, help="port to listen on (0: any free port)")
+    worker.add_argument("--host", **host)
+    worker.set_defaults(handler=_worker)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfpipe", description="Write, inspect and read TFRecord datasets for Keras."
@@ -449,6 +503,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", default="demo-data", help="working folder (demo-data)")
     demo.add_argument("--size", choices=["small", "large"], default="small", help="(small)")
     demo.set_defaults(handler=_demo)
+    _add_service(commands)
     return parser
 
 

@@ -29,6 +29,7 @@ from tfpipe.info import DatasetInfo
 from tfpipe.labels import check_same_class_names
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.loaders.service import PassCounter
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
 from tfpipe.resume import Backups, Resumable, check_backup, fit_from
@@ -155,6 +156,10 @@ def fit(
     batch are left out of each epoch with a `TfpipeWarning` counting them. The model is then
     built on one batch instead of probed, and two failures of Keras 3's `fit` under several
     workers are worked around for the call (see the multi-worker guide).
+    A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
+    one pass only while no service worker fails: it is repeated pass after pass with
+    `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
+    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered.
 
     `x` and `y` say which features the model takes and predicts, for any schema: a table, a
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
@@ -276,6 +281,8 @@ def fit(
     timer = _StepTimer()
     if multi_worker:
         _multi_worker_steps(model)
+    passes = None if resumable is not None else _pass_counter(train, steps, epochs, model)
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
     try:
         with naming(*inputs):
             if resumable is not None:
@@ -290,7 +297,10 @@ def fit(
                     **fit_kwargs,
                 )
             else:
-                if distributed is None:
+                if passes is not None:
+                    dataset, steps = passes.repeat(train.data), train.steps
+                    dataset = _prefetch_to_device(dataset, _accelerator(model))
+                elif distributed is None:
                     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
                     dataset = _prefetch_to_device(dataset, _accelerator(model))
                 else:
@@ -309,7 +319,9 @@ def fit(
             for name in ("_maybe_symbolic_build", "train_step", "test_step"):
                 delattr(model, name)
             model.train_function = model.test_function = None
+    cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(inputs)
+    service_notes = _check_passes(train, passes, epochs * (steps or 0))
     history.report = None
     if report:
         # Timed after training: iterating the input before fit left its threads and buffers
@@ -336,7 +348,9 @@ def fit(
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
             data_kind=train.data_kind or _data_kind_of(batch),
-            notes=probe.notes,
+            notes=probe.notes + service_notes,
+            cpu_busy=cpu_busy,
+            service=_service_address(train),
         )
         print(history.report)
     return history
@@ -501,6 +515,8 @@ def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
     if strategy.num_replicas_in_sync == 1:
         return None
     origin = source.pipeline if source.pipeline is not None else source.data
+    if isinstance(origin, Pipeline) and origin.service is not None:
+        return None  # batches come from the tf.data service; Keras places them on replicas
     if isinstance(origin, Pipeline | SequenceLoader):
         return origin.build_distributed(strategy)
     return None
@@ -570,6 +586,81 @@ def _resumable(source: Input, steps_per_epoch: int | None) -> Resumable:
             f"Received: steps_per_epoch={steps_per_epoch}"
         )
     return Resumable(loader, "data")
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _pass_counter(
+    source: Input, steps: int | None, epochs: int, model: keras.Model
+) -> PassCounter | None:
+    """Counts the passes of a Pipeline on the tf.data service with dynamic sharding.
+
+    Such a pass is one epoch while no service worker fails, and shorter when one does, so
+    epochs are sized at one pass (each pass a new service job, as for any repeated input) and
+    what each pass delivered is counted. A multi-replica strategy copies the dataset graph,
+    which cannot hold the counter: then the input is repeated uncounted.
+    """
+    pipeline = source.pipeline
+    service = None if pipeline is None else pipeline.service
+    if (
+        service is None
+        or service.mode != "dynamic"
+        or steps is not None
+        or source.steps is None
+        or source.infinite
+        or model.distribute_strategy.num_replicas_in_sync > 1
+    ):
+        return None
+    return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
+
+
+def _service_address(source: Input) -> str | None:
+    """The tf.data service the input runs on (`Pipeline.distribute`), if any."""
+    service = None if source.pipeline is None else source.pipeline.service
+    return None if service is None else service.address
+
+
+def _check_passes(
+    source: Input, passes: PassCounter | None, trained_batches: int
+) -> tuple[str, ...]:
+    """Warns about the passes a failed service worker shortened; the report's note.
+
+    Only the passes training used count: the prefetch reads ahead into the next one. The
+    last pass started may still be running unless it is full.
+    """
+    pipeline = source.pipeline
+    service = None if pipeline is None else pipeline.service
+    if passes is None or pipeline is None or service is None or source.examples is None:
+        return ()
+    started = passes.counts()
+    ended = started[:-1] + [c for c in started[-1:] if c == source.examples]
+    counts, batches = [], 0
+    for count in ended:
+        if batches >= trained_batches:
+            break
+        counts.append(count)
+        batches += math.ceil(count / (pipeline.batch_size or 1))
+    short = {i + 1: c for i, c in enumerate(counts) if c != source.examples}
+    if short:
+        warnings.warn(
+            f"data: {len(short)} pass(es) over the data on the tf.data service at "
+            f"{service.address} (pass: examples) {short} delivered fewer than the "
+            f"{source.examples} examples of one epoch: a service worker failed and the rest "
+            "of the files it was reading were lost for that pass (dynamic sharding reads each "
+            "example at most once). Epochs keep their length, so the later ones start inside "
+            "the next pass",
+            TfpipeWarning,
+            stacklevel=3,
+        )
+    return (
+        f"the input ran on the tf.data service at {service.address} (dynamic sharding): the "
+        f"{len(counts)} pass(es) over the data that ended delivered {counts} examples (one "
+        f"epoch is {source.examples})",
+    )
 
 
 def _one_iterator(

@@ -10,6 +10,7 @@ from tfpipe import _plot
 from tfpipe.bench import Throughput
 
 INPUT_BOUND_WAIT = 0.2
+CPU_SATURATED = 0.8
 SHARED_CPU_WAIT = 0.1
 _HEADROOM = 1.5
 _SPEEDUPS = {
@@ -47,6 +48,14 @@ _DECODE_LESS: dict[str | None, str] = {
     "decoded batches, or give each step more work (a larger batch) so that the input's share "
     "of the CPU shrinks",
 }
+
+
+_SERVICE = (
+    "move reading and decoding off this host with the tf.data service: run `tfpipe service "
+    "dispatcher --port 5050 --host DISPATCHER` on one machine, `tfpipe service worker "
+    "--dispatcher DISPATCHER:5050 --host WORKER` on each machine with spare CPUs, and train on "
+    "tfpipe.Pipeline(...).distribute('grpc://DISPATCHER:5050')"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +96,12 @@ class FitReport:
         data_kind: "images" when the input holds images, "tensors" when it holds none (a
             table, lists, text: the advice then never talks of decoding images); None when
             unknown.
+        cpu_busy: the share of this host's cores the training process kept busy during
+            `fit` (CPU time over wall time x cores); from 0.8 on, an input-bound run's
+            advice names the tf.data service (`tfpipe service`, `Pipeline.distribute`), which
+            moves decoding to other machines. None when not measured.
+        service: the address of the tf.data service the input ran on
+            (`Pipeline.distribute`); None when it ran in this process.
     """
 
     input_examples_per_s: float
@@ -102,6 +117,8 @@ class FitReport:
     input_first_batch_s: float
     image_encoding: str | None = None
     data_kind: str | None = None
+    cpu_busy: float | None = None
+    service: str | None = None
 
     @classmethod
     def build(
@@ -117,11 +134,15 @@ class FitReport:
         image_encoding: str | None = None,
         data_kind: str | None = None,
         notes: tuple[str, ...] = (),
+        cpu_busy: float | None = None,
+        service: str | None = None,
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements.
 
         The advice follows the data: how images are stored (`image_encoding`), or, for data
-        without images (`data_kind="tensors"`), what helps parsing. `notes` (what `fit`
+        without images (`data_kind="tensors"`), what helps parsing, and where it runs: an
+        input-bound run on a saturated CPU (`cpu_busy`) is pointed at the tf.data service, one
+        on the service (`service`, the dispatcher's address) at more workers. `notes` (what `fit`
         decided and why, e.g. why `steps_per_execution` stayed 1) end the advice.
         """
         wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
@@ -140,7 +161,9 @@ class FitReport:
         else:
             decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
             speedups = _SPEEDUPS
-        if verdict == "input-bound":
+        if verdict == "input-bound" and service is not None:
+            advice.extend(_placement(service, cpu_busy))
+        elif verdict == "input-bound":
             if input_alone.examples_per_s < model_examples_per_s:
                 advice.append(
                     "the input alone is slower than the model: "
@@ -151,6 +174,7 @@ class FitReport:
                     "the input is fast enough alone but competes with the model for the CPU: "
                     + decode_less
                 )
+            advice.extend(_placement(service, cpu_busy))
         else:
             advice.append(
                 "the input keeps up: speed up the model itself (larger batches, mixed "
@@ -176,6 +200,8 @@ class FitReport:
             input_first_batch_s=input_alone.first_batch_s,
             image_encoding=image_encoding,
             data_kind=data_kind,
+            cpu_busy=cpu_busy,
+            service=service,
         )
 
     def __str__(self) -> str:
@@ -188,6 +214,12 @@ class FitReport:
             f"  model alone      {self.model_examples_per_s:>12,.1f} examples/s",
             f"  achieved in fit  {self.achieved_examples_per_s:>12,.1f} examples/s",
             f"  input wait       {self.input_wait_fraction:>12.0%}",
+            *(
+                [f"  CPU busy         {self.cpu_busy:>12.0%} of this host's cores"]
+                if self.cpu_busy is not None
+                else []
+            ),
+            *([f"  input served by  tf.data service at {self.service}"] if self.service else []),
             f"  verdict: {self.verdict}",
             *(f"  - {line}" for line in self.advice),
         ]
@@ -228,3 +260,17 @@ class FitReport:
         split.set_title(f"verdict: {self.verdict}")
         split.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2, frameon=False)
         return _plot.save(figure, path)
+
+
+def _placement(service: str | None, cpu_busy: float | None) -> list[str]:
+    """Advice on where an input-bound run's input should run: on the tf.data service when
+    this host's CPU is saturated, on more of its workers when it runs there already."""
+    if service is not None:
+        return [
+            f"the input runs on the tf.data service at {service}: add workers (`tfpipe service "
+            f"worker --dispatcher {service.split('://', 1)[1]}` on more machines), and write at "
+            "least as many shards as workers (each file goes to one worker)"
+        ]
+    if cpu_busy is not None and cpu_busy >= CPU_SATURATED:
+        return [f"this host's CPU is saturated ({cpu_busy:.0%} busy during training): {_SERVICE}"]
+    return []

@@ -45,6 +45,7 @@ from tfpipe.loaders.inputs import (
 )
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
+from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
 from tfpipe.records.checker import Fault
 from tfpipe.schema import Schema
@@ -204,6 +205,7 @@ class Pipeline:
         self._options = PipelineOptions()
         self._supervised: tuple[Any, Any] | None = None
         self._start: tuple[int, int] | None = None
+        self._service: DataService | None = None
 
     def _with(self, **changes: Any) -> Pipeline:
         new = copy.copy(self)
@@ -409,6 +411,56 @@ class Pipeline:
         size = (self._batch or (_DEFAULT_BATCH, False))[0]
         return Identity(digest(parts), inp.describe(), size, self._seed or 0)
 
+    def distribute(
+        self, service: str, *, mode: str = "dynamic", job_name: str | None = None
+    ) -> Pipeline:
+        """Runs the expensive part (read, parse, decode, maps, batch) on tf.data service workers.
+
+        Everything up to the batches runs on the workers of the dispatcher at `service` (start
+        them with `tfpipe service dispatcher` and `tfpipe service worker`); this process only
+        receives batches over gRPC, re-slices them to `batch_size` (each worker ends its share
+        of an epoch with a short batch), repeats and prefetches. `explain()` shows the split.
+
+        With `mode="dynamic"` the dispatcher hands each TFRecord file (each example of an
+        in-memory source) to one worker per epoch: every example once per epoch while no
+        worker fails. A worker that fails mid-epoch loses the rest of the files it was reading
+        for that epoch (at most once, never twice): the epoch is shorter, which `tfpipe.fit`
+        counts and warns about. So `build()` does not declare a length; `tfpipe.fit` sizes
+        epochs at one pass and counts what every pass delivered. Files are the unit of work:
+        write at least as many shards as workers. Batches cross the network uncompressed,
+        and uint8 images are 4x fewer bytes than float32 ones: leave `rescale`
+        out and rescale in the model (`keras.layers.Rescaling`) when the hop is the limit.
+
+        Workers must be able to open the files (the same paths, or a shared file system) and
+        run every map: a `tf.py_function` cannot travel to them. `cache()`, `take()`,
+        `shard()`, `truncate=True` and a `keras.utils.PyDataset` source are refused (on the
+        workers they would apply to each worker's share, or cannot be sent to them); share a
+        job between trainers with `job_name`.
+
+        Example:
+            >>> ds = (tfpipe.Pipeline("out/train").shuffle().batch(64)
+            ...       .distribute("grpc://10.0.0.5:5050").build())
+
+        Args:
+            service: the dispatcher's address, "grpc://HOST:PORT" (or "HOST:PORT").
+            mode: "dynamic" (each example once per epoch among the workers) or "off" (every
+                worker reads all the data: with k workers, k copies per epoch). Defaults to
+                "dynamic".
+            job_name: trainers whose Pipelines use the same job name split one job's data
+                among them. Defaults to None (a job of its own for every iteration).
+        """
+        return self._with(service=DataService(service, mode, job_name))
+
+    @property
+    def service(self) -> DataService | None:
+        """The tf.data service `distribute()` set (`address`, `mode`, `job_name`); else None.
+
+        Example:
+            >>> tfpipe.Pipeline("out/train").distribute("10.0.0.5:5050").service.address
+            'grpc://10.0.0.5:5050'
+        """
+        return self._service
+
     def options(
         self,
         *,
@@ -484,8 +536,10 @@ class Pipeline:
     def examples_per_epoch(self) -> int | None:
         """Examples in one pass over the data (ignoring `repeat()`), known from the metadata.
 
-        None when it cannot be known without reading the data: a filter(), a shard(), or a
-        source of unknown size. Examples dropped with a partial last batch do not count.
+        None when it cannot be known without reading the data: a filter(), a shard(), a
+        source of unknown size, or `distribute(mode="off")`. With `distribute()` in the
+        default dynamic mode, it is the count while no service worker fails. Examples dropped
+        with a partial last batch do not count.
 
         Example:
             >>> tfpipe.Pipeline("out/train").batch(64, drop_remainder=True).examples_per_epoch()
@@ -493,7 +547,8 @@ class Pipeline:
         """
         count = self._input.num_examples
         filtered = any(t.kind == "filter" for t in self._transforms)
-        if count is None or filtered or self._shard is not None:
+        copies = self._service is not None and self._service.mode == "off"
+        if count is None or filtered or self._shard is not None or copies:
             return None
         count = count if self._take is None else min(count, self._take)
         if self._batch is not None and self._batch[1]:
@@ -550,7 +605,7 @@ class Pipeline:
         Example:
             >>> print(tfpipe.Pipeline("out/train").batch(64).shuffle(seed=0).explain())
         """
-        _, labels = self._assemble()
+        _, labels = self._assemble(explain=True)
         return "\n".join(f"{i:2d}. {label}" for i, label in enumerate(labels, 1))
 
     def build(self) -> tf.data.Dataset:
@@ -648,15 +703,24 @@ class Pipeline:
             "tfpipe.write_tfrecords (its metadata counts each shard), or use a SequenceLoader"
         )
 
-    def _assemble(self) -> tuple[tf.data.Dataset, list[str]]:
+    def _assemble(self, explain: bool = False) -> tuple[tf.data.Dataset, list[str]]:
+        self._check_service()
         assembly = _Assembly()
         deterministic = self._options.deterministic
         fixed = self._seed is not None or self._start is not None
         det = fixed if deterministic is None else deterministic
+        if self._start is not None and self._service is not None:
+            raise ValueError(
+                "start_at() and distribute() cannot be combined: with dynamic sharding the "
+                "service decides which worker reads what, so the batches of a run cannot be "
+                "replayed from a position"
+            )
         if self._start is None:
             self._one_pass(assembly, self._seed, 0, det)
+            if self._service is not None:
+                self._serve(assembly, self._service, det, explain)
             batches = self.batches_per_epoch()
-            if batches is not None and self._repeat == 0:
+            if batches is not None and self._repeat == 0 and self._service is None:
                 # Keras then shows the epoch's length and never stops on "input ran out of
                 # data"; a dataset that does not hold what its metadata says fails instead.
                 assembly.run(
@@ -693,7 +757,8 @@ class Pipeline:
         else:
             stays = not self._transforms and not (cached and self._shuffle)
             size, drop = self._batch or (_DEFAULT_BATCH, False)
-            drop = drop and stays
+            # On the service, each worker would drop the remainder of its own share.
+            drop = drop and stays and self._service is None
             assembly.run(
                 f"batch {size} records" + (" (drop remainder)" if drop else ""),
                 lambda ds: ds.batch(size, drop_remainder=drop),
@@ -703,11 +768,12 @@ class Pipeline:
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:
             size, drop = self._batch
+            drop = drop and self._service is None
             assembly.run(
                 f"batch {size}" + (" (drop remainder)" if drop else ""),
                 lambda ds: ds.batch(size, drop_remainder=drop),
             )
-        elif self._batch is None and assembly.batched:
+        elif self._batch is None and assembly.batched and self._service is None:
             assembly.unbatch()
         if self._supervised is not None:
             self._supervise(assembly)
@@ -767,9 +833,59 @@ class Pipeline:
                 f"shuffle {what} (buffer {buffer}, seed={seed}, reshuffled each epoch)",
                 lambda ds: ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True),
             )
+        if self._service is None:
+            self._repeat_stage(assembly)
+
+    def _repeat_stage(self, assembly: _Assembly) -> None:
         if self._repeat != 0:
             times = "forever" if self._repeat is None else f"{self._repeat} times"
             assembly.run(f"repeat {times}", lambda ds: ds.repeat(self._repeat))
+
+    def _check_service(self) -> None:
+        """Refuses what cannot run on tf.data service workers, naming it."""
+        if self._service is None:
+            return
+        refused = {
+            "cache()": self._cache is not None,
+            "take()": self._take is not None,
+            "shard()": self._shard is not None,
+            "a keras.utils.PyDataset source": isinstance(self._input, PyDatasetInput),
+            "Pipeline(truncate=True) (its counter lives in this process)": bool(self._padding.cut),
+        }
+        for what, present in refused.items():
+            if present:
+                raise ValueError(
+                    f"distribute(): {what} cannot run on tf.data service workers (each would "
+                    "apply it to its own share of the data, or cannot be sent to them): drop "
+                    "it, or drop distribute(). To split data between trainers, give their "
+                    "Pipelines the same distribute(..., job_name=...)"
+                )
+
+    def _serve(self, assembly: _Assembly, service: DataService, det: bool, explain: bool) -> None:
+        """Sends the stages so far to the service; rebatches and repeats in this process.
+        To `explain`, the dispatcher is not contacted (the plan is the same)."""
+        assembly.run(
+            f"options on the workers: deterministic={det}",
+            lambda ds: self._apply_options(ds, det),
+        )
+        inp = self._input
+        splits = (
+            f"the {len(inp.files)} TFRecord file(s)"
+            if isinstance(inp, RecordInput)
+            else f"the {inp.num_examples} example indices"
+        )
+        assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
+        if self._batch is not None:
+            size, drop = self._batch
+            assembly.run(
+                f"rebatch to {size}"
+                + (" (drop remainder)" if drop else "")
+                + " (each worker's share of an epoch ends in a short batch)",
+                lambda ds: ds.rebatch(size, drop_remainder=drop),
+            )
+        elif assembly.batched:
+            assembly.unbatch()
+        self._repeat_stage(assembly)
 
     def _transforms_and_cache(self, assembly: _Assembly) -> None:
         pending = self._cache
