@@ -138,8 +138,10 @@ class RecordInput:
         )
         return stages, not by_file
 
-    def decoder(self, decoding: Decoding) -> Stage:
-        """The per-batch stage: vectorised parse_example, then per-element image decode."""
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: vectorised parse_example, then per-element image decode (in a
+        `tf.map_fn`), or, with `defer_images`, images and masks left as stored bytes for
+        `image_decoder` after an unbatch."""
         decoding.check(self.schema)
 
         def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -148,15 +150,39 @@ class RecordInput:
                 image_size=decoding.image_size,
                 reduced_decode=decoding.reduced_decode,
                 rescale=decoding.rescale,
+                defer_images=defer_images,
+            )
+
+        if defer_images:
+            what = ", images and masks kept as stored bytes"
+        elif _has_images(self):
+            what = " + decode images per element" + decoding.describe(self.schema)
+        else:
+            what = ""
+        return (
+            f"parse_example (vectorised){what}",
+            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+        )
+
+    def defers_images(self) -> bool:
+        """Whether images or masks are stored encoded (JPEG, PNG): decoding them one example
+        at a time in a parallel map beats a `tf.map_fn` over a batch when the examples are
+        unbatched anyway (raw pixels decode in one op per batch)."""
+        return any(
+            isinstance(f, Mask) or (isinstance(f, Image) and f.encoding != "raw")
+            for f in self.schema.values()
+        )
+
+    def image_decoder(self, decoding: Decoding) -> Stage:
+        """The per-example stage after `decoder(defer_images=True)` and an unbatch."""
+
+        def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+            return self.schema.decode_images(
+                example, decoding.image_size, decoding.reduced_decode, decoding.rescale
             )
 
         return (
-            "parse_example (vectorised)"
-            + (
-                " + decode images per element" + decoding.describe(self.schema)
-                if _has_images(self)
-                else ""
-            ),
+            "decode images per example (parallel, AUTOTUNE)" + decoding.describe(self.schema),
             lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
         )
 

@@ -508,8 +508,21 @@ class Pipeline:
                 f"batch {size} records" + (" (drop remainder)" if drop else ""),
                 lambda ds: ds.batch(size, drop_remainder=drop),
             )
-            assembly.run_all([inp.decoder(self._decoding), *self._padding.stages])
+            # Maps unbatch the examples anyway: then images are decoded one example at a time
+            # (a parallel map of single decodes ran 2x faster than a tf.map_fn per batch).
+            defer = (
+                isinstance(inp, RecordInput)
+                and bool(self._transforms)
+                and not cached
+                and inp.defers_images()
+            )
+            decoder = inp.decoder(self._decoding, defer_images=True) if defer else None
+            decoder = decoder or inp.decoder(self._decoding)
+            assembly.run_all([decoder, *self._padding.stages])
             assembly.batched = True
+            if defer:
+                assembly.unbatch()
+                assembly.run(*inp.image_decoder(self._decoding))
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:
             size, drop = self._batch
