@@ -252,6 +252,7 @@ class Schema(Mapping[str, Feature]):
         image_size: tuple[int, int] | None = None,
         reduced_decode: bool = False,
         rescale: float | None = None,
+        orientations: Mapping[str, tf.Tensor] | None = None,
     ) -> dict[str, tf.Tensor]:
         """Decodes the images and masks of one example parsed with `defer_images=True`, as
         `parse` decodes them; the other features pass unchanged.
@@ -265,11 +266,17 @@ class Schema(Mapping[str, Feature]):
             image_size: as in `parse`. Defaults to None.
             reduced_decode: as in `parse`. Defaults to False.
             rescale: as in `parse`. Defaults to None.
+            orientations: image name -> its EXIF orientation, read already for a whole batch
+                with `Image.orientations` before the unbatch (cheaper than per image).
+                Defaults to None (read here).
         """
         out = dict(example)
+        turns = orientations or {}
         for name, feature in self._features.items():
             if isinstance(feature, Image):
-                out[name] = feature.decode_tensor(out[name], image_size, reduced_decode, rescale)
+                out[name] = feature.decode_tensor(
+                    out[name], image_size, reduced_decode, rescale, turns.get(name)
+                )
             elif isinstance(feature, Mask):
                 out[name] = feature.decode_tensor(out[name], image_size)
         return out

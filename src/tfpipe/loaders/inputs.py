@@ -173,17 +173,29 @@ class RecordInput:
             for f in self.schema.values()
         )
 
-    def image_decoder(self, decoding: Decoding) -> Stage:
-        """The per-example stage after `decoder(defer_images=True)` and an unbatch."""
+    def image_decoders(self, decoding: Decoding) -> tuple[Stage, Stage]:
+        """The stages around the unbatch after `decoder(defer_images=True)`: the images' EXIF
+        orientations read per batch (a few vectorised ops), then the per-example decode."""
+        images = {n: f for n, f in self.schema.items() if isinstance(f, Image)}
 
-        def decode(example: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
+            turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
+            return batch, {name: turn for name, turn in turns.items() if turn is not None}
+
+        def decode(example: dict[str, tf.Tensor], turns: Any) -> dict[str, tf.Tensor]:
             return self.schema.decode_images(
-                example, decoding.image_size, decoding.reduced_decode, decoding.rescale
+                example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
             )
 
         return (
-            "decode images per example (parallel, AUTOTUNE)" + decoding.describe(self.schema),
-            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+            (
+                "read the EXIF orientation of every JPEG (vectorised)",
+                lambda ds: ds.map(orient, num_parallel_calls=AUTOTUNE),
+            ),
+            (
+                "decode images per example (parallel, AUTOTUNE)" + decoding.describe(self.schema),
+                lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+            ),
         )
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:

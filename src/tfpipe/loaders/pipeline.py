@@ -521,8 +521,10 @@ class Pipeline:
             assembly.run_all([decoder, *self._padding.stages])
             assembly.batched = True
             if defer:
+                orient, decode = inp.image_decoders(self._decoding)
+                assembly.run(*orient)
                 assembly.unbatch()
-                assembly.run(*inp.image_decoder(self._decoding))
+                assembly.run(*decode)
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:
             size, drop = self._batch
