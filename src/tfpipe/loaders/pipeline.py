@@ -8,6 +8,10 @@ tf.data performance guide recommends::
     -> cache (after deterministic decoding, before random maps) -> user maps (parallel)
     -> batch -> as_supervised -> prefetch(AUTOTUNE)
 
+With maps and no cache, images are decoded after the unbatch the maps need, one example per
+call of a parallel map (JPEG orientations read per batch before it): faster than a
+`tf.map_fn` over each batch.
+
 `explain()` returns that plan, one stage per line.
 """
 
