@@ -117,13 +117,23 @@ def test_pipeline_over_records_rescales_images_but_not_masks(records: Path, batc
     assert image.dtype == np.float32 and image.max() <= 1.0
 
 
-def test_a_map_decodes_per_example_with_the_values_of_the_batch_decode(records: Path) -> None:
+@pytest.mark.parametrize("first", ["map", "filter"])
+def test_a_map_decodes_per_example_with_the_values_of_the_batch_decode(
+    records: Path, first: str
+) -> None:
     """With a map the examples are unbatched anyway: images and masks are then decoded one
-    example at a time, to the same values as the decode of a whole batch."""
+    example at a time (in the map's own calls, or before a filter), to the same values as the
+    decode of a whole batch."""
     base = tfpipe.Pipeline(records, image_size=(5, 7), rescale=1 / 255).options(deterministic=True)
-    mapped = base.map(lambda example: example).batch(COUNT)
+    if first == "map":
+        mapped = base.map(lambda example: example).batch(COUNT)
+    else:
+        mapped = base.filter(lambda example: example["mask"][0, 0, 0] <= 255).batch(COUNT)
     stages = mapped.explain()
-    assert stages.index("unbatch") < stages.index("decode images per example") < stages.index("map")
+    assert stages.index("unbatch") < stages.index("decode images per example")
+    assert stages.index("decode images per example") < stages.index(f". {first}(")
+    fused = ", in the parallel calls of map(<lambda>)" in stages
+    assert fused == (first == "map")
     assert "decode images per example" not in base.batch(COUNT).explain()
     by_example, by_batch = next(iter(mapped.build())), next(iter(base.batch(COUNT).build()))
     _assert_masks(by_example["mask"].numpy(), (5, 7))

@@ -173,16 +173,21 @@ class RecordInput:
             for f in self.schema.values()
         )
 
-    def image_decoders(self, decoding: Decoding) -> tuple[Stage, Stage]:
-        """The stages around the unbatch after `decoder(defer_images=True)`: the images' EXIF
-        orientations read per batch (a few vectorised ops), then the per-example decode."""
+    def image_decoders(
+        self, decoding: Decoding
+    ) -> tuple[Stage, str, Callable[[tuple[Any, Any]], dict[str, tf.Tensor]]]:
+        """What follows `decoder(defer_images=True)`: the stage reading the images' EXIF
+        orientations per batch (a few vectorised ops) into `(batch, orientations)` pairs; and,
+        for after the unbatch, the label and the function decoding one `(example,
+        orientations)` pair, to run in a parallel map of its own or in the next map's."""
         images = {n: f for n, f in self.schema.items() if isinstance(f, Image)}
 
         def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
             turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
             return batch, {name: turn for name, turn in turns.items() if turn is not None}
 
-        def decode(example: dict[str, tf.Tensor], turns: Any) -> dict[str, tf.Tensor]:
+        def decode(pair: tuple[Any, Any]) -> dict[str, tf.Tensor]:
+            example, turns = pair
             return self.schema.decode_images(
                 example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
             )
@@ -192,10 +197,8 @@ class RecordInput:
                 "read the EXIF orientation of every JPEG (vectorised)",
                 lambda ds: ds.map(orient, num_parallel_calls=AUTOTUNE),
             ),
-            (
-                "decode images per example (parallel, AUTOTUNE)" + decoding.describe(self.schema),
-                lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
-            ),
+            "decode images per example" + decoding.describe(self.schema),
+            decode,
         )
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import inspect
 import math
 import os
 import warnings
@@ -81,20 +83,37 @@ class _Transform:
     def name(self) -> str:
         return f"{self.kind}({getattr(self.fn, '__name__', type(self.fn).__name__)})"
 
-    def apply(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """Applies the function, checking that it keeps the structure of the examples."""
+    @property
+    def _map_dataset(self) -> Callable[..., tf.data.Dataset] | None:
+        # A map with its own map_dataset (tfpipe.augment.Joint) zips a seed onto each example.
+        map_dataset = getattr(self.fn, "map_dataset", None)
+        return map_dataset if callable(map_dataset) else None
+
+    def takes_prepare(self) -> bool:
+        """Whether `apply` can run a `prepare` function in the same parallel call: a map, or
+        a `map_dataset` with a `prepare` argument (as `tfpipe.augment.Joint` has)."""
+        if self.kind != "map":
+            return False
+        map_dataset = self._map_dataset
+        return map_dataset is None or "prepare" in inspect.signature(map_dataset).parameters
+
+    def apply(
+        self, dataset: tf.data.Dataset, prepare: Callable[[Any], Any] | None = None
+    ) -> tf.data.Dataset:
+        """Applies the function, checking that it keeps the structure of the examples;
+        `prepare` first turns each element into the example, in the same call."""
         if self.kind == "filter":
             try:
                 return dataset.filter(self.fn)
             except (TypeError, ValueError) as e:
                 raise SchemaError(f"{self.name} must return a scalar bool tensor: {e}") from e
-        before = dataset.element_spec
-        # A map with its own map_dataset (tfpipe.augment.Joint) zips a seed onto each example.
-        map_dataset = getattr(self.fn, "map_dataset", None)
-        if callable(map_dataset):
-            dataset = map_dataset(dataset)
+        before = dataset.element_spec if prepare is None else dataset.element_spec[0]
+        map_dataset = self._map_dataset
+        if map_dataset is not None:
+            dataset = map_dataset(dataset) if prepare is None else map_dataset(dataset, prepare)
         else:
-            dataset = dataset.map(self.fn, num_parallel_calls=AUTOTUNE)
+            fn = self.fn if prepare is None else (lambda *parts: self.fn(prepare(parts)))
+            dataset = dataset.map(fn, num_parallel_calls=AUTOTUNE)
         after = dataset.element_spec
         if isinstance(before, Mapping) and not isinstance(after, Mapping):
             raise SchemaError(
@@ -525,10 +544,19 @@ class Pipeline:
             assembly.run_all([decoder, *self._padding.stages])
             assembly.batched = True
             if defer:
-                orient, decode = inp.image_decoders(self._decoding)
+                orient, label, decode = inp.image_decoders(self._decoding)
                 assembly.run(*orient)
                 assembly.unbatch()
-                assembly.run(*decode)
+                if self._transforms[0].takes_prepare():  # one parallel map instead of two
+                    assembly.prepare = decode
+                    name = self._transforms[0].name
+                    assembly.run(f"{label}, in the parallel calls of {name}", lambda ds: ds)
+                else:
+                    decode_pair = lambda *pair: decode(pair)  # noqa: E731
+                    assembly.run(
+                        f"{label} (parallel, AUTOTUNE)",
+                        lambda ds: ds.map(decode_pair, num_parallel_calls=AUTOTUNE),
+                    )
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:
             size, drop = self._batch
@@ -592,7 +620,9 @@ class Pipeline:
                 break
             assembly.unbatch()
             parallel = " (parallel, AUTOTUNE)" if transform.kind == "map" else ""
-            assembly.run(transform.name + parallel, transform.apply)
+            prepare, assembly.prepare = assembly.prepare, None
+            apply = functools.partial(transform.apply, prepare=prepare)
+            assembly.run(transform.name + parallel, apply)
 
     def _place_cache(self, assembly: _Assembly, path: str) -> None:
         assembly.run(f"cache ({path or 'memory'})", lambda ds: ds.cache(path))
@@ -637,6 +667,7 @@ class _Assembly:
         self.dataset: Any = None
         self.labels: list[str] = []
         self.batched = False
+        self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
 
     def run(self, label: str, stage: Callable[[Any], tf.data.Dataset]) -> None:
         self.dataset = stage(self.dataset)
