@@ -24,6 +24,7 @@ ORDER = (
     "workers",
     "pipeline_tfrecord",
     "pipeline_folder",
+    "segmentation",
     "fit",
 )
 

@@ -288,3 +288,15 @@ def test_gpath_keeps_the_url() -> None:
     assert str(url.with_name("x")) == "gs://bucket/data/x"
     assert isinstance(fs.path("out//train"), Path)
     assert fs.escape("gs://b/a[1]") == "gs://b/a[[]1]"
+
+
+def test_a_pipeline_on_ram_resumes_from_a_position(written: str) -> None:
+    pipeline = tfpipe.Pipeline(written).shuffle(seed=2).batch(8)
+    identity = pipeline.identity()  # file sizes through gfile, not os.path
+    assert identity == tfpipe.Pipeline(written).shuffle(seed=2).batch(8).identity()
+
+    def ids(start: tfpipe.Pipeline) -> list[list[int]]:
+        return [b["id"].tolist() for b in start.build().as_numpy_iterator()]
+
+    whole = ids(pipeline.start_at(epoch=1))
+    assert ids(pipeline.start_at(epoch=1, batch=2)) == whole[2:] and len(whole) > 2

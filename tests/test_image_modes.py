@@ -182,6 +182,36 @@ def test_exif_orientation_is_applied_on_every_path(tmp_path: Path) -> None:
     _assert_every_path_agrees(root, sorted(paths), (8, 8), 3, tmp_path)
 
 
+@pytest.mark.fault(
+    "JPEG with EXIF orientation 2-8 in records written elsewhere",
+    reader="Pipeline with a map (per-example decode)",
+    outcome="turned upright, as Image.load",
+)
+def test_exif_orientation_is_applied_when_a_map_decodes_per_example(tmp_path: Path) -> None:
+    """With a map, the orientations are read per batch and the JPEGs decoded one by one."""
+    jpegs = [_oriented(o, (8, 8), little) for o in range(1, 9) for little in (False, True)]
+    path = tmp_path / "oriented.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for data in jpegs:
+            image = tf.train.Feature(bytes_list=tf.train.BytesList(value=[data]))
+            writer.write(
+                tf.train.Example(
+                    features=tf.train.Features(feature={"image": image})
+                ).SerializeToString()
+            )
+    feature = tfpipe.Image(shape=(8, 8, 3))
+    pipeline = (
+        tfpipe.Pipeline(str(path), schema=tfpipe.Schema({"image": feature}))
+        .options(deterministic=True)
+        .map(lambda example: example)
+        .batch(len(jpegs))
+    )
+    assert "decode images per example" in pipeline.explain()
+    images = next(iter(pipeline.build()))["image"].numpy()
+    for orientation, (data, got) in enumerate(zip(jpegs, images, strict=True)):
+        np.testing.assert_array_equal(got, feature.load(data), err_msg=f"{orientation // 2 + 1}")
+
+
 @pytest.mark.parametrize("orientation", [3, 6, 8])
 def test_a_turned_jpeg_has_the_upright_shape(orientation: int) -> None:
     data = _oriented(orientation, SIZE)

@@ -117,6 +117,31 @@ def test_pipeline_over_records_rescales_images_but_not_masks(records: Path, batc
     assert image.dtype == np.float32 and image.max() <= 1.0
 
 
+@pytest.mark.parametrize("first", ["map", "filter"])
+def test_a_map_decodes_per_example_with_the_values_of_the_batch_decode(
+    records: Path, first: str
+) -> None:
+    """With a map the examples are unbatched anyway: images and masks are then decoded one
+    example at a time (in the map's own calls, or before a filter), to the same values as the
+    decode of a whole batch."""
+    base = tfpipe.Pipeline(records, image_size=(5, 7), rescale=1 / 255).options(deterministic=True)
+    if first == "map":
+        mapped = base.map(lambda example: example).batch(COUNT)
+    else:
+        mapped = base.filter(lambda example: example["mask"][0, 0, 0] <= 255).batch(COUNT)
+    stages = mapped.explain()
+    assert stages.index("unbatch") < stages.index("decode images per example")
+    assert stages.index("decode images per example") < stages.index(f". {first}(")
+    fused = ", in the parallel calls of map(<lambda>)" in stages
+    assert fused == (first == "map")
+    assert "decode images per example" not in base.batch(COUNT).explain()
+    by_example, by_batch = next(iter(mapped.build())), next(iter(base.batch(COUNT).build()))
+    _assert_masks(by_example["mask"].numpy(), (5, 7))
+    for name in ("image", "mask"):
+        assert by_example[name].dtype == by_batch[name].dtype
+        np.testing.assert_array_equal(by_example[name].numpy(), by_batch[name].numpy())
+
+
 def test_pipeline_over_a_dataframe_keeps_the_palette_indices(segmentation) -> None:
     pipeline = tfpipe.Pipeline(_source(segmentation), rescale=1 / 255).batch(COUNT)
     assert "masks: nearest-neighbour resize, integer values, never rescaled" in pipeline.explain()
@@ -314,9 +339,11 @@ def test_records_with_a_mask_tensorflow_would_misread_are_refused(tmp_path, fmt)
     reader="Pipeline + named_errors, Schema.load",
     outcome="DecodeError naming the record, the value and where it is",
 )
-def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path) -> None:
+@pytest.mark.parametrize("mapped", [False, True], ids=["batch decode", "per-example decode"])
+def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path, mapped: bool) -> None:
     narrow = _schema(tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3))
-    pipeline = tfpipe.Pipeline(records, schema=narrow).batch(COUNT)
+    pipeline = tfpipe.Pipeline(records, schema=narrow)
+    pipeline = (pipeline.map(lambda example: example) if mapped else pipeline).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
         list(pipeline.build())
     named = pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")

@@ -190,12 +190,16 @@ class Schema(Mapping[str, Feature]):
         image_size: tuple[int, int] | None = None,
         reduced_decode: bool = False,
         rescale: float | None = None,
+        defer_images: bool = False,
     ) -> dict[str, tf.Tensor]:
         """Parses serialized examples in a tf.data graph.
 
         A scalar string gives one example; a vector gives a batch, parsed by one vectorised
         `tf.io.parse_example`, with images and masks decoded per element (which needs a fixed
         size: declared in the schema or given as `image_size`).
+
+        Example:
+            >>> batch = schema.parse(tf.constant([record, record]), image_size=(64, 64))
 
         Args:
             serialized: a string tensor of rank 0 or 1.
@@ -205,6 +209,10 @@ class Schema(Mapping[str, Feature]):
                 pixels differ slightly from a full decode). Defaults to False.
             rescale: give `Image` features as float32 multiplied by this (e.g. 1 / 255); masks
                 keep their integer values. Defaults to None (uint8 images).
+            defer_images: leave images and masks as their stored bytes, to be decoded one
+                example at a time by `decode_images` (after an unbatch: a parallel map of single
+                decodes keeps more cores busy than a `tf.map_fn` over a batch). Defaults to
+                False.
         """
         serialized = tf.convert_to_tensor(serialized, tf.string)
         parsed = tf.io.parse_example(serialized, self.parse_spec())
@@ -221,21 +229,56 @@ class Schema(Mapping[str, Feature]):
                     f"fixed shape in {type(feature).__name__}(shape=...) or pass "
                     "image_size=(height, width)"
                 )
-            if isinstance(feature, Image) and batched:
+            if isinstance(feature, Image | Mask) and (defer_images or not batched):
+                out[name] = parsed[name]  # decoded below, or later by decode_images
+            elif isinstance(feature, Image) and batched:
                 out[name] = feature.decode_batch(parsed[name], image_size, reduced_decode, rescale)
-            elif isinstance(feature, Image):
-                out[name] = feature.decode_tensor(parsed[name], image_size, reduced_decode, rescale)
             elif isinstance(feature, Mask) and batched:
                 out[name] = feature.decode_batch(parsed[name], image_size)
-            elif isinstance(feature, Mask):
-                out[name] = feature.decode_tensor(parsed[name], image_size)
             elif isinstance(feature, Tensor) and feature.variable and batched:
                 ragged = parsed[name]
                 inner = math.prod(feature.shape[1:])  # type: ignore[arg-type]
                 values = feature.decode_tensor(ragged.flat_values)
                 out[name] = tf.RaggedTensor.from_row_lengths(values, ragged.row_lengths() // inner)
-            else:
+            elif not isinstance(feature, Image | Mask):
                 out[name] = feature.decode_tensor(parsed[name])
+        if not batched and not defer_images:
+            out = self.decode_images(out, image_size, reduced_decode, rescale)
+        return {name: out[name] for name in self._features}
+
+    def decode_images(
+        self,
+        example: Mapping[str, tf.Tensor],
+        image_size: tuple[int, int] | None = None,
+        reduced_decode: bool = False,
+        rescale: float | None = None,
+        orientations: Mapping[str, tf.Tensor] | None = None,
+    ) -> dict[str, tf.Tensor]:
+        """Decodes the images and masks of one example parsed with `defer_images=True`, as
+        `parse` decodes them; the other features pass unchanged.
+
+        Example:
+            >>> stored = schema.parse(record, defer_images=True)
+            >>> example = schema.decode_images(stored, image_size=(64, 64), rescale=1 / 255)
+
+        Args:
+            example: feature name -> tensor of one example, images and masks as stored bytes.
+            image_size: as in `parse`. Defaults to None.
+            reduced_decode: as in `parse`. Defaults to False.
+            rescale: as in `parse`. Defaults to None.
+            orientations: image name -> its EXIF orientation, read already for a whole batch
+                with `Image.orientations` before the unbatch (cheaper than per image).
+                Defaults to None (read here).
+        """
+        out = dict(example)
+        turns = orientations or {}
+        for name, feature in self._features.items():
+            if isinstance(feature, Image):
+                out[name] = feature.decode_tensor(
+                    out[name], image_size, reduced_decode, rescale, turns.get(name)
+                )
+            elif isinstance(feature, Mask):
+                out[name] = feature.decode_tensor(out[name], image_size)
         return out
 
     def to_dict(self) -> dict[str, Any]:

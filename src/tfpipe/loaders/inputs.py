@@ -139,15 +139,18 @@ class RecordInput:
         return stages, not by_file
 
     def identity(self) -> list[bytes | str]:
-        """What identifies the records: file names, sizes and the example count."""
-        sizes = [f"{os.path.basename(f)}:{os.path.getsize(f)}" for f in self.files]
+        """What identifies the records: file names, sizes and the example count (local files
+        or URLs)."""
+        sizes = [f"{os.path.basename(f)}:{fs.path(f).stat().st_size}" for f in self.files]
         return [*sizes, str(self.num_examples)]
 
     def describe(self) -> str:
         return f"{self.name} ({len(self.files)} TFRecord file(s), {self.num_examples} examples)"
 
-    def decoder(self, decoding: Decoding) -> Stage:
-        """The per-batch stage: vectorised parse_example, then per-element image decode."""
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: vectorised parse_example, then per-element image decode (in a
+        `tf.map_fn`), or, with `defer_images`, images and masks left as stored bytes for
+        `image_decoder` after an unbatch."""
         decoding.check(self.schema)
 
         def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -156,16 +159,55 @@ class RecordInput:
                 image_size=decoding.image_size,
                 reduced_decode=decoding.reduced_decode,
                 rescale=decoding.rescale,
+                defer_images=defer_images,
+            )
+
+        if defer_images:
+            what = ", images and masks kept as stored bytes"
+        elif _has_images(self):
+            what = " + decode images per element" + decoding.describe(self.schema)
+        else:
+            what = ""
+        return (
+            f"parse_example (vectorised){what}",
+            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+        )
+
+    def defers_images(self) -> bool:
+        """Whether images or masks are stored encoded (JPEG, PNG): decoding them one example
+        at a time in a parallel map beats a `tf.map_fn` over a batch when the examples are
+        unbatched anyway (raw pixels decode in one op per batch)."""
+        return any(
+            isinstance(f, Mask) or (isinstance(f, Image) and f.encoding != "raw")
+            for f in self.schema.values()
+        )
+
+    def image_decoders(
+        self, decoding: Decoding
+    ) -> tuple[Stage, str, Callable[[tuple[Any, Any]], dict[str, tf.Tensor]]]:
+        """What follows `decoder(defer_images=True)`: the stage reading the images' EXIF
+        orientations per batch (a few vectorised ops) into `(batch, orientations)` pairs; and,
+        for after the unbatch, the label and the function decoding one `(example,
+        orientations)` pair, to run in a parallel map of its own or in the next map's."""
+        images = {n: f for n, f in self.schema.items() if isinstance(f, Image)}
+
+        def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
+            turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
+            return batch, {name: turn for name, turn in turns.items() if turn is not None}
+
+        def decode(pair: tuple[Any, Any]) -> dict[str, tf.Tensor]:
+            example, turns = pair
+            return self.schema.decode_images(
+                example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
             )
 
         return (
-            "parse_example (vectorised)"
-            + (
-                " + decode images per element" + decoding.describe(self.schema)
-                if _has_images(self)
-                else ""
+            (
+                "read the EXIF orientation of every JPEG (vectorised)",
+                lambda ds: ds.map(orient, num_parallel_calls=AUTOTUNE),
             ),
-            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+            "decode images per example" + decoding.describe(self.schema),
+            decode,
         )
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:
