@@ -162,7 +162,7 @@ def fuzz_files(fuzz_file: tuple[Path, list[bytes]]) -> list[tuple[Path, list[byt
     rng = np.random.default_rng(SEED)
     refused = [record for record in fuzz_file[1] if _reference(record) is None]
     files = []
-    for i in range(8):
+    for i in range(4):
         picked = [refused[int(j)] for j in rng.integers(len(refused), size=int(rng.integers(1, 4)))]
         records = [_base(rng), *picked]
         files.append((_write(fuzz_file[0].parent / f"f{i}.tfrecord", records), records))
