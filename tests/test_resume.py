@@ -361,19 +361,42 @@ def test_killed_run_resumes_exactly_under_mirrored_strategy(
 MW_EXAMPLES, MW_BATCH, MW_STEPS = 100, 10, 10  # 2 workers x 5 examples per global step
 
 
-def _start_workers(data: Path, backup: Path, logs: list[Path], *extra: str) -> list[Any]:
-    """Two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports."""
+def _run_workers(
+    data: Path, backups: list[Path], logs: list[Path], *extra: str
+) -> list[tuple[int, str]]:
+    """Runs two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports
+    (worker i with backups[i]) to their end: (exit code, stderr) of each; both always stopped."""
     launcher = example()
     ports = [launcher.free_port() for _ in logs]
     processes = []
-    for index, log in enumerate(logs):
-        env = {"TF_CONFIG": launcher.tf_config(ports, index), "CUDA_VISIBLE_DEVICES": ""}
-        command = ["--multi-worker", "--batch", str(MW_BATCH), *extra]
-        processes.append(_start("records", data, backup, log, *command, env=env))
-    return processes
+    try:
+        for index, (backup, log) in enumerate(zip(backups, logs, strict=True)):
+            env = {"TF_CONFIG": launcher.tf_config(ports, index), "CUDA_VISIBLE_DEVICES": ""}
+            command = ["--multi-worker", "--batch", str(MW_BATCH), *extra]
+            processes.append(_start("records", data, backup, log, *command, env=env))
+        return [_finish(process) for process in processes]
+    finally:
+        for process in processes:
+            _stop(process)
 
 
 @pytest.mark.slow
+@pytest.mark.fault(
+    "both workers killed with SIGKILL mid-epoch (2 workers, MultiWorkerMirroredStrategy)",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="restarted, they go on after the last save: each example once per epoch, the "
+    "steps after the save trained twice (counted)",
+)
+@pytest.mark.fault(
+    "a backup made by 2 workers restored by 1 process",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError naming the difference (workers: saved 2, now 1)",
+)
+@pytest.mark.fault(
+    "backup_dir not shared: the 2 workers find different newest backups",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError on every worker listing the backup each found; no hang",
+)
 def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
     """Two workers killed with SIGKILL in epoch 1 (the second) after the save at step 16, then
     restarted: per epoch, every example is used exactly once over both workers and both runs,
@@ -382,14 +405,8 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
     backup = tmp_path / "backup"
     killed = [tmp_path / f"killed{w}.log" for w in range(2)]
     resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
-    processes = _start_workers(data, backup, killed, "--kill", "1:7")
-    try:
-        for process in processes:
-            code, stderr = _finish(process)
-            assert code == -signal.SIGKILL, f"a worker ended with {code}: {stderr[-3000:]}"
-    finally:
-        for process in processes:
-            _stop(process)
+    for code, stderr in _run_workers(data, [backup, backup], killed, "--kill", "1:7"):
+        assert code == -signal.SIGKILL, f"a worker ended with {code}: {stderr[-3000:]}"
     saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
     assert (saved["epoch"], saved["batch"], saved["step"], saved["workers"]) == (1, 6, 16, 2)
     # Restored by one process: the global batch is the same, the worker count is not.
@@ -398,14 +415,13 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
             resume_run.run("records", data, backup, tmp_path / "one.log", batch_size=MW_BATCH)
     finally:
         tf.random.set_seed(None)
-    processes = _start_workers(data, backup, resumed)
-    try:
-        for process in processes:
-            code, stderr = _finish(process)
-            assert code == 0, stderr[-3000:]
-    finally:
-        for process in processes:
-            _stop(process)
+    # Worker 1 given another folder: both stop before training, naming what each found.
+    logs = [tmp_path / f"unshared{w}.log" for w in range(2)]
+    for code, stderr in _run_workers(data, [backup, tmp_path / "other"], logs):
+        assert code == 1 and "SourceError" in stderr, stderr[-3000:]
+        assert "(worker 0: backup-000000000016, worker 1: none)" in stderr
+    for code, stderr in _run_workers(data, [backup, backup], resumed):
+        assert code == 0, stderr[-3000:]
     assert not list(backup.iterdir())  # removed by the chief when every epoch was trained
     runs = [[_read_log(path) for path in paths] for paths in (killed, resumed)]
     for worker in range(2):
