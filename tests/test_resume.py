@@ -172,6 +172,27 @@ def test_build_distributed_starts_at_a_global_step() -> None:
             data.start_at(0, 5).build_distributed()
 
 
+def test_a_workers_epochs_are_cut_to_the_steps_every_worker_runs() -> None:
+    """An uneven split: of 23 records, worker 0 of 2 holds 12 (6 batches of its share of 2),
+    but both run 5 steps. Its part from a position (what build_distributed gives it; white
+    box, as one process cannot run two workers) has 5 batches per epoch, the resumed epoch
+    included, so the next epoch starts where an uninterrupted run's does."""
+    source = tfpipe.from_arrays({"id": np.arange(23)})
+    pipeline = tfpipe.Pipeline(source).shuffle(seed=2).batch(4)
+
+    def part(epoch: int, batch: int) -> list[list[int]]:
+        worker = pipeline._with(
+            shard=(2, 0), batch=(2, True), repeat=None, start=(epoch, batch), epoch_batches=5
+        )
+        return _ids(worker.build().take(15 - 5 * epoch - batch))
+
+    whole = part(0, 0)
+    for epoch in range(3):
+        used = [i for batch in whole[epoch * 5 : (epoch + 1) * 5] for i in batch]
+        assert len(set(used)) == 10 and set(used) < set(range(0, 23, 2))
+    assert part(1, 2) == whole[7:]
+
+
 def _model() -> keras.Model:
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
