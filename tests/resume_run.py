@@ -2,9 +2,12 @@
 
 Each training step writes one line `<optimizer step> <id> <id> ...` to the log file (flushed
 per step; under MirroredStrategy one line per replica). `--kill EPOCH:BATCH` sends SIGKILL to
-this process after that batch has trained, as a preemption would.
+this process after that batch has trained, as a preemption would. With `--multi-worker` the
+process is one worker of a MultiWorkerMirroredStrategy (its TF_CONFIG set by the caller) and
+logs the ids of its own part of each global batch.
 
     python tests/resume_run.py KIND DATA BACKUP LOG [--kill 1:7] [--replicas 2]
+    TF_CONFIG=... python tests/resume_run.py records DATA BACKUP LOG --multi-worker --batch 10
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,7 @@ SEED = 5
 KINDS = ("records", "folder", "sequence")
 
 
-def make_data(kind: str, root: Path, count: int = 40) -> Path:
+def make_data(kind: str, root: Path, count: int = 40, shards: int = 3) -> Path:
     """The data of `kind` with examples identified 0..count-1: TFRecords with an id feature,
     a folder of PNGs whose first pixel holds the id, or arrays (read by a SequenceLoader)."""
     import tfpipe
@@ -43,7 +47,7 @@ def make_data(kind: str, root: Path, count: int = 40) -> Path:
         return root
     if kind == "records":
         source = tfpipe.from_arrays({"id": ids, "label": ids % 2})
-        tfpipe.write_tfrecords(source, root / "ids", num_shards=3, progress=False)
+        tfpipe.write_tfrecords(source, root / "ids", num_shards=shards, progress=False)
         return root / "ids"
     root.mkdir(parents=True, exist_ok=True)
     np.save(root / "ids.npy", ids)
@@ -118,6 +122,7 @@ def run(
     *,
     kill: tuple[int, int] | None = None,
     replicas: int = 1,
+    multi_worker: bool = False,
     seed: int = SEED,
     batch_size: int = BATCH,
 ) -> None:
@@ -143,11 +148,13 @@ def run(
             if kill == (self.epoch, batch):
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    strategy = (
-        tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
-        if replicas > 1
-        else tf.distribute.get_strategy()
-    )
+    if multi_worker:  # a dead peer fails a collective after 60 s instead of hanging it
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    elif replicas > 1:
+        strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
+    else:
+        strategy = tf.distribute.get_strategy()
     with strategy.scope():
         model = _model(kind, log)
     try:
@@ -173,6 +180,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("log", type=Path)
     parser.add_argument("--kill", default=None)
     parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--multi-worker", action="store_true")
+    parser.add_argument("--batch", type=int, default=BATCH)
     args = parser.parse_args(argv)
     if args.replicas > 1:
         import tensorflow as tf
@@ -182,7 +191,17 @@ def main(argv: list[str]) -> None:
             cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas
         )
     kill = tuple(int(part) for part in args.kill.split(":")) if args.kill else None
-    run(args.kind, args.data, args.backup, args.log, kill=kill, replicas=args.replicas)  # type: ignore[arg-type]
+    try:
+        run(args.kind, args.data, args.backup, args.log, kill=kill, replicas=args.replicas,  # type: ignore[arg-type]
+            multi_worker=args.multi_worker, batch_size=args.batch)  # fmt: skip
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # A worker leaving normally would wait at the cluster's shutdown barrier for its peers.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 import resume_run
 import tfpipe
+from test_multi_worker import example
 from tfpipe.errors import SourceError
 
 RUN = Path(__file__).with_name("resume_run.py")
@@ -149,6 +150,49 @@ def test_sequence_loader_start_at() -> None:
     ]
 
 
+def test_build_distributed_starts_at_a_global_step() -> None:
+    """`start_at(epoch, batch).build_distributed()` gives the batches of a run built from
+    `start_at(0)` from that step on, for a Pipeline and a SequenceLoader; a step in the left
+    out remainder (42 examples: 5 whole steps of 8) is refused."""
+    source = tfpipe.from_arrays({"id": np.arange(42), "label": np.arange(42) % 2})
+    pipeline = tfpipe.Pipeline(source).shuffle(seed=3).batch(8).as_supervised("id", "label")
+    loader = tfpipe.SequenceLoader(source, 8, x="id", y="label", seed=3)
+    for data in (pipeline, loader):
+        with pytest.warns(tfpipe.TfpipeWarning, match="2 of 42 examples are left out"):
+            whole = data.start_at(0).build_distributed()
+            rest = data.start_at(1, 3).build_distributed()
+        batches = iter(whole.dataset)
+        steps = [next(batches)[0].numpy().tolist() for _ in range(15)]
+        for epoch in range(3):
+            used = [i for step in steps[epoch * 5 : (epoch + 1) * 5] for i in step]
+            assert len(set(used)) == 40, data
+        batches = iter(rest.dataset)
+        assert [next(batches)[0].numpy().tolist() for _ in range(7)] == steps[8:]
+        with pytest.raises(ValueError, match=r"start_at\(batch=5\) is past the last step"):
+            data.start_at(0, 5).build_distributed()
+
+
+def test_a_workers_epochs_are_cut_to_the_steps_every_worker_runs() -> None:
+    """An uneven split: of 23 records, worker 0 of 2 holds 12 (6 batches of its share of 2),
+    but both run 5 steps. Its part from a position (what build_distributed gives it; white
+    box, as one process cannot run two workers) has 5 batches per epoch, the resumed epoch
+    included, so the next epoch starts where an uninterrupted run's does."""
+    source = tfpipe.from_arrays({"id": np.arange(23)})
+    pipeline = tfpipe.Pipeline(source).shuffle(seed=2).batch(4)
+
+    def part(epoch: int, batch: int) -> list[list[int]]:
+        worker = pipeline._with(
+            shard=(2, 0), batch=(2, True), repeat=None, start=(epoch, batch), epoch_batches=5
+        )
+        return _ids(worker.build().take(15 - 5 * epoch - batch))
+
+    whole = part(0, 0)
+    for epoch in range(3):
+        used = [i for batch in whole[epoch * 5 : (epoch + 1) * 5] for i in batch]
+        assert len(set(used)) == 10 and set(used) < set(range(0, 23, 2))
+    assert part(1, 2) == whole[7:]
+
+
 def _model() -> keras.Model:
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -212,8 +256,15 @@ def _read_log(path: Path) -> dict[int, list[int]]:
     return steps
 
 
-def _start(kind: str, data: Path, backup: Path, log: Path, *extra: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TF_CPP_MIN_LOG_LEVEL": "2"}
+def _start(
+    kind: str, data: Path, backup: Path, log: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        **(env or {}),
+    }
     command = [sys.executable, str(RUN), kind, str(data), str(backup), str(log), *extra]
     return subprocess.Popen(
         command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -225,9 +276,14 @@ def _finish(process: subprocess.Popen[str]) -> tuple[int, str]:
         _, stderr = process.communicate(timeout=TIMEOUT_S)
         return process.returncode, stderr
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=30)
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Kills the process group of `process` if it still runs."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -321,3 +377,87 @@ def test_killed_run_resumes_exactly_under_mirrored_strategy(
         _read_log(tmp_path / "reference.log"),
         ordered=False,
     )
+
+
+MW_EXAMPLES, MW_BATCH, MW_STEPS = 100, 10, 10  # 2 workers x 5 examples per global step
+
+
+def _run_workers(
+    data: Path, backups: list[Path], logs: list[Path], *extra: str
+) -> list[tuple[int, str]]:
+    """Runs two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports
+    (worker i with backups[i]) to their end: (exit code, stderr) of each; both always stopped."""
+    launcher = example()
+    ports = [launcher.free_port() for _ in logs]
+    processes = []
+    try:
+        for index, (backup, log) in enumerate(zip(backups, logs, strict=True)):
+            env = {"TF_CONFIG": launcher.tf_config(ports, index), "CUDA_VISIBLE_DEVICES": ""}
+            command = ["--multi-worker", "--batch", str(MW_BATCH), *extra]
+            processes.append(_start("records", data, backup, log, *command, env=env))
+        return [_finish(process) for process in processes]
+    finally:
+        for process in processes:
+            _stop(process)
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "both workers killed with SIGKILL mid-epoch (2 workers, MultiWorkerMirroredStrategy)",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="restarted, they go on after the last save: each example once per epoch, the "
+    "steps after the save trained twice (counted)",
+)
+@pytest.mark.fault(
+    "a backup made by 2 workers restored by 1 process",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError naming the difference (workers: saved 2, now 1)",
+)
+@pytest.mark.fault(
+    "backup_dir not shared: the 2 workers find different newest backups",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError on every worker listing the backup each found; no hang",
+)
+def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
+    """Two workers killed with SIGKILL in epoch 1 (the second) after the save at step 16, then
+    restarted: per epoch, every example is used exactly once over both workers and both runs,
+    except the 2 global steps after the save, trained again on the same worker parts."""
+    data = resume_run.make_data("records", tmp_path / "data", MW_EXAMPLES, shards=4)
+    backup = tmp_path / "backup"
+    killed = [tmp_path / f"killed{w}.log" for w in range(2)]
+    resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
+    for code, stderr in _run_workers(data, [backup, backup], killed, "--kill", "1:7"):
+        assert code == -signal.SIGKILL, f"a worker ended with {code}: {stderr[-3000:]}"
+    saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
+    assert (saved["epoch"], saved["batch"], saved["step"], saved["workers"]) == (1, 6, 16, 2)
+    # Restored by one process: the global batch is the same, the worker count is not.
+    try:
+        with pytest.raises(SourceError, match=r"Differences: workers: saved 2, now 1 \("):
+            resume_run.run("records", data, backup, tmp_path / "one.log", batch_size=MW_BATCH)
+    finally:
+        tf.random.set_seed(None)
+    # Worker 1 given another folder: both stop before training, naming what each found.
+    logs = [tmp_path / f"unshared{w}.log" for w in range(2)]
+    for code, stderr in _run_workers(data, [backup, tmp_path / "other"], logs):
+        assert code == 1 and "SourceError" in stderr, stderr[-3000:]
+        assert "(worker 0: backup-000000000016, worker 1: none)" in stderr
+    for code, stderr in _run_workers(data, [backup, backup], resumed):
+        assert code == 0, stderr[-3000:]
+    assert not list(backup.iterdir())  # removed by the chief when every epoch was trained
+    runs = [[_read_log(path) for path in paths] for paths in (killed, resumed)]
+    for worker in range(2):
+        assert sorted(runs[0][worker]) == list(range(KILL[0] * MW_STEPS + KILL[1] + 1))
+        assert sorted(runs[1][worker]) == list(range(SAVED_STEP, 3 * MW_STEPS))
+        for step in (16, 17):  # the same batches again, on the same worker
+            assert runs[1][worker][step] == runs[0][worker][step]
+            assert len(runs[0][worker][step]) == MW_BATCH // 2
+    for epoch in range(3):
+        steps = range(epoch * MW_STEPS, (epoch + 1) * MW_STEPS)
+        seen = collections.Counter(
+            i for run in runs for log in run for s in steps for i in log.get(s, [])
+        )
+        again = collections.Counter(
+            i for log in runs[0] for s in (16, 17) if s in steps for i in log[s]
+        )
+        assert seen == collections.Counter(range(MW_EXAMPLES)) + again
+        assert sum(again.values()) == (2 * MW_BATCH if epoch == 1 else 0)

@@ -209,7 +209,10 @@ def fit(
             backup made with other data, batch size or seed is refused, naming the
             difference. Needs a seeded Pipeline, path (seed 0) or source, or a
             `SequenceLoader(seed=...)`, and no `steps_per_epoch`. The backups are removed
-            when every epoch is trained. Defaults to None (no backups).
+            when every epoch is trained. Under a multi-worker strategy the position counts
+            global steps and only the chief's backup is kept: give every worker the same
+            folder on shared storage; a backup made with another number of workers is
+            refused. Defaults to None (no backups).
         save_every: save a backup every this many batches, counted from the start of the run.
             Defaults to None (once per epoch, with `backup_dir`).
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
@@ -237,7 +240,7 @@ def fit(
     )
     _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
     steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
-    resumable = None if backup_dir is None else _resumable(train, steps_per_epoch)
+    resumable = None if backup_dir is None else _resumable(train, steps_per_epoch, model)
     if validation is not None:
         _check_classes(data, validation)
         validation_batch_size = check_int(
@@ -260,11 +263,6 @@ def fit(
     inputs = [train] if validation is None else [train, checked]
 
     multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
-    if multi_worker and resumable is not None:
-        raise ValueError(
-            "backup_dir: resuming under a multi-worker strategy is not supported yet (the "
-            "position is saved per process); it is under MirroredStrategy on one machine"
-        )
     distributed = None if resumable is not None else _distributed(model, train)
     # Keras shuffles a PyDataset's batch order; a distributed or resumable loader (a
     # SequenceLoader shuffles itself) draws its own orders, the same in every run.
@@ -286,7 +284,9 @@ def fit(
     try:
         with naming(*inputs):
             if resumable is not None:
-                backups = Backups(backup_dir, resumable.loader.identity(), resumable.steps)  # type: ignore[arg-type]
+                identity = resumable.loader.identity()
+                strategy = model.distribute_strategy
+                backups = Backups(backup_dir, identity, resumable.steps, strategy)  # type: ignore[arg-type]
                 history = fit_from(
                     model,
                     resumable,
@@ -570,9 +570,10 @@ def _distributed_steps(given: int | None, distributed: DistributedInput) -> int:
     return steps if given is None else given
 
 
-def _resumable(source: Input, steps_per_epoch: int | None) -> Resumable:
+def _resumable(source: Input, steps_per_epoch: int | None, model: keras.Model) -> Resumable:
     """The loader behind `data` that `backup_dir` resumes: a Pipeline (also the one built for
-    a path or a source) or a SequenceLoader, in whole epochs."""
+    a path or a source) or a SequenceLoader, in whole epochs (split over the workers of a
+    multi-worker strategy)."""
     loader = source.data if isinstance(source.data, SequenceLoader) else source.pipeline
     if loader is None:
         raise ValueError(
@@ -585,7 +586,7 @@ def _resumable(source: Input, steps_per_epoch: int | None) -> Resumable:
             "backup_dir counts positions in whole epochs (one pass each): drop steps_per_epoch. "
             f"Received: steps_per_epoch={steps_per_epoch}"
         )
-    return Resumable(loader, "data")
+    return Resumable(loader, "data", model.distribute_strategy)
 
 
 def _cores() -> int:

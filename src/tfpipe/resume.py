@@ -8,6 +8,13 @@ older than its weights. Older backups are removed after each save.
 
     restart ──latest backup──▶ load weights + optimizer ──position (epoch, batch)──▶
         fit the rest of that epoch (loader.start_at(epoch, batch)) ──▶ fit the next epochs
+
+Under `MultiWorkerMirroredStrategy` the position is global (`batch` counts steps of the global
+batch, and each worker starts at its part of that step: `build_distributed`). Every worker
+saves, as Keras's checkpoint callbacks do (reading the weights may take part in collective
+ops), but only the chief's copy is kept: the others write to a temporary folder and delete it.
+On restart every worker reads the same `backup_dir` (a folder on storage they all see), and
+they check together that they restored the same backup before training.
 """
 
 from __future__ import annotations
@@ -16,14 +23,18 @@ import dataclasses
 import json
 import os
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from tfpipe._checks import check_int
-from tfpipe.errors import SourceError
+from tfpipe.distribute.agreement import gather
+from tfpipe.distribute.sharding import DistributedInput, Layout
+from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.position import Identity
 from tfpipe.loaders.sequence import SequenceLoader
@@ -43,7 +54,8 @@ class Position:
 
 
 class Backups:
-    """The backups of one training run in `directory`, for the input `identity`.
+    """The backups of one training run in `directory`, for the input `identity`, trained
+    under `strategy` (its number of workers is part of what a position is valid for).
 
     Example:
         >>> backups = Backups("ckpt", pipeline.identity(), steps=63)  # batches per epoch
@@ -51,10 +63,19 @@ class Backups:
         Position(epoch=1, batch=40)
     """
 
-    def __init__(self, directory: str | os.PathLike[str], identity: Identity, steps: int) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        identity: Identity,
+        steps: int,
+        strategy: tf.distribute.Strategy | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.identity = identity
         self.steps = steps
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.workers = Layout.of(self.strategy).num_workers
+        self.chief = bool(self.strategy.extended.should_checkpoint)
 
     def latest(self) -> Path | None:
         """The folder of the newest complete backup; None when there is none."""
@@ -66,39 +87,70 @@ class Backups:
     def restore(self, model: keras.Model) -> Position:
         """Loads the newest backup into `model` (weights and optimizer state) and returns its
         position; `Position(0, 0)` when there is no backup. Refuses a backup made for another
-        input, naming what differs."""
+        input or another number of workers, naming what differs, and (with several workers)
+        workers that found different backups."""
         folder = self.latest()
+        if self.workers > 1:
+            self._check_same_backup(folder)
         if folder is None:
             return Position(0, 0)
         saved = json.loads((folder / POSITION).read_text())
-        differences = self.identity.differences(Identity.from_dict(saved["identity"]))
+        differences = []
+        workers = saved.get("workers", 1)
+        if workers != self.workers:
+            differences.append(
+                f"workers: saved {workers}, now {self.workers} (the global batch is split over "
+                "the workers, each reading its own part of the data)"
+            )
+        differences += self.identity.differences(Identity.from_dict(saved["identity"]))
         if saved["steps"] != self.steps:
             differences.append(f"batches per epoch: saved {saved['steps']}, now {self.steps}")
         if differences:
             raise SourceError(
                 f"backup_dir={os.fspath(self.directory)!r}: the backup {folder.name} was made "
                 f"with other input, it cannot resume this run. Differences: "
-                f"{'; '.join(differences)}. Train with the same data, batch size and seed, or "
-                "pass another backup_dir (delete this one to start over)"
+                f"{'; '.join(differences)}. Train with the same data, batch size, seed and "
+                "number of workers, or pass another backup_dir (delete this one to start over)"
             )
         model.load_weights(folder / WEIGHTS)
         return Position(saved["epoch"], saved["batch"])
 
+    def _check_same_backup(self, folder: Path | None) -> None:
+        """Refuses to train when the workers found different newest backups (all call it)."""
+        steps = gather(self.strategy, -1 if folder is None else int(folder.name[len(_PREFIX) :]))
+        if len(set(steps)) > 1:
+            found = ", ".join(
+                f"worker {w}: {'none' if s < 0 else f'{_PREFIX}{s:012d}'}"
+                for w, s in enumerate(steps)
+            )
+            raise SourceError(
+                f"backup_dir={os.fspath(self.directory)!r}: the workers found different newest "
+                f"backups ({found}), so they would resume at different positions. backup_dir "
+                "must be one folder that every worker reads (shared storage), the same on all"
+            )
+
     def save(self, model: keras.Model, position: Position) -> Path:
-        """Writes a backup at `position` atomically (temporary folder, then rename)."""
+        """Writes a backup at `position` atomically (temporary folder, then rename); on a
+        worker other than the chief, into a temporary folder that is then deleted."""
         step = position.epoch * self.steps + position.batch
-        self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"{_PREFIX}{step:012d}"
+        if not self.chief:
+            scratch = Path(tempfile.mkdtemp(prefix="tfpipe-backup-worker-"))
+            try:
+                _save_weights(model, scratch / WEIGHTS)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return final
+        self.directory.mkdir(parents=True, exist_ok=True)
         partial = self.directory / f"{_TEMPORARY}{step:012d}-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
-        with warnings.catch_warnings():  # Keras 3.15's h5 writer, once per variable
-            warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
-            model.save_weights(partial / WEIGHTS)
+        _save_weights(model, partial / WEIGHTS)
         record = {
             **dataclasses.asdict(position),
             "step": step,
             "steps": self.steps,
+            "workers": self.workers,
             "identity": self.identity.to_dict(),
         }
         (partial / POSITION).write_text(json.dumps(record, indent=1))
@@ -113,11 +165,17 @@ class Backups:
         return final
 
     def remove(self) -> None:
-        """Removes every backup (training finished)."""
-        if self.directory.is_dir():
+        """Removes every backup (training finished); the chief's job under several workers."""
+        if self.chief and self.directory.is_dir():
             for path in self.directory.iterdir():
                 if path.name.startswith((_PREFIX, _TEMPORARY)):
                     shutil.rmtree(path, ignore_errors=True)
+
+
+def _save_weights(model: keras.Model, path: Path) -> None:
+    with warnings.catch_warnings():  # Keras 3.15's h5 writer, once per variable
+        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+        model.save_weights(path)
 
 
 def _sync(path: Path) -> None:
@@ -160,9 +218,16 @@ class BackupCallback(keras.callbacks.Callback):
 
 
 class Resumable:
-    """A `tfpipe.Pipeline` or `tfpipe.SequenceLoader` fit can resume at any position."""
+    """A `tfpipe.Pipeline` or `tfpipe.SequenceLoader` fit can resume at any position; under
+    a multi-worker `strategy`, split over the workers (`build_distributed`), the position
+    counting global steps."""
 
-    def __init__(self, loader: Pipeline | SequenceLoader, argument: str) -> None:
+    def __init__(
+        self,
+        loader: Pipeline | SequenceLoader,
+        argument: str,
+        strategy: tf.distribute.Strategy | None = None,
+    ) -> None:
         problem = None
         if isinstance(loader, Pipeline):
             steps = loader.batches_per_epoch()
@@ -182,19 +247,38 @@ class Resumable:
                 f"{argument}: {problem}"
             )
         self.loader = loader
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.split = Layout.of(self.strategy).num_workers > 1
+        self._first: DistributedInput | None = None
+        if self.split:  # the steps every worker can fill, and the first epochs' input
+            self._first = loader.start_at(0).build_distributed(self.strategy)
+            steps = self._first.steps_per_epoch
         self.steps = int(steps)  # type: ignore[arg-type]
 
     def rest_of_epoch(self, position: Position) -> Any:
         """The batches of `position.epoch` from `position.batch` on."""
+        if self.split:
+            return self._distributed(position.epoch, position.batch)
         if isinstance(self.loader, Pipeline):
             return self.loader.start_at(position.epoch, position.batch).build()
         return self.loader.start_at(position.epoch, position.batch)
 
     def epochs_from(self, epoch: int) -> Any:
         """Every batch of epoch `epoch` and of the epochs after it."""
+        if self.split:
+            return self._distributed(epoch, 0)
         if isinstance(self.loader, Pipeline):
             return self.loader.repeat().start_at(epoch).build()
         return self.loader.start_at(epoch)
+
+    def _distributed(self, epoch: int, batch: int) -> Any:
+        """Each worker's part of the global batches from `(epoch, batch)` on, forever."""
+        if (epoch, batch) == (0, 0) and self._first is not None:
+            first, self._first = self._first, None
+            return first.dataset
+        with warnings.catch_warnings():  # the examples left out were counted at __init__
+            warnings.simplefilter("ignore", TfpipeWarning)
+            return self.loader.start_at(epoch, batch).build_distributed(self.strategy).dataset
 
 
 def check_backup(backup_dir: Any, save_every: Any, model: keras.Model) -> int | None:

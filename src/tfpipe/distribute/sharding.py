@@ -5,6 +5,7 @@
         ──▶ steps S = min over workers of examples // (global batch / W): the same everywhere
         ──▶ distribute_datasets_from_function: worker w's own dataset, batched per replica,
             S * R batches per epoch, repeated; the rest of each epoch is dropped and counted
+        (resumed at global step s of an epoch: each worker skips its first s * R batches)
 
 Every worker runs the same number of steps, so none waits forever at an all-reduce for a peer
 that ran out of data; no example is read twice in an epoch. tf.data's auto-sharding is not
@@ -23,7 +24,7 @@ import tensorflow as tf
 
 from tfpipe.errors import SourceError, TfpipeWarning
 
-WorkerDataset = Callable[[int, int, int], tf.data.Dataset]
+WorkerDataset = Callable[[int, int, int, int], tf.data.Dataset]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,18 +110,22 @@ def distribute(
     global_batch: int,
     shard_by: str,
     what: str,
+    start: int = 0,
 ) -> DistributedInput:
     """Sizes the epoch so that every worker runs the same steps, then distributes.
 
     Args:
         strategy: the `tf.distribute` strategy the model was built under.
-        worker_dataset: `(worker, per_replica_batch, batches)` -> that worker's dataset,
-            repeated forever: every epoch exactly `batches` batches of `per_replica_batch`
-            examples, none read twice in the epoch.
+        worker_dataset: `(worker, per_replica_batch, batches, skip)` -> that worker's
+            dataset, repeated forever: every epoch exactly `batches` batches of
+            `per_replica_batch` examples, none read twice in the epoch, less the first `skip`
+            batches of its first epoch (not read: a resumed run).
         worker_examples: the examples each worker can read in one epoch.
         global_batch: examples of one step over every replica.
         shard_by: "file", "record" or "permutation", for the result and the messages.
         what: the input, for the messages (e.g. "Pipeline('out/train')").
+        start: the global step of the first epoch to start at (`start_at(epoch, batch)`
+            counts global batches). Defaults to 0.
     """
     layout = Layout.of(strategy)
     per_replica = layout.per_replica(global_batch)
@@ -134,6 +139,13 @@ def distribute(
             f"fewer than its share of one step ({per_worker} of batch_size={global_batch}): "
             "no worker could train a single step. Lower the batch size, or write more shards "
             "(or fewer workers)"
+        )
+    if start >= steps:
+        raise ValueError(
+            f"{what}: start_at(batch={start}) is past the last step of an epoch on "
+            f"{layout.num_workers} worker(s): an epoch is {steps} steps of {global_batch} "
+            f"examples (split by {shard_by}; examples per worker {list(worker_examples)}). "
+            f"Pass a batch below {steps}, or start at the next epoch with batch=0"
         )
     used = steps * global_batch
     if used < total:
@@ -154,7 +166,8 @@ def distribute(
                 f"the strategy has {context.num_input_pipelines} input pipelines, expected one "
                 f"per worker ({layout.num_workers})"
             )
-        return worker_dataset(context.input_pipeline_id, per_replica, batches)
+        skip = start * layout.replicas_per_worker
+        return worker_dataset(context.input_pipeline_id, per_replica, batches, skip)
 
     return DistributedInput(
         strategy.distribute_datasets_from_function(dataset_fn),

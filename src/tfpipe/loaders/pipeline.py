@@ -228,6 +228,7 @@ class Pipeline:
         self._options = PipelineOptions()
         self._supervised: tuple[Any, Any] | None = None
         self._start: tuple[int, int] | None = None
+        self._epoch_batches: int | None = None  # build_distributed's steps of a worker's epoch
         self._service: DataService | None = None
 
     def _with(self, **changes: Any) -> Pipeline:
@@ -650,19 +651,28 @@ class Pipeline:
         is even) are left out of that epoch, with a `TfpipeWarning` counting them.
         `tfpipe.fit` calls this itself for a model built under a multi-replica strategy.
 
+        After `start_at(epoch, batch)`, the position is global: `batch` counts steps of the
+        global batch, and each worker starts at its own part of that step, skipping the
+        records before it undecoded. Every epoch's order is then a pure function of
+        `(seed, epoch)`, so the batches are those of a run built from `start_at(0)` (the
+        number of workers and the global batch must stay the same).
+
         Example:
             >>> strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG is set
-            >>> data = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64)
-            ...         .as_supervised("image", "label").build_distributed(strategy))
+            >>> pipeline = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64)
+            ...             .as_supervised("image", "label"))
+            >>> data = pipeline.build_distributed(strategy)
             >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
+            >>> rest = pipeline.start_at(epoch=1, batch=20).build_distributed(strategy)
 
         Args:
             strategy: the strategy the model was built under. Defaults to None (the current
                 one, `tf.distribute.get_strategy()`).
 
         Raises:
-            ValueError: no `batch()`, a batch size the replicas do not divide, or a `filter()`,
-                `take()`, `shard()` or `repeat(count)` that would give workers unequal epochs.
+            ValueError: no `batch()`, a batch size the replicas do not divide, a `filter()`,
+                `take()`, `shard()` or `repeat(count)` that would give workers unequal epochs,
+                or a `start_at` batch past the steps of an epoch.
             SourceError: the examples per worker are unknown (TFRecords without metadata, a
                 PyDataset), or a worker would not fill one step.
         """
@@ -692,17 +702,22 @@ class Pipeline:
         examples, by = self._worker_examples(workers)
         shard = None if workers == 1 else workers
 
-        def worker_dataset(worker: int, per_replica: int, batches: int) -> tf.data.Dataset:
+        def worker_dataset(
+            worker: int, per_replica: int, batches: int, skip: int
+        ) -> tf.data.Dataset:
             part = self._with(
                 shard=None if shard is None else (shard, worker),
                 batch=(per_replica, True),
                 repeat=0,
             )
-            return part.build().take(batches).repeat()
+            if self._start is None:
+                return part.build().take(batches).repeat()
+            start = (self._start[0], skip)  # each epoch built from (seed, epoch), then cut
+            return part._with(repeat=None, start=start, epoch_batches=batches).build()
 
-        return distribute(
-            strategy, worker_dataset, examples, self._batch[0], by, f"Pipeline({self._name()})"
-        )
+        start = 0 if self._start is None else self._start[1]
+        name = f"Pipeline({self._name()})"
+        return distribute(strategy, worker_dataset, examples, self._batch[0], by, name, start)
 
     def _name(self) -> str:
         return repr(getattr(self._input, "name", type(self._input).__name__))
@@ -845,6 +860,11 @@ class Pipeline:
             skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
             inner.dataset, inner.labels, inner.batched = None, [], False
             one_epoch._one_pass(inner, seed, skip, det)
+            if self._epoch_batches is not None:  # build_distributed: less the skipped ones
+                inner.run(
+                    f"take the {self._epoch_batches} batches of the epoch every worker runs",
+                    lambda ds: ds.take(self._epoch_batches - skip // size),
+                )
             return inner.dataset
 
         until = "forever" if last == _FOREVER else f"to epoch {last - 1}"

@@ -384,12 +384,15 @@ class SequenceLoader(keras.utils.PyDataset):
         `len(source) // batch_size` steps on every worker; the examples of a last partial
         batch are left out of the epoch (other ones every epoch when shuffling), with a
         `TfpipeWarning` counting them. `tfpipe.fit` calls this itself for a model built under
-        a multi-replica strategy.
+        a multi-replica strategy. A loader from `start_at(epoch, batch)` starts at step
+        `batch` of `epoch` (global steps, the same on every worker) and goes on with the next
+        epochs.
 
         Example:
             >>> loader = tfpipe.SequenceLoader(source, batch_size=64, seed=0)
             >>> data = loader.build_distributed(strategy)
             >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
+            >>> rest = loader.start_at(epoch=1, batch=20).build_distributed(strategy)
 
         Args:
             strategy: the strategy the model was built under. Defaults to None (the current

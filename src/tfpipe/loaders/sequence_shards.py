@@ -5,7 +5,8 @@
         ──loaded in `workers` threads (interleaved generators)──▶ split into R replica batches
 
 Steps are numbered across epochs (step k is step k % S of epoch k // S), so the loader keeps
-no state between batches and its threads need no lock.
+no state between batches and its threads need no lock. A loader from `start_at(epoch, batch)`
+numbers them from `batch` of `epoch`: the position counts global steps.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) 
     signature = _signature(loader)
     first_epoch = loader.epoch
 
-    def worker_dataset(worker: int, per_replica: int, batches: int) -> tf.data.Dataset:
+    def worker_dataset(worker: int, per_replica: int, batches: int, skip: int) -> tf.data.Dataset:
         steps = batches // layout.replicas_per_worker
 
         def load(step: Any) -> Iterator[Any]:
@@ -60,7 +61,7 @@ def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) 
             return tf.data.Dataset.from_generator(load, args=(step,), output_signature=signature)
 
         return (
-            tf.data.Dataset.counter()  # steps of every epoch, numbered on
+            tf.data.Dataset.counter(skip // layout.replicas_per_worker)  # steps, numbered on
             .interleave(
                 one,
                 cycle_length=options.workers,
@@ -79,6 +80,7 @@ def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) 
         global_batch,
         "permutation",
         "SequenceLoader",
+        loader._first_batch,
     )
 
 
