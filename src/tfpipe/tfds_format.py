@@ -40,7 +40,7 @@ DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 TFPIPE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # tfpipe's own shard names
 SHARD_NAME = re.compile(r"(?P<prefix>.+)\.tfrecord-(?P<index>\d{5,})-of-(?P<count>\d{5,})")
 _SPLIT_NAME = re.compile(r"\w+")
-_FRAME_OVERHEAD = 16  # a TFRecord frame: 8 + 4 bytes before the data, 4 after
+FRAME_OVERHEAD = 16  # a TFRecord frame: 8 + 4 bytes before the data, 4 after
 _PYTHON_CLASS = "tensorflow_datasets.core.features."
 
 
@@ -207,7 +207,7 @@ def check_split(folder: Folder, split: Split) -> list[int]:
         )
     sizes = [f.stat().st_size for f in files]
     records = sum(split.shard_lengths)
-    if sum(sizes) in (split.num_bytes + _FRAME_OVERHEAD * records, split.num_bytes):
+    if sum(sizes) in (split.num_bytes + FRAME_OVERHEAD * records, split.num_bytes):
         return sizes
     for file, listed in zip(files, split.shard_lengths, strict=True):
         found = _count_records(file)
