@@ -15,7 +15,7 @@ that reads it:
 - a `FeaturesDict` inside another: its keys joined with "/" (`meta/id`), one feature each.
 
 Other TFDS features (sequences, video, audio, tensors encoded as bytes) raise a `SchemaError`
-naming them; read such a dataset with `schema=` listing the features tfpipe can read.
+naming them.
 """
 
 from __future__ import annotations
@@ -263,7 +263,8 @@ def _features(
     except (KeyError, TypeError, ValueError) as e:
         raise SchemaError(
             f"TFDS feature {name!r} in {where!r} ({node.get('pythonClassName', kind)}) cannot be "
-            f"read by tfpipe: {e}; pass schema= with the features tfpipe can read"
+            f"read by tfpipe: {e}. tfpipe reads the TFDS features Image (uint8), ClassLabel, "
+            'Tensor (encoding "none", at most the first dimension unknown) and Text, nested or not'
         ) from e
 
 
