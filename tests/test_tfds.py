@@ -322,6 +322,12 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
                 "var": tfds.features.Tensor(shape=(None,), dtype=np.int64),
                 "text": tfds.features.Text(),
                 "meta": {"id": np.int64, "score": np.float32},
+                "objects": tfds.features.Sequence(
+                    {
+                        "bbox": tfds.features.BBoxFeature(),
+                        "kind": tfds.features.ClassLabel(names=NAMES),
+                    }
+                ),
             }
             return tfds.core.DatasetInfo(
                 builder=self, features=tfds.features.FeaturesDict(features)
@@ -332,7 +338,15 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
 
         def _generate_examples(self, start: int, count: int) -> Any:
             for i in range(start, start + count):
-                yield i, {**_example(i), "var": np.arange(i % 3, dtype=np.int64)}
+                boxes = np.full((i % 3, 4), 0.25, np.float32)
+                objects = {
+                    "bbox": [tfds.features.BBox(*box) for box in boxes],
+                    "kind": [1] * (i % 3),
+                }
+                yield (
+                    i,
+                    {**_example(i), "var": np.arange(i % 3, dtype=np.int64), "objects": objects},
+                )
 
     builder = Tiny(data_dir=str(tmp_path))
     builder.download_and_prepare()
@@ -346,7 +360,10 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
                 np.testing.assert_array_equal(mine[key], their[key])
             assert mine["meta/id"] == their["meta"]["id"]
             assert mine["meta/score"] == their["meta"]["score"]
+            for key in ("bbox", "kind"):
+                np.testing.assert_array_equal(mine[f"objects/{key}"], their["objects"][key])
     info = tfpipe.DatasetInfo.load(folder / "tiny-train")
+    assert info.schema["objects/bbox"] == tfpipe.Tensor(shape=(None, 4), dtype="float32")
     assert info.class_names == {"label": builder.info.features["label"].names}
     with pytest.raises(tfpipe.SourceError, match=r"splits \['train', 'test'\]"):
         tfpipe.read_tfrecords(folder)

@@ -12,7 +12,11 @@ that reads it:
 - `Tensor` (encoding "none", at most the first dimension unknown): a flat list, ints and
   bools as int64, floats as float32 -> `Tensor`;
 - `Text`: one UTF-8 string (bytes) -> `Text`;
-- a `FeaturesDict` inside another: its keys joined with "/" (`meta/id`), one feature each.
+- `BBoxFeature`: four floats -> `Tensor(shape=(4,))`;
+- a `FeaturesDict` inside another: its keys joined with "/" (`meta/id`), one feature each;
+- a `Sequence` of the tensors, labels and boxes above (or of a dict of them): each element's
+  values one after the other -> `Tensor` with a first dimension of the sequence's length
+  (None when it varies); a sequence of class labels gives their int64 indices.
 
 Other TFDS features (sequences, video, audio, tensors encoded as bytes) raise a `SchemaError`
 naming them.
@@ -248,24 +252,51 @@ def _kind(node: Mapping[str, Any]) -> str:
     return kinds[0] if len(kinds) == 1 else str(node.get("pythonClassName", kinds))
 
 
+_NOT_IN_SEQUENCE = -2  # the sequence length of a feature outside any Sequence
+
+
 def _features(
-    node: Mapping[str, Any], path: tuple[str, ...], directory: fs.AnyPath, where: str
+    node: Mapping[str, Any],
+    path: tuple[str, ...],
+    directory: fs.AnyPath,
+    where: str,
+    length: int | None = _NOT_IN_SEQUENCE,
 ) -> Iterator[tuple[str, Feature]]:
-    """(flattened key, tfpipe feature) for every leaf under a `features.json` node."""
+    """(flattened key, tfpipe feature) for every leaf under a `features.json` node; `length`
+    is the length of the `Sequence` the node is in (None: variable)."""
     kind = _kind(node)
+    name = "/".join(path)
     if kind == "featuresDict":
         for key, child in node["featuresDict"]["features"].items():
-            yield from _features(child, (*path, key), directory, where)
+            yield from _features(child, (*path, key), directory, where, length)
         return
-    name = "/".join(path)
     try:
-        yield name, _feature(kind, node.get(kind, {}), path, directory)
+        if kind == "sequence" and length == _NOT_IN_SEQUENCE:
+            inner = int(node["sequence"].get("length", -1))
+            yield from _features(
+                node["sequence"]["feature"], path, directory, where, None if inner < 0 else inner
+            )
+            return
+        feature = _feature(kind, node.get(kind, {}), path, directory)
+        yield name, feature if length == _NOT_IN_SEQUENCE else _in_sequence(feature, length)
     except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, SchemaError) and str(e).startswith("TFDS feature"):
+            raise
         raise SchemaError(
             f"TFDS feature {name!r} in {where!r} ({node.get('pythonClassName', kind)}) cannot be "
             f"read by tfpipe: {e}. tfpipe reads the TFDS features Image (uint8), ClassLabel, "
-            'Tensor (encoding "none", at most the first dimension unknown) and Text, nested or not'
+            'Tensor (encoding "none", at most the first dimension unknown), BBoxFeature and '
+            "Text, nested in dicts or not, and one-level Sequences of tensors, labels and boxes"
         ) from e
+
+
+def _in_sequence(feature: Feature, length: int | None) -> Feature:
+    """The feature of a `Sequence(feature, length)`: its values stacked along a first axis."""
+    if isinstance(feature, ClassLabel):
+        return Tensor(shape=(length,), dtype="int64")  # the class index of each element
+    if isinstance(feature, Tensor) and not feature.variable:
+        return Tensor(shape=(length, *feature.shape), dtype=feature.dtype)
+    raise ValueError(f"tfpipe has no feature for a sequence of {feature!r}")
 
 
 def _shape(spec: Mapping[str, Any]) -> tuple[int | None, ...]:
@@ -296,6 +327,8 @@ def _feature(
         if dtype in ("string", "str") and not _shape(spec):
             return Text()
         return Tensor(shape=_shape(spec), dtype=dtype)
+    if kind == "boundingBox":
+        return Tensor(shape=_shape(spec), dtype=spec.get("dtype", "float32"))
     raise ValueError(f"tfpipe has no feature for the TFDS kind {kind!r}")
 
 
