@@ -290,6 +290,12 @@ def test_tfds_compatible_write_reads_back_in_tfpipe(tmp_path: Path) -> None:
         tfpipe.read_tfrecords(tmp_path)
     test = list(tfpipe.read_tfrecords(tmp_path, split="test").as_numpy_iterator())
     assert [int(e["meta/id"]) for e in test] == [0, 1, 2]
+    plain = tmp_path / "plain"  # split= also names a tfpipe prefix in a folder
+    numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, tfpipe.Schema({"x": tfpipe.Tensor()}))
+    tfpipe.write_tfrecords(numbers, plain / "train", num_shards=1, progress=False)
+    assert len(tfpipe.from_tfrecords(plain, split="train")) == 3
+    with pytest.raises(ValueError, match=r"split= names a split of a dataset folder"):
+        tfpipe.from_tfrecords(plain / "train", split="train")
     with pytest.raises(ValueError, match=r"tfds_compatible=True needs compression=None"):
         tfpipe.write_tfrecords(
             tfpipe.from_arrays({"x": [1.0]}, tfpipe.Schema({"x": tfpipe.Tensor()})),

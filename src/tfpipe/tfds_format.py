@@ -18,8 +18,8 @@ that reads it:
   values one after the other -> `Tensor` with a first dimension of the sequence's length
   (None when it varies); a sequence of class labels gives their int64 indices.
 
-Other TFDS features (sequences, video, audio, tensors encoded as bytes) raise a `SchemaError`
-naming them.
+Other TFDS features (video, audio, sequences of images or of sequences, tensors encoded as
+bytes) raise a `SchemaError` naming them.
 """
 
 from __future__ import annotations
