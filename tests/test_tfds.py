@@ -231,9 +231,12 @@ def test_a_truncated_or_missing_tfds_shard_is_named(tfds_folder: Path) -> None:
 
 def test_unsupported_tfds_features_are_named(tfds_folder: Path) -> None:
     features = json.loads((tfds_folder / "features.json").read_text())
-    features["featuresDict"]["features"]["vec"]["tensor"]["encoding"] = "zlib"
+    features["featuresDict"]["features"]["vec"] = {
+        "audio": {"dtype": "int64", "shape": {"dimensions": ["-1"]}, "sampleRate": "16000"},
+        "pythonClassName": "tensorflow_datasets.core.features.audio_feature.Audio",
+    }
     (tfds_folder / "features.json").write_text(json.dumps(features))
-    with pytest.raises(tfpipe.SchemaError, match=r"TFDS feature 'vec' .* stored as 'zlib'"):
+    with pytest.raises(tfpipe.SchemaError, match=r"TFDS feature 'vec' .*Audio.* kind 'audio'"):
         tfpipe.read_tfrecords(tfds_folder, split="train")
     info = json.loads((tfds_folder / "dataset_info.json").read_text())
     (tfds_folder / "dataset_info.json").write_text(json.dumps({**info, "fileFormat": "parquet"}))
@@ -249,6 +252,7 @@ def _schema() -> tfpipe.Schema:
             "vec": tfpipe.Tensor(shape=(3,), dtype="float32"),
             "var": tfpipe.Tensor(shape=(None, 2), dtype="int32"),
             "raw": tfpipe.Image(shape=(2, 2, 1), encoding="raw"),
+            "exact": tfpipe.Tensor(shape=(2,), dtype="float64", encoding="bytes"),
             "text": tfpipe.Text(),
             "meta/id": tfpipe.Tensor(shape=(), dtype="int64"),
         }
@@ -261,6 +265,7 @@ def _flat_examples(count: int) -> list[dict[str, Any]]:
             **{k: v for k, v in _example(i).items() if k != "meta"},
             "var": np.full((i % 3, 2), i, np.int32),
             "raw": np.full((2, 2, 1), 255 - i, np.uint8),
+            "exact": np.array([i / 3, 1e300]),
             "meta/id": i,
         }
         for i in range(count)
@@ -326,6 +331,7 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
                 "label": tfds.features.ClassLabel(names=NAMES),
                 "vec": tfds.features.Tensor(shape=(3,), dtype=np.float32),
                 "var": tfds.features.Tensor(shape=(None,), dtype=np.int64),
+                "zipped": tfds.features.Tensor(shape=(2, 2), dtype=np.float64, encoding="zlib"),
                 "text": tfds.features.Text(),
                 "meta": {"id": np.int64, "score": np.float32},
                 "objects": tfds.features.Sequence(
@@ -344,14 +350,15 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
 
         def _generate_examples(self, start: int, count: int) -> Any:
             for i in range(start, start + count):
-                boxes = np.full((i % 3, 4), 0.25, np.float32)
-                objects = {
-                    "bbox": [tfds.features.BBox(*box) for box in boxes],
-                    "kind": [1] * (i % 3),
-                }
+                boxes = [tfds.features.BBox(0.1, 0.2, 0.3, 0.5 + i / 100)] * (i % 3)
                 yield (
                     i,
-                    {**_example(i), "var": np.arange(i % 3, dtype=np.int64), "objects": objects},
+                    {
+                        **_example(i),
+                        "var": np.arange(i % 3, dtype=np.int64),
+                        "zipped": np.full((2, 2), i / 3),
+                        "objects": {"bbox": boxes, "kind": [1] * (i % 3)},
+                    },
                 )
 
     builder = Tiny(data_dir=str(tmp_path))
@@ -362,7 +369,7 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
         ours = _as_numpy(tfpipe.read_tfrecords(folder, split=split))
         assert len(ours) == len(theirs) == builder.info.splits[split].num_examples
         for mine, their in zip(ours, theirs, strict=True):
-            for key in ("image", "label", "vec", "var", "text"):
+            for key in ("image", "label", "vec", "var", "zipped", "text"):
                 np.testing.assert_array_equal(mine[key], their[key])
             assert mine["meta/id"] == their["meta"]["id"]
             assert mine["meta/score"] == their["meta"]["score"]
@@ -391,6 +398,6 @@ def test_tfds_loads_what_tfpipe_wrote_with_the_same_values(tmp_path: Path) -> No
         ours = _as_numpy(tfpipe.read_tfrecords(tmp_path, split=split))
         assert len(theirs) == len(ours)
         for mine, their in zip(ours, theirs, strict=True):
-            for key in ("image", "label", "vec", "var", "raw", "text"):
+            for key in ("image", "label", "vec", "var", "raw", "exact", "text"):
                 np.testing.assert_array_equal(mine[key], their[key])
             assert mine["meta/id"] == their["meta"]["id"]

@@ -11,6 +11,8 @@ that reads it:
 - `ClassLabel` (names in `<key>.labels.txt`): one int64 -> `ClassLabel` with those names;
 - `Tensor` (encoding "none", at most the first dimension unknown): a flat list, ints and
   bools as int64, floats as float32 -> `Tensor`;
+- `Tensor` (encoding "bytes" or "zlib", a fixed shape): its raw bytes, zlib-compressed or not
+  -> `Tensor(encoding="bytes")` (or "zlib");
 - `Text`: one UTF-8 string (bytes) -> `Text`;
 - `BBoxFeature`: four floats -> `Tensor(shape=(4,))`;
 - a `FeaturesDict` inside another: its keys joined with "/" (`meta/id`), one feature each;
@@ -18,8 +20,8 @@ that reads it:
   values one after the other -> `Tensor` with a first dimension of the sequence's length
   (None when it varies); a sequence of class labels gives their int64 indices.
 
-Other TFDS features (video, audio, sequences of images or of sequences, tensors encoded as
-bytes) raise a `SchemaError` naming them.
+Other TFDS features (video, audio, sequences of images or of sequences, tensors of more than
+one unknown dimension) raise a `SchemaError` naming them.
 """
 
 from __future__ import annotations
@@ -285,8 +287,9 @@ def _features(
         raise SchemaError(
             f"TFDS feature {name!r} in {where!r} ({node.get('pythonClassName', kind)}) cannot be "
             f"read by tfpipe: {e}. tfpipe reads the TFDS features Image (uint8), ClassLabel, "
-            'Tensor (encoding "none", at most the first dimension unknown), BBoxFeature and '
-            "Text, nested in dicts or not, and one-level Sequences of tensors, labels and boxes"
+            "Tensor (at most the first dimension unknown; a fixed shape when stored as bytes), "
+            "BBoxFeature and Text, nested in dicts or not, and one-level Sequences of tensors, "
+            "labels and boxes"
         ) from e
 
 
@@ -294,7 +297,7 @@ def _in_sequence(feature: Feature, length: int | None) -> Feature:
     """The feature of a `Sequence(feature, length)`: its values stacked along a first axis."""
     if isinstance(feature, ClassLabel):
         return Tensor(shape=(length,), dtype="int64")  # the class index of each element
-    if isinstance(feature, Tensor) and not feature.variable:
+    if isinstance(feature, Tensor) and not feature.variable and not feature.as_bytes:
         return Tensor(shape=(length, *feature.shape), dtype=feature.dtype)
     raise ValueError(f"tfpipe has no feature for a sequence of {feature!r}")
 
@@ -320,13 +323,13 @@ def _feature(
     if kind == "text":
         return Text()
     if kind == "tensor":
-        encoding = spec.get("encoding", "none")
-        if encoding != "none":
-            raise ValueError(f"its tensors are stored as {encoding!r} bytes")
+        encoding = spec.get("encoding") or "none"
         dtype = spec.get("dtype", "float32")
-        if dtype in ("string", "str") and not _shape(spec):
+        if dtype in ("string", "str") and not _shape(spec) and encoding == "none":
             return Text()
-        return Tensor(shape=_shape(spec), dtype=dtype)
+        return Tensor(
+            shape=_shape(spec), dtype=dtype, encoding="list" if encoding == "none" else encoding
+        )
     if kind == "boundingBox":
         return Tensor(shape=_shape(spec), dtype=spec.get("dtype", "float32"))
     raise ValueError(f"tfpipe has no feature for the TFDS kind {kind!r}")
@@ -468,7 +471,8 @@ def _feature_json(name: str, feature: Feature) -> dict[str, Any]:
             "pythonClassName": f"{_PYTHON_CLASS}class_label_feature.ClassLabel",
         }
     if isinstance(feature, Tensor):
-        return _tensor_json(feature.shape, feature.dtype)
+        encoding = "none" if feature.encoding == "list" else feature.encoding
+        return _tensor_json(feature.shape, feature.dtype, encoding)
     if isinstance(feature, Text):
         return {"pythonClassName": f"{_PYTHON_CLASS}text_feature.Text", "text": {}}
     raise SchemaError(f"feature {name!r}: TFDS has no feature for {type(feature).__name__}")
