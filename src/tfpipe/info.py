@@ -239,14 +239,17 @@ def names_dataset(text: str) -> bool:
     return not where.exists() and tfds_format.find_split(where) is not None
 
 
-def in_folder(folder: fs.AnyPath) -> DatasetInfo | None:
-    """The dataset a folder holds when it is a prepared TensorFlow Datasets folder (None for
-    any other folder).
+def dataset_at(text: str) -> DatasetInfo | None:
+    """The metadata of the one dataset `text` names (see `names_dataset`), or of the only
+    split of the prepared TensorFlow Datasets folder `text`; None for anything else.
 
     Raises:
-        SourceError: the folder holds several splits, listing them (never merged).
+        SourceError: `text` is a TFDS folder of several splits, listing them (never merged).
     """
-    if not tfds_format.is_folder(folder):
+    if names_dataset(text):
+        return DatasetInfo.load(text)
+    folder = fs.path(text)
+    if not (folder.is_dir() and tfds_format.is_folder(folder)):
         return None
     split = tfds_format.load(folder).only_split()
     return DatasetInfo.load(folder / split.prefix)
@@ -285,11 +288,10 @@ def resolve_files(
     if isinstance(path, list | tuple):
         return [f for p in path for f in resolve_files(p)]
     text = os.fspath(path)
-    if names_dataset(text):
-        return DatasetInfo.load(text).files
-    where = fs.path(text)
-    if where.is_dir() and (info := in_folder(where)) is not None:
+    info = dataset_at(text)
+    if info is not None:
         return info.files
+    where = fs.path(text)
     if where.is_file():
         if _TEMPORARY.fullmatch(where.name):
             raise SourceError(

@@ -12,9 +12,8 @@ from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import (
     DatasetInfo,
     compression_of,
-    in_folder,
+    dataset_at,
     metadata_path,
-    names_dataset,
     resolve_files,
     tf_compression,
     with_split,
@@ -50,9 +49,7 @@ def _files_at(path: PathArg) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
     if not isinstance(path, str | os.PathLike):
         return resolve_files(list(path)), None
     text = os.fspath(path)
-    info = DatasetInfo.load(text) if names_dataset(text) else None
-    if info is None and fs.path(text).is_dir():
-        info = in_folder(fs.path(text))
+    info = dataset_at(text)
     if info is not None:
         return info.files, info
     if _is_prefix(text):
