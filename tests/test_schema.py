@@ -49,6 +49,16 @@ CASES = {
         [[1, 2], [3, 4], [5, 6]],
         np.array([[1, 2], [3, 4], [5, 6]]),
     ),
+    "tensor_bytes": Case(
+        tfpipe.Tensor(shape=(2, 3), dtype="int16", encoding="bytes"),
+        [[1, -2, 3], [4, 5, -32768]],
+        np.array([[1, -2, 3], [4, 5, -32768]], np.int16),
+    ),
+    "tensor_zlib_float64": Case(
+        tfpipe.Tensor(shape=(2,), dtype="float64", encoding="zlib"),
+        [1 / 3, 1e300],
+        np.array([1 / 3, 1e300]),  # exactly: a float list would round to float32
+    ),
     "text": Case(tfpipe.Text(), "héllo", "héllo"),
     "unknown_name": Case(
         tfpipe.ClassLabel(names=["cat"]),
@@ -110,10 +120,24 @@ def test_schema_json_round_trip() -> None:
             "label": tfpipe.ClassLabel(names=["a", "b"]),
             "tags": tfpipe.ClassLabel(num_classes=5, multi_label=True),
             "box": tfpipe.Tensor(shape=(None, 4), dtype="float32"),
+            "raw": tfpipe.Tensor(shape=(2,), dtype="uint16", encoding="zlib"),
             "caption": tfpipe.Text(),
         }
     )
     assert tfpipe.Schema.from_json(schema.to_json()) == schema
+    assert "encoding" not in schema["box"].to_json()  # older metadata files read the same
+
+
+def test_tensors_stored_as_bytes_parse_in_batches() -> None:
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(2, 2), dtype="uint8", encoding="bytes")})
+    values = [np.full((2, 2), i, np.uint8) for i in range(3)]
+    batch = schema.parse(tf.constant([schema.encode({"x": v}) for v in values]))["x"]
+    assert batch.dtype == tf.uint8
+    np.testing.assert_array_equal(batch.numpy(), np.stack(values))
+    with pytest.raises(tfpipe.SchemaError, match="needs a fixed shape"):
+        tfpipe.Tensor(shape=(None,), encoding="bytes")
+    with pytest.raises(tfpipe.SchemaError, match=r"Tensor\.encoding must be one of"):
+        tfpipe.Tensor(encoding="npy")
 
 
 def test_jpeg_file_is_copied_byte_for_byte(image_folder) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from tfpipe import _plot, fs
+from tfpipe import _plot, fs, tfds_format
 from tfpipe._summary import (
     describe_example,
     describe_info,
@@ -31,7 +31,14 @@ from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
 from tfpipe.demo import run_demo
 from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
 from tfpipe.features import Image, Text
-from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
+from tfpipe.info import (
+    DatasetInfo,
+    compression_of,
+    names_dataset,
+    resolve_files,
+    tf_compression,
+    with_split,
+)
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Schema
 from tfpipe.servers import run_dispatcher, run_worker
@@ -200,12 +207,15 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _dataset_prefixes(path: str) -> list[str]:
-    """The tfpipe datasets at `path`: itself, or every metadata file in a folder with shards."""
+    """The datasets at `path`: itself, every split of a prepared TFDS folder, or every
+    metadata file in a folder with shards."""
     where = fs.path(path, "PATH")  # a scheme TensorFlow cannot open fails here, named
-    if metadata_path(path).is_file() or path.endswith(".json"):
+    if names_dataset(path):
         return [path.removesuffix(".json")]
     if not where.is_dir():
         return []
+    if tfds_format.is_folder(where):
+        return [str(where / split.prefix) for split in tfds_format.load(where).splits.values()]
     metadata: list[fs.AnyPath] = sorted(where.glob("*.json"), key=str)
     return [
         str(meta.parent / meta.stem)
@@ -250,12 +260,13 @@ def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
 
 
 def _inspect(args: argparse.Namespace, out: TextIO) -> None:
-    prefixes = {path: _dataset_prefixes(path) for path in args.paths}
-    plain = [path for path in args.paths if not prefixes[path]]
+    paths = [with_split(path, args.split) for path in args.paths]
+    prefixes = {path: _dataset_prefixes(path) for path in paths}
+    plain = [path for path in paths if not prefixes[path]]
     if plain:
         with named_errors(plain):
             _inspect_files(plain, out)
-    for prefix in (p for path in args.paths for p in prefixes[path]):
+    for prefix in (p for path in paths for p in prefixes[path]):
         info = DatasetInfo.load(prefix)
         print(*describe_info(info), sep="\n", file=out)
         if info.class_names:
@@ -450,6 +461,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument(
         "paths", nargs="+", metavar="PATH", help="a prefix, .json, folder, file or glob"
+    )
+    inspect.add_argument(
+        "--split",
+        help="the split of a dataset folder to show: a TFDS split (train) or a tfpipe prefix "
+        "name in the folder (default: every dataset in the folder)",
     )
     inspect.set_defaults(handler=_inspect)
 

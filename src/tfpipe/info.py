@@ -12,7 +12,7 @@ import os
 import re
 from typing import Any
 
-from tfpipe import fs
+from tfpipe import fs, tfds_format
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.features import ClassLabel
 from tfpipe.schema import Schema
@@ -98,6 +98,8 @@ class DatasetInfo:
         compression: None or "gzip".
         skipped: inputs skipped with `on_error="skip"`.
         shuffled: whether a global permutation was written, and `seed` the one used.
+        metadata_file: the metadata file's name when it is not `<name>.json`: for a split of
+            a prepared TensorFlow Datasets folder, "dataset_info.json".
     """
 
     name: str
@@ -110,6 +112,7 @@ class DatasetInfo:
     shuffled: bool = False
     seed: int | None = None
     tfpipe_version: str = ""
+    metadata_file: str | None = None
 
     @property
     def files(self) -> list[fs.AnyPath]:
@@ -131,7 +134,7 @@ class DatasetInfo:
 
     @property
     def metadata_path(self) -> fs.AnyPath:
-        return self.directory / f"{self.name}.json"
+        return self.directory / (self.metadata_file or f"{self.name}.json")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,10 +164,15 @@ class DatasetInfo:
 
     @classmethod
     def load(cls, prefix: str | os.PathLike[str], *, check_files: bool = True) -> DatasetInfo:
-        """Reads the metadata of the dataset at `prefix` (`out/train` or `out/train.json`);
-        with `check_files` (the default), raises when a shard it lists does not exist."""
+        """Reads the metadata of the dataset at `prefix` (`out/train` or `out/train.json`, or
+        a split of a prepared TensorFlow Datasets folder: `mnist/3.0.1/mnist-train`); with
+        `check_files` (the default), raises when a shard it lists does not exist, or (TFDS)
+        when a shard holds another number of records than `dataset_info.json` lists."""
         path = fs.path(prefix, "prefix")
         if path.suffix != ".json":
+            found = None if metadata_path(prefix).is_file() else tfds_format.find_split(path)
+            if found is not None:
+                return cls._of_tfds_split(*found, check_files=check_files)
             path = metadata_path(prefix)
         if not path.is_file():
             raise DataNotFoundError(
@@ -200,6 +208,74 @@ class DatasetInfo:
             )
         return info
 
+    @classmethod
+    def _of_tfds_split(
+        cls, folder: tfds_format.Folder, split: tfds_format.Split, check_files: bool
+    ) -> DatasetInfo:
+        files = [folder.directory / name for name in split.files]
+        if check_files:
+            sizes = tfds_format.check_split(folder, split)
+        else:
+            sizes = [f.stat().st_size if f.is_file() else 0 for f in files]
+        return cls(
+            name=split.prefix,
+            directory=folder.directory,
+            schema=folder.schema(),
+            num_examples=sum(split.shard_lengths),
+            shards=tuple(
+                ShardInfo(*entry)
+                for entry in zip(split.files, split.shard_lengths, sizes, strict=True)
+            ),
+            metadata_file=tfds_format.INFO_FILE,
+        )
+
+
+def names_dataset(text: str) -> bool:
+    """Whether `text` names one dataset by its metadata: a tfpipe prefix (`out/train`) or
+    metadata file, or a split of a prepared TensorFlow Datasets folder (`.../mnist-train`)."""
+    if metadata_path(text).is_file() or text.endswith(".json"):
+        return True
+    where = fs.path(text)
+    return not where.exists() and tfds_format.find_split(where) is not None
+
+
+def dataset_at(text: str) -> DatasetInfo | None:
+    """The metadata of the one dataset `text` names (see `names_dataset`), or of the only
+    split of the prepared TensorFlow Datasets folder `text`; None for anything else.
+
+    Raises:
+        SourceError: `text` is a TFDS folder of several splits, listing them (never merged).
+    """
+    if names_dataset(text):
+        return DatasetInfo.load(text)
+    folder = fs.path(text)
+    if not (folder.is_dir() and tfds_format.is_folder(folder)):
+        return None
+    split = tfds_format.load(folder).only_split()
+    return DatasetInfo.load(folder / split.prefix)
+
+
+def with_split(path: Any, split: str | None) -> Any:
+    """`path` narrowed to one split: for a prepared TensorFlow Datasets folder, the prefix of
+    its split `split` (`mnist/3.0.1` -> `mnist/3.0.1/mnist-train`); for another folder, the
+    tfpipe dataset prefix `<folder>/<split>`. Unchanged when `split` is None.
+
+    Raises:
+        ValueError: `split` is given with something other than a folder.
+        DataNotFoundError: a TFDS folder has no such split, listing its splits.
+    """
+    if split is None:
+        return path
+    if not isinstance(path, str | os.PathLike) or not fs.path(path).is_dir():
+        raise ValueError(
+            "split= names a split of a dataset folder (a prepared TFDS folder, or a folder "
+            f"of tfpipe datasets). Received: path={path!r}, split={split!r}"
+        )
+    folder = fs.path(path)
+    if tfds_format.is_folder(folder):
+        return str(folder / tfds_format.load(folder).split(split).prefix)
+    return str(folder / split)
+
 
 def resolve_files(
     path: str | os.PathLike[str] | list[str | os.PathLike[str]],
@@ -212,8 +288,9 @@ def resolve_files(
     if isinstance(path, list | tuple):
         return [f for p in path for f in resolve_files(p)]
     text = os.fspath(path)
-    if metadata_path(text).is_file() or text.endswith(".json"):
-        return DatasetInfo.load(text).files
+    info = dataset_at(text)
+    if info is not None:
+        return info.files
     where = fs.path(text)
     if where.is_file():
         if _TEMPORARY.fullmatch(where.name):

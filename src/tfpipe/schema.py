@@ -32,7 +32,9 @@ def parse_spec(features: Mapping[str, Feature]) -> dict[str, Any]:
     """The `tf.io.parse_example` spec of a schema: the one place features map to parse specs."""
     spec: dict[str, Any] = {}
     for name, feature in features.items():
-        if isinstance(feature, Image | Mask | Text):
+        if isinstance(feature, Image | Mask | Text) or (
+            isinstance(feature, Tensor) and feature.as_bytes
+        ):
             spec[name] = tf.io.FixedLenFeature([], tf.string)
         elif isinstance(feature, ClassLabel):
             spec[name] = (

@@ -5,7 +5,10 @@ prefix. When `<prefix>.json` exists beside them, each file's size must be the `n
 declares (a stat: truncated, zero-byte and appended-to shards fail at once), and a reader that
 counts records (the random-access index) compares them with `num_examples`. Without metadata,
 all N of N shards of a group must be there (else an interrupted write is reported), and a
-warning says that counts cannot be checked. Other files are only refused when they are empty.
+warning says that counts cannot be checked. Shards of a prepared TensorFlow Datasets folder
+(`mnist-train.tfrecord-00000-of-00004` beside `dataset_info.json`) are checked against the
+shard lengths it lists (see `tfpipe.tfds_format.check_split`). Other files are only refused
+when they are empty.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import re
 import warnings
 from collections.abc import Sequence
 
-from tfpipe import fs
+from tfpipe import fs, tfds_format
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.info import DatasetInfo, ShardInfo, metadata_path
 
@@ -36,13 +39,18 @@ class Declared:
         return self.info.metadata_path
 
 
-def _group(file: fs.AnyPath) -> tuple[fs.AnyPath, str, int] | None:
-    match = SHARD_NAME.fullmatch(file.name)
-    return None if match is None else (file.parent, match["prefix"], int(match["count"]))
+def _group(file: fs.AnyPath) -> tuple[fs.AnyPath, str, int, bool] | None:
+    """The folder, prefix and shard count of a shard-named file, and whether it is named as
+    TFDS names shards."""
+    for pattern, tfds in ((SHARD_NAME, False), (tfds_format.SHARD_NAME, True)):
+        match = pattern.fullmatch(file.name)
+        if match is not None:
+            return file.parent, match["prefix"], int(match["count"]), tfds
+    return None
 
 
-def _declared_by(metadata: fs.AnyPath, files: list[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
-    info = DatasetInfo.load(metadata)
+def _declared_by(info: DatasetInfo, files: list[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
+    metadata = info.metadata_path
     by_name = {shard.file: shard for shard in info.shards}
     declared = {}
     for file in files:
@@ -84,17 +92,20 @@ def declared_shards(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
         SourceError: a shard-named file is not listed by its group's metadata file.
         SchemaError: a metadata file is not valid.
     """
-    groups: dict[tuple[fs.AnyPath, str, int], list[fs.AnyPath]] = {}
+    groups: dict[tuple[fs.AnyPath, str, int, bool], list[fs.AnyPath]] = {}
     for file in files:
         key = _group(file)
         if key is not None:
             groups.setdefault(key, []).append(file)
     declared: dict[fs.AnyPath, Declared] = {}
     unchecked = []
-    for (directory, prefix, count), members in groups.items():
+    for (directory, prefix, count, tfds), members in groups.items():
         metadata = metadata_path(directory / prefix)
         if metadata.is_file():
-            declared.update(_declared_by(metadata, members))
+            declared.update(_declared_by(DatasetInfo.load(metadata), members))
+        elif tfds:
+            if tfds_format.find_split(directory / prefix) is not None:
+                declared.update(_declared_by(DatasetInfo.load(directory / prefix), members))
         else:
             _check_complete(directory, prefix, count)
             unchecked.append(f"{directory / prefix}-*-of-{count:05d}")

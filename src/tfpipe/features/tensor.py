@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import zlib
 from typing import Any, ClassVar
 
 import numpy as np
@@ -19,7 +21,9 @@ class Tensor(Feature):
 
     Integers and bools are stored as int64, floats as float32 (float64 loses precision).
     A variable first dimension is read back as a `tf.RaggedTensor` in tf.data batches, and as
-    an array of its own length by `Schema.decode()`.
+    an array of its own length by `Schema.decode()`. With `encoding="bytes"` (or "zlib") a
+    value of fixed shape is stored as its raw little-endian bytes (zlib-compressed), in its
+    own dtype, as TensorFlow Datasets stores `Tensor(..., encoding="bytes")`.
 
     Example:
         >>> tfpipe.Tensor(shape=(3,), dtype="float32").load([1, 2, 3])
@@ -28,11 +32,13 @@ class Tensor(Feature):
     Args:
         shape: the shape of one value; only the first dimension may be None. Defaults to ().
         dtype: a numpy dtype name. Defaults to "float32".
+        encoding: "list" (an int64 or float list), "bytes" or "zlib". Defaults to "list".
     """
 
     kind: ClassVar[str] = "tensor"
     shape: tuple[int | None, ...] = ()
     dtype: str = "float32"
+    encoding: str = "list"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))
@@ -53,6 +59,22 @@ class Tensor(Feature):
                 "Tensor.shape takes non-negative ints, and None only as the first dimension. "
                 f"Received: shape={self.shape}"
             )
+        if self.encoding not in _ENCODINGS:
+            raise SchemaError(
+                f"Tensor.encoding must be one of {list(_ENCODINGS)}. "
+                f"Received: encoding={self.encoding!r}"
+            )
+        if self.as_bytes and (self.variable or name == "uint32"):
+            raise SchemaError(
+                f"Tensor(encoding={self.encoding!r}) needs a fixed shape and a dtype other than "
+                f"uint32. Received: shape={self.shape}, dtype={name!r}"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if self.encoding == "list":  # metadata written before the option reads the same
+            del data["encoding"]
+        return data
 
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:
@@ -69,6 +91,11 @@ class Tensor(Feature):
     @property
     def variable(self) -> bool:
         return bool(self.shape) and self.shape[0] is None
+
+    @property
+    def as_bytes(self) -> bool:
+        """Whether a value is stored as its raw bytes ("bytes" or "zlib")."""
+        return self.encoding != "list"
 
     def load(self, value: Any) -> np.ndarray:
         array = np.asarray(value)
@@ -89,18 +116,41 @@ class Tensor(Feature):
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         flat = self.load(value).ravel()
-        if self.is_float:
+        if self.as_bytes:
+            data = flat.astype(np.dtype(self.dtype).newbyteorder("<")).tobytes()
+            proto.bytes_list.value.append(zlib.compress(data) if self.encoding == "zlib" else data)
+        elif self.is_float:
             proto.float_list.value.extend(_convert(flat, "float32").tolist())
         else:
             proto.int64_list.value.extend(flat.astype(np.int64).tolist())
 
     def stored(self, proto: tf.train.Feature) -> Any:
+        if self.as_bytes:
+            return self._from_bytes(proto.bytes_list.value)
         values = proto.float_list.value if self.is_float else proto.int64_list.value
         return np.asarray(values, self.dtype).reshape(
             [-1 if d is None else d for d in self.shape] if self.shape else ()
         )
 
+    def _from_bytes(self, values: Any) -> np.ndarray:
+        if len(values) != 1:
+            raise ValueError(f"expected one bytes value, found {len(values)}")
+        data = zlib.decompress(values[0]) if self.encoding == "zlib" else values[0]
+        array = np.frombuffer(data, np.dtype(self.dtype).newbyteorder("<"))
+        shape = [int(d) for d in self.shape if d is not None]  # fixed: every d is an int
+        if array.size != math.prod(shape):
+            raise ValueError(
+                f"{len(data)} bytes hold {array.size} {self.dtype} values; shape {self.shape} "
+                f"needs {math.prod(shape)}"
+            )
+        return array.astype(self.dtype).reshape(shape)
+
     def decode_tensor(self, parsed: tf.Tensor) -> tf.Tensor:
+        if self.as_bytes:  # one string per example: a scalar, or a vector for a batch
+            if self.encoding == "zlib":
+                parsed = tf.io.decode_compressed(parsed, compression_type="ZLIB")
+            values = tf.io.decode_raw(parsed, tf.as_dtype(self.dtype))
+            return tf.reshape(values, tf.concat([tf.shape(parsed), self.shape], 0))
         if self.variable and len(self.shape) > 1:
             parsed = tf.reshape(parsed, [-1, *self.shape[1:]])
         return tf.cast(parsed, self.dtype)
@@ -135,6 +185,9 @@ class Tensor(Feature):
             return batch.to_tensor(
                 default_value=tf.constant(value, batch.dtype), shape=[None, length, *self.shape[1:]]
             )
+
+
+_ENCODINGS = ("list", "bytes", "zlib")
 
 
 @functools.cache

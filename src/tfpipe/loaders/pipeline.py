@@ -41,6 +41,7 @@ from tfpipe.distribute.sharding import (
     record_split,
 )
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe.info import with_split
 from tfpipe.loaders.inputs import (
     AUTOTUNE,
     Decoding,
@@ -190,6 +191,10 @@ class Pipeline:
         pad_value: the value padding fills in. Defaults to 0.
         truncate: cut values longer than their pad length to their first rows instead of
             failing; `truncated()` counts them (and `tfpipe.fit` warns). Defaults to False.
+        split: the split to read when `source` is a folder: a split of a prepared TensorFlow
+            Datasets folder ("train"; or pass the path `.../mnist-train`), or the name of a
+            tfpipe dataset prefix in the folder. Defaults to None (the folder's only TFDS
+            split; every TFRecord file of another folder).
     """
 
     def __init__(
@@ -204,11 +209,12 @@ class Pipeline:
         pad: Mapping[str, int] | None = None,
         pad_value: float = 0,
         truncate: bool = False,
+        split: str | None = None,
     ) -> None:
         image_size = check_image_size("image_size", image_size)
         rescale = check_positive("rescale", rescale, or_none=True)
         self._decoding = Decoding(image_size, bool(reduced_decode), rescale)
-        self._input = _make_input(source, schema, compression)
+        self._input = _make_input(with_split(source, split), schema, compression)
         if truncate not in (True, False) or (truncate and pad is None):
             raise ValueError(
                 "truncate must be True or False, and applies with pad={name: length}. "

@@ -26,7 +26,13 @@ from tqdm.auto import tqdm
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, DecodeError, SourceError, TfpipeError, tf_message
 from tfpipe.features import Image, Mask
-from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
+from tfpipe.info import (
+    DatasetInfo,
+    compression_of,
+    names_dataset,
+    resolve_files,
+    tf_compression,
+)
 from tfpipe.records.infer import PathArg, infer_schema
 from tfpipe.records.reader import locate
 from tfpipe.schema import Schema
@@ -385,7 +391,7 @@ def _targets(
     notes: list[str] = []
     text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
     info: DatasetInfo | None
-    if text is not None and (metadata_path(text).is_file() or text.endswith(".json")):
+    if text is not None and names_dataset(text):
         info = DatasetInfo.load(text, check_files=False)
         files = [f for f in info.files if f.is_file()]
         prefix = str(info.directory / info.name)

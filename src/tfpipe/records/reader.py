@@ -9,7 +9,15 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError
-from tfpipe.info import DatasetInfo, compression_of, metadata_path, resolve_files, tf_compression
+from tfpipe.info import (
+    DatasetInfo,
+    compression_of,
+    dataset_at,
+    metadata_path,
+    resolve_files,
+    tf_compression,
+    with_split,
+)
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import PathArg, infer_schema, records
 from tfpipe.schema import Schema
@@ -41,8 +49,8 @@ def _files_at(path: PathArg) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
     if not isinstance(path, str | os.PathLike):
         return resolve_files(list(path)), None
     text = os.fspath(path)
-    if metadata_path(text).is_file() or text.endswith(".json"):
-        info = DatasetInfo.load(text)
+    info = dataset_at(text)
+    if info is not None:
         return info.files, info
     if _is_prefix(text):
         shards = fs.glob(f"{fs.escape(text)}-*-of-*.tfrecord*")
@@ -82,7 +90,9 @@ def check_first_record(schema: Schema, files: list[fs.AnyPath]) -> int:
     return 0
 
 
-def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Dataset:
+def read_tfrecords(
+    path: PathArg, schema: Schema | None = None, split: str | None = None
+) -> tf.data.Dataset:
     """A `tf.data.Dataset` of decoded example dicts (unbatched), in the order written.
 
     Images come out as uint8 `(H, W, C)`, class labels as int64, texts as `tf.string`. The
@@ -100,6 +110,12 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
     warning says their counts cannot be checked; other files' counts are not checked.
     Temporary files of writes (`.name.tmp-<pid>`) are never read.
 
+    A prepared TensorFlow Datasets folder (`~/tensorflow_datasets/mnist/3.0.1`) is read without
+    TFDS: name a split (`split="train"`, or the path `.../mnist/3.0.1/mnist-train`); its
+    features become tfpipe features (see the TFDS guide), and each shard must hold the records
+    `dataset_info.json` lists. A folder with several splits and no split given is an error
+    listing them, never one merged dataset.
+
     Example:
         >>> ds = tfpipe.read_tfrecords("out/train")
         >>> example = next(iter(ds))
@@ -111,6 +127,9 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
             a TFRecord file, a folder of them, a glob, or a list of these; local, or a URL
             TensorFlow opens ("gs://bucket/train", see the filesystems guide).
         schema: the schema of the records. Defaults to the metadata's, or an inferred one.
+        split: the split to read when `path` is a folder: a TFDS split ("train"), or the
+            name of a tfpipe dataset prefix in the folder. Defaults to None (the folder's
+            only TFDS split; every TFRecord file of another folder).
 
     Returns:
         The dataset; batch, shuffle and prefetch it as usual (or use tfpipe's loaders).
@@ -120,9 +139,10 @@ def read_tfrecords(path: PathArg, schema: Schema | None = None) -> tf.data.Datas
             TFRecord files at `path`, shards of a dataset are missing, or `path` is a URL
             whose scheme TensorFlow cannot open.
         DecodeError: the first record does not match the schema, or a file is not a TFRecord.
-        SourceError: a file's size differs from its metadata's, or a file is empty.
+        SourceError: a file's size differs from its metadata's, or a file is empty; a TFDS
+            folder holds several splits and none is named.
     """
-    files, info, count = locate(path)
+    files, info, count = locate(with_split(path, split))
     if schema is None:
         schema = info.schema if info is not None else infer_schema(files)
     elif not isinstance(schema, Schema):

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from tfpipe import _decode, fs
+from tfpipe import _decode, fs, tfds_format
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.info import (
     DatasetInfo,
@@ -425,6 +425,7 @@ def write_tfrecords(
     on_error: str = "raise",
     progress: bool = True,
     check_copies: bool = True,
+    tfds_compatible: bool = False,
 ) -> DatasetInfo:
     """Writes every example of a source to TFRecord shards and a metadata file.
 
@@ -476,6 +477,11 @@ def write_tfrecords(
             for images checked already (e.g. by `tfpipe verify` of the records they come from).
             Unchecked, a corrupt image fails when it is decoded, named by `tfpipe.fit` and
             `tfpipe.named_errors`. Defaults to True.
+        tfds_compatible: also write what `tfds.builder_from_directory(<prefix folder>)` reads
+            (`dataset_info.json`, `features.json`, `<label>.labels.txt`), with the prefix's
+            name as the split ("out/train" -> split "train"; write "out/test" the same way to
+            add a split). The folder then reads as a TFDS folder in tfpipe too: name a split.
+            Needs compression=None (TFDS reads uncompressed TFRecords). Defaults to False.
 
     Returns:
         The `DatasetInfo` that was saved beside the shards.
@@ -494,6 +500,8 @@ def write_tfrecords(
     )
     schema = _check_source(source, schema)
     path = _check_prefix(prefix)
+    if tfds_compatible:
+        tfds_format.check_writable(schema, path.name, options.compression)
     if options.num_shards is not None and options.num_shards > len(source):
         raise ValueError(
             f"num_shards={options.num_shards} is more than the {len(source)} examples of the source"
@@ -501,6 +509,10 @@ def write_tfrecords(
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(path):
         info = _write(source, path, schema, options)
+        if tfds_compatible:
+            payload = info.num_bytes - tfds_format.FRAME_OVERHEAD * info.num_examples
+            lengths = [shard.num_examples for shard in info.shards]
+            tfds_format.save(path.parent, path.name, schema, lengths, payload)
     if info.skipped:
         _warn_skipped(list(info.skipped), len(source))
     return info

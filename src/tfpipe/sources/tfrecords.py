@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
-from tfpipe.info import compression_of, resolve_files
+from tfpipe.info import compression_of, resolve_files, with_split
 from tfpipe.labels import check_stored_labels
 from tfpipe.schema import Schema
 from tfpipe.shards import check_counts, check_sizes, one_dataset
@@ -313,6 +313,7 @@ def from_tfrecords(
     path: str | os.PathLike[str] | list[str | os.PathLike[str]],
     schema: Schema | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    split: str | None = None,
 ) -> TFRecordSource:
     """A random-access source over uncompressed TFRecord shards, for a true global shuffle.
 
@@ -326,7 +327,9 @@ def from_tfrecords(
     Nothing is read silently short: with a metadata file (`<prefix>.json`), each shard's size
     and record count must be the ones it declares; shards named `<prefix>-NNNNN-of-NNNNN`
     without metadata must all be there (a warning says their counts cannot be checked); a
-    zero-byte file is refused unless the metadata declares it empty.
+    zero-byte file is refused unless the metadata declares it empty. A prepared TensorFlow
+    Datasets folder is read without TFDS, one split at a time (`split="train"`, or the path
+    `.../mnist-train`), each shard holding the records `dataset_info.json` lists.
 
     Example:
         >>> src = tfpipe.from_tfrecords("out/train")
@@ -340,6 +343,9 @@ def from_tfrecords(
         schema: the schema of the records. Defaults to the one in the dataset's metadata file.
         cache_dir: where indexes go when the shards' folder is not writable.
             Defaults to `$XDG_CACHE_HOME/tfpipe/index` (`~/.cache/tfpipe/index`).
+        split: the split to read when `path` is a folder: a TFDS split ("train"), or the
+            name of a tfpipe dataset prefix in the folder. Defaults to None (the folder's
+            only TFDS split; every TFRecord file of another folder).
 
     Raises:
         SourceError: a shard is compressed (gzip/zlib files cannot be read at random offsets),
@@ -349,7 +355,7 @@ def from_tfrecords(
             URL whose scheme TensorFlow cannot open.
     """
     fs.check_paths(path, "path")
-    files = resolve_files(path)
+    files = resolve_files(with_split(path, split))
     for file in files:
         compression = compression_of(file)
         if compression is not None:
