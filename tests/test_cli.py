@@ -210,13 +210,18 @@ def test_bad_arguments_exit_2_with_usage(
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
-    return run_demo(
-        tmp_path_factory.mktemp("demo"), size="small", progress=False, out=io.StringIO()
-    )
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[DemoResult, str]:
+    """The whole small demo, once for the module: its result and what it printed."""
+    out = io.StringIO()
+    result = run_demo(tmp_path_factory.mktemp("demo"), size="small", progress=False, out=out)
+    return result, out.getvalue()
 
 
-def test_demo_writes_and_reads_back(demo: DemoResult) -> None:
+@pytest.mark.slow
+def test_demo_writes_and_reads_back_and_trains_above_chance(
+    demo: tuple[DemoResult, str],
+) -> None:
+    demo, printed = demo
     train, test = demo.datasets["train"], demo.datasets["test"]
     assert (train.num_examples, test.num_examples) == (96, 24)
     assert train.class_names == {"label": ["circle", "square", "triangle"]}
@@ -226,17 +231,20 @@ def test_demo_writes_and_reads_back(demo: DemoResult) -> None:
     csv = pd.read_csv(demo.csv)
     assert len(csv) == 120 and (demo.workdir / csv["path"][0]).is_file()
     assert sorted(np.bincount(_labels(demo.workdir / "records" / "test"))) == [8, 8, 8]
+    assert demo.accuracy > 0.6  # 3 classes: chance is 1/3
+    assert "tfpipe.fit report" in printed and "for 40 epochs" in printed
 
 
 def test_demo_command_reuses_its_workdir(
-    demo: DemoResult, capsys: pytest.CaptureFixture[str]
+    demo: tuple[DemoResult, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["demo", "--workdir", str(demo.workdir), "--size", "small"]) == 0
+    workdir = demo[0].workdir
+    assert main(["demo", "--workdir", str(workdir), "--size", "small", "--epochs", "1"]) == 0
     printed = capsys.readouterr().out
     for fragment in ["[1] generated 120 JPEGs of 96x96", "train: 96 examples", "test: 24 examples",
-                     "image  uint8 (64, 64, 3)", "examples/s"]:  # fmt: skip
+                     "image  uint8 (64, 64, 3)", "examples/s", "for 1 epochs"]:  # fmt: skip
         assert fragment in printed
-    assert tfpipe.DatasetInfo.load(demo.workdir / "records" / "train").num_examples == 96
+    assert tfpipe.DatasetInfo.load(workdir / "records" / "train").num_examples == 96
 
 
 def test_demo_refuses_a_folder_it_did_not_make(
@@ -248,6 +256,8 @@ def test_demo_refuses_a_folder_it_did_not_make(
     assert (tmp_path / "precious.txt").read_text() == "keep me"
     with pytest.raises(ValueError, match="size must be one of"):
         run_demo(tmp_path / "new", size="huge")
+    with pytest.raises(ValueError, match="epochs"):
+        run_demo(tmp_path / "new", epochs=0)
 
 
 @pytest.mark.slow

@@ -319,7 +319,7 @@ def _plot_stages(args: argparse.Namespace, size: int, full_rate: float, out: Tex
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> None:
-    run_demo(args.workdir, size=args.size, out=out)
+    run_demo(args.workdir, size=args.size, epochs=args.epochs, out=out)
 
 
 def _dispatcher(args: argparse.Namespace, out: TextIO) -> None:
@@ -518,6 +518,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--workdir", default="demo-data", help="working folder (demo-data)")
     demo.add_argument("--size", choices=["small", "large"], default="small", help="(small)")
+    demo.add_argument(
+        "--epochs", type=int, default=None, help="epochs to train (40 for small, 10 for large)"
+    )
     demo.set_defaults(handler=_demo)
     _add_service(commands)
     return parser

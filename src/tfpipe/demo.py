@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
+from tfpipe._checks import check_int
 from tfpipe._summary import describe_example, describe_info, format_bytes
 from tfpipe.bench import Throughput, measure
 from tfpipe.errors import DecodeError, SourceError
@@ -180,7 +181,7 @@ def _read_back(
     return example, throughput
 
 
-def _train(infos: dict[str, DatasetInfo], config: DemoSize, out: TextIO) -> float:
+def _train(infos: dict[str, DatasetInfo], config: DemoSize, epochs: int, out: TextIO) -> float:
     """Trains a small CNN with tfpipe.fit from the train records; returns the test accuracy."""
     started = time.perf_counter()
     keras.utils.set_random_seed(0)
@@ -204,9 +205,9 @@ def _train(infos: dict[str, DatasetInfo], config: DemoSize, out: TextIO) -> floa
     )
     train, test = (infos[name].directory / infos[name].name for name in ("train", "test"))
     with contextlib.redirect_stdout(out):
-        history = fit(model, train, validation=test, epochs=config.epochs, batch_size=16, verbose=0)
+        history = fit(model, train, validation=test, epochs=epochs, batch_size=16, verbose=0)
     accuracy = float(history.history["val_accuracy"][-1])
-    _step(4, f"trained a small CNN with tfpipe.fit for {config.epochs} epochs:", started, out)
+    _step(4, f"trained a small CNN with tfpipe.fit for {epochs} epochs:", started, out)
     print(f"  test accuracy {accuracy:.0%} (chance {1 / config.num_classes:.0%})", file=out)
     return accuracy
 
@@ -216,6 +217,7 @@ def run_demo(
     *,
     size: str = "small",
     seed: int = 0,
+    epochs: int | None = None,
     progress: bool = True,
     out: TextIO | None = None,
 ) -> DemoResult:
@@ -237,6 +239,7 @@ def run_demo(
         size: "small" (120 images of 96x96, a few seconds) or "large" (1,800 of 160x160).
             Defaults to "small".
         seed: seed of the images, the split and the write order. Defaults to 0.
+        epochs: how long to train. Defaults to None (40 for "small", 10 for "large").
         progress: show progress bars while writing. Defaults to True.
         out: where to print. Defaults to sys.stdout.
     """
@@ -244,12 +247,13 @@ def run_demo(
         raise ValueError(f"size must be one of {list(DEMO_SIZES)}. Received: size={size!r}")
     out = out if out is not None else sys.stdout
     config = DEMO_SIZES[size]
+    epochs = config.epochs if epochs is None else check_int("epochs", epochs)
     path = Path(workdir)
     _prepare(path)
     csv = _generate(path, config, seed, out)
     infos, counts = _write(path, csv, config, seed, progress, out)
     example, throughput = _read_back(infos, counts, config, out)
-    accuracy = _train(infos, config, out)
+    accuracy = _train(infos, config, epochs, out)
     print(
         f"done: try `tfpipe inspect {path / 'records'}` or "
         f"`tfpipe write {csv} OUT --split train=0.8,test=0.2`",
