@@ -21,7 +21,7 @@ import tensorflow as tf
 
 import tfpipe
 import tfpipe.augment
-from tfpipe.synthetic import make_image_folder
+from tfpipe.synthetic import make_image_folder, make_tagged_images
 
 fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
 
@@ -53,7 +53,7 @@ def _members(qualified: str, cls: type) -> Iterator[tuple[str, Any]]:
     """The public methods and properties `cls` itself defines (inherited ones are documented
     where they are defined; an override without a docstring shares its base's)."""
     for name, member in vars(cls).items():
-        if name.startswith("_"):
+        if name.startswith("_") and name != "__call__":
             continue
         if isinstance(member, staticmethod | classmethod):
             member = member.__func__
@@ -88,13 +88,20 @@ def test_examples_sit_under_an_example_heading() -> None:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The working folder the examples name, made once: `images/` (3 classes of 4 JPEGs of
-    32x32), its records `out/train` (12 examples in 2 shards) and `model`, a tiny classifier
-    of those images."""
+    """The working folder the examples name, made once: `images/` (3 classes of 8 JPEGs of
+    32x32), its records `out/train` (24 examples in 2 shards), a copy `out/damaged` with
+    one byte of its second shard flipped, `train-jpg/` (2 JPEGs named as Kaggle's Planet
+    data), and `model`, a tiny compiled classifier of the images."""
     root = tmp_path_factory.mktemp("docstring-examples")
-    make_image_folder(root / "images", num_classes=3, per_class=4, size=(32, 32))
+    make_image_folder(root / "images", num_classes=3, per_class=8, size=(32, 32))
+    make_tagged_images(root, count=2, size=(32, 32))
     source = tfpipe.from_directory(root / "images", image_shape=(32, 32, 3))
     tfpipe.write_tfrecords(source, root / "out" / "train", num_shards=2, progress=False)
+    tfpipe.write_tfrecords(source, root / "out" / "damaged", num_shards=2, progress=False)
+    shard = root / "out" / "damaged-00001-of-00002.tfrecord"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
     model = keras.Sequential(
         [
             keras.Input((32, 32, 3)),
