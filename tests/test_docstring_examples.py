@@ -7,6 +7,7 @@ and `tfpipe.augment`. The examples run as doctests in one working folder made on
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import importlib
 import inspect
@@ -28,20 +29,45 @@ fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the functi
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
-def public_entries() -> list[tuple[str, Any]]:
-    """(qualified name, object) of every public function, class, method and property."""
-    entries: list[tuple[str, Any]] = []
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A public name, the docstring `help()` shows for it, and the function or class that
+    holds that docstring (an override without one shows its base's)."""
+
+    name: str
+    doc: str
+    owner: Any
+
+
+def public_entries() -> list[Entry]:
+    """Every public function, class, method and property."""
+    entries: list[Entry] = []
     augment = [n for n, v in vars(tfpipe.augment).items() if _defined_in(v, tfpipe.augment)]
-    modules = [(tfpipe, tfpipe.__all__), (tfpipe.augment, augment)]
-    for module, names in modules:
+    for module, names in [(tfpipe, tfpipe.__all__), (tfpipe.augment, augment)]:
         for name in names:
             value = getattr(module, name)
             if name.startswith("_") or inspect.ismodule(value):
                 continue
             qualified = f"{module.__name__}.{name}"
-            entries.append((qualified, value))
+            entries.append(Entry(qualified, inspect.cleandoc(value.__doc__ or ""), value))
             if inspect.isclass(value):
                 entries.extend(_members(qualified, value))
+    return entries
+
+
+def returned_classes() -> list[Entry]:
+    """The classes public functions return without exporting them (the sources of
+    `from_arrays`, ...), with their public methods: their examples run too."""
+    entries: list[Entry] = []
+    for name in tfpipe.__all__:
+        value = getattr(tfpipe, name)
+        returned = inspect.signature(value).return_annotation if inspect.isfunction(value) else None
+        cls = getattr(inspect.getmodule(value), str(returned), None)
+        if inspect.isclass(cls) and cls.__name__ not in tfpipe.__all__:
+            qualified = f"{cls.__module__}.{cls.__name__}"
+            entries.append(Entry(qualified, inspect.cleandoc(cls.__doc__ or ""), cls))
+            for base in cls.__mro__[:-1]:
+                entries.extend(_members(f"{base.__module__}.{base.__name__}", base))
     return entries
 
 
@@ -49,40 +75,43 @@ def _defined_in(value: Any, module: Any) -> bool:
     return getattr(value, "__module__", None) == module.__name__
 
 
-def _members(qualified: str, cls: type) -> Iterator[tuple[str, Any]]:
-    """The public methods and properties `cls` itself defines (inherited ones are documented
-    where they are defined; an override without a docstring shares its base's)."""
+def _members(qualified: str, cls: type) -> Iterator[Entry]:
+    """The public methods and properties `cls` itself defines (inherited ones count where
+    they are defined), each with its docstring or else the one of the method it overrides."""
     for name, member in vars(cls).items():
-        if name.startswith("_") and name != "__call__":
+        if (name.startswith("_") and name != "__call__") or _function(member) is None:
             continue
-        if isinstance(member, staticmethod | classmethod):
-            member = member.__func__
-        if isinstance(member, property):
-            member = member.fget
-        if inspect.isfunction(member):
-            yield f"{qualified}.{name}", member
+        for base in cls.__mro__:
+            owner = _function(vars(base).get(name))
+            if owner is not None and owner.__doc__:
+                yield Entry(f"{qualified}.{name}", inspect.cleandoc(owner.__doc__), owner)
+                break
+        else:
+            yield Entry(f"{qualified}.{name}", "", member)
 
 
-def docstring(value: Any) -> str:
-    """The docstring help() shows: its own, else the one of the method it overrides."""
-    return inspect.getdoc(value) or ""
+def _function(member: Any) -> Any:
+    """The function behind a method, static or class method, or property; else None."""
+    if isinstance(member, staticmethod | classmethod):
+        member = member.__func__
+    if isinstance(member, property):
+        member = member.fget
+    return member if inspect.isfunction(member) else None
 
 
 ENTRIES = public_entries()
-WITH_EXAMPLES = [(name, value) for name, value in ENTRIES if ">>>" in docstring(value)]
+# Each docstring with examples runs once, however many names show it.
+RUNS = list({id(e.owner): e for e in ENTRIES + returned_classes() if ">>>" in e.doc}.values())
+TRAINS = ("fit(",)  # examples that train a model take a few seconds each
 
 
 def test_every_public_entry_point_has_an_example() -> None:
-    missing = [name for name, value in ENTRIES if ">>>" not in docstring(value)]
+    missing = [entry.name for entry in ENTRIES if ">>>" not in entry.doc]
     assert missing == [], f"public names without an `Example:` (>>> lines): {missing}"
 
 
 def test_examples_sit_under_an_example_heading() -> None:
-    misplaced = [
-        name
-        for name, value in WITH_EXAMPLES
-        if "Example:" not in docstring(value).split(">>>", 1)[0]
-    ]
+    misplaced = [entry.name for entry in RUNS if "Example:" not in entry.doc.split(">>>", 1)[0]]
     assert misplaced == []
 
 
@@ -114,18 +143,25 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "model": model}
 
 
-@pytest.mark.parametrize(("name", "value"), WITH_EXAMPLES, ids=[n for n, _ in WITH_EXAMPLES])
-def test_example_runs(
-    name: str, value: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize(
+    "entry",
+    [
+        pytest.param(e, marks=[pytest.mark.slow] if any(t in e.doc for t in TRAINS) else [])
+        for e in RUNS
+    ],
+    ids=[entry.name for entry in RUNS],
+)
+def test_example_runs(entry: Entry, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(world["root"])
     # tfpipe.fit's probes are timed; shorter ones keep the examples quick, with the same output.
     monkeypatch.setattr(fit_module, "PROBE_SECONDS", 0.2)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.2)
+    monkeypatch.setattr(fit_module, "SHORT_STEP_S", 0.0)  # no steps_per_execution trials
     globs = {"tfpipe": tfpipe, "np": np, "tf": tf, "keras": keras, "pd": pd}
     globs["model"] = world["model"]
-    source_file = inspect.getsourcefile(inspect.unwrap(value)) or name
-    test = doctest.DocTestParser().get_doctest(docstring(value), globs, name, source_file, 0)
+    owner = inspect.unwrap(entry.owner)
+    source_file = inspect.getsourcefile(owner) or entry.name
+    test = doctest.DocTestParser().get_doctest(entry.doc, globs, entry.name, source_file, 0)
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     output: list[str] = []
     runner.run(test, out=output.append)

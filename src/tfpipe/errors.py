@@ -31,7 +31,8 @@ class SchemaError(TfpipeError, ValueError):
         >>> tfpipe.Image(shape=(32, 32, 2))
         Traceback (most recent call last):
         ...
-        tfpipe.errors.SchemaError: Image.shape must be (height, width, channels) with 1, 3 or 4 channels. Received: shape=(32, 32, 2)
+        tfpipe.errors.SchemaError: Image.shape must be (height, width, channels) with 1, 3 or
+        4 channels. Received: shape=(32, 32, 2)
     """
 
 
@@ -44,7 +45,8 @@ class EncodeError(TfpipeError, ValueError):
         >>> schema.encode({"label": "bird"}, where="row 3")
         Traceback (most recent call last):
         ...
-        tfpipe.errors.EncodeError: label: unknown class name 'bird'; expected one of ['cat', 'dog'] in row 3
+        tfpipe.errors.EncodeError: label: unknown class name 'bird'; expected one of
+        ['cat', 'dog'] in row 3
     """
 
 
@@ -67,7 +69,8 @@ class SourceError(TfpipeError, ValueError):
         >>> tfpipe.from_arrays({"x": np.zeros(3), "y": np.zeros(4)})
         Traceback (most recent call last):
         ...
-        tfpipe.errors.SourceError: arrays must share their first dimension, got lengths {'x': 3, 'y': 4}
+        tfpipe.errors.SourceError: arrays must share their first dimension, got lengths
+        {'x': 3, 'y': 4}
     """
 
 

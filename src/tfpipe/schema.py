@@ -338,7 +338,8 @@ class Schema(Mapping[str, Feature]):
 
         Example:
             >>> tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}).to_dict()
-            {'label': {'kind': 'class_label', 'names': None, 'num_classes': 2, 'multi_label': False}}
+            {'label': {'kind': 'class_label', 'names': None, 'num_classes': 2,
+                       'multi_label': False}}
         """
         return {name: feature.to_json() for name, feature in self._features.items()}
 

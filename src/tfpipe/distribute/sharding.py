@@ -70,16 +70,12 @@ class DistributedInput:
 
     Example:
         >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorker...
-        >>> with strategy.scope():
-        ...     model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
-        ...                               keras.layers.Dense(3)])
-        ...     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
         >>> data = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8).as_supervised(
         ...     "image", "label").build_distributed(strategy)
-        >>> history = model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=2,
-        ...                     verbose=0)
         >>> data.steps_per_epoch, data.global_batch_size, data.dropped_per_epoch
         (3, 8, 0)
+        >>> # with strategy.scope(): model = ...; model.compile(...)
+        >>> # model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
 
     Attributes:
         dataset: the distributed dataset, per-replica batches, repeated forever.
