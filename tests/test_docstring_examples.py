@@ -115,6 +115,15 @@ def test_examples_sit_under_an_example_heading() -> None:
     assert misplaced == []
 
 
+def where(entry: Entry) -> tuple[str, int]:
+    """The source file of a docstring and the 0-based line its text starts on, so that a
+    failing example is reported at its line in the file."""
+    lines, start = inspect.getsourcelines(entry.owner)
+    first = entry.doc.splitlines()[0]
+    offset = next((i for i, text in enumerate(lines) if first in text), 0)
+    return inspect.getsourcefile(entry.owner) or entry.name, start - 1 + offset
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The working folder the examples name, made once: `images/` (3 classes of 8 JPEGs of
@@ -159,9 +168,8 @@ def test_example_runs(entry: Entry, world: dict[str, Any], monkeypatch: pytest.M
     monkeypatch.setattr(fit_module, "SHORT_STEP_S", 0.0)  # no steps_per_execution trials
     globs = {"tfpipe": tfpipe, "np": np, "tf": tf, "keras": keras, "pd": pd}
     globs["model"] = world["model"]
-    owner = inspect.unwrap(entry.owner)
-    source_file = inspect.getsourcefile(owner) or entry.name
-    test = doctest.DocTestParser().get_doctest(entry.doc, globs, entry.name, source_file, 0)
+    source_file, line = where(entry)
+    test = doctest.DocTestParser().get_doctest(entry.doc, globs, entry.name, source_file, line)
     runner = doctest.DocTestRunner(optionflags=FLAGS)
     output: list[str] = []
     runner.run(test, out=output.append)
