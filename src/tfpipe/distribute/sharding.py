@@ -69,13 +69,17 @@ class DistributedInput:
     repeats forever: pass `steps_per_epoch` to `model.fit`.
 
     Example:
-        >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorker...
+        >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
+        >>> with strategy.scope():
+        ...     model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
+        ...                               keras.layers.Dense(3)])
+        ...     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
         >>> data = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8).as_supervised(
         ...     "image", "label").build_distributed(strategy)
         >>> data.steps_per_epoch, data.global_batch_size, data.dropped_per_epoch
         (3, 8, 0)
-        >>> # with strategy.scope(): model = ...; model.compile(...)
-        >>> # model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
+        >>> history = model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=2,
+        ...                     verbose=0)
 
     Attributes:
         dataset: the distributed dataset, per-replica batches, repeated forever.

@@ -709,7 +709,7 @@ class Pipeline:
         `tfpipe.fit` calls this itself for a model built under a multi-replica strategy.
 
         Example:
-            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorker...
+            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
             >>> data = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8)
             ...         .as_supervised("image", "label").build_distributed(strategy))
             >>> data.steps_per_epoch, data.per_replica_batch_size

@@ -410,7 +410,7 @@ class SequenceLoader(keras.utils.PyDataset):
         a multi-replica strategy.
 
         Example:
-            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorker...
+            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
             >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
             ...                                image_size=(32, 32), seed=0)
             >>> data = loader.build_distributed(strategy)

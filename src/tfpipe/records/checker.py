@@ -96,8 +96,9 @@ class VerifyReport:
         """True when nothing is wrong.
 
         Example:
-            >>> tfpipe.verify("out/train").ok, tfpipe.verify("out/damaged").ok
-            (True, False)
+            >>> report = tfpipe.verify("out/damaged")
+            >>> report.ok, len(report.faults)
+            (False, 1)
         """
         return not self.faults
 
