@@ -179,10 +179,10 @@ def fit(
         >>> table_model.compile("adam", "mse")
         >>> table = tfpipe.from_arrays({"features": np.ones((16, 3), np.float32),
         ...                             "price": np.arange(16, dtype=np.float32)})
-        >>> history = tfpipe.fit(table_model, table, x="features", y="price", epochs=2,
-        ...                      report=False, verbose=0)
-        >>> history = tfpipe.fit(model, "out/train", epochs=2, backup_dir="ckpt", save_every=2,
-        ...                      report=False, verbose=0)
+        >>> history = tfpipe.fit(table_model, table, x="features", y="price", report=False,
+        ...                      verbose=0)
+        >>> history = tfpipe.fit(model, "out/train", backup_dir="ckpt", save_every=2, report=False,
+        ...                      verbose=0)
 
     Args:
         model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).
