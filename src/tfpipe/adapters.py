@@ -239,8 +239,12 @@ def named_errors(*sources: Any) -> Iterator[None]:
     `tfpipe.fit`, `tfpipe.benchmark` and `tfpipe inspect` do this themselves.
 
     Example:
-        >>> with tfpipe.named_errors("out/train"):
-        ...     model.fit(tfpipe.read_tfrecords("out/train").batch(32), epochs=3)
+        >>> ds = tfpipe.read_tfrecords("out/damaged").map(lambda ex: (ex["image"], ex["label"]))
+        >>> with tfpipe.named_errors("out/damaged"):
+        ...     history = model.fit(ds.batch(8), epochs=1, verbose=0)
+        Traceback (most recent call last):
+        ...
+        tfpipe.errors.DecodeError: record 5 of out/damaged-00001-of-00002.tfrecord: ...
 
     Args:
         *sources: what the failing datasets read: `tfpipe.Pipeline`s, TFRecord paths (what

@@ -131,10 +131,19 @@ class Joint:
     - any other `tf.data.Dataset`: `dataset.apply(joint.map_dataset)`.
 
     Example:
+        >>> schema = tfpipe.Schema({"image": tfpipe.Image((128, 128, 3), encoding="raw"),
+        ...                         "mask": tfpipe.Mask((128, 128, 1), num_classes=3)})
+        >>> source = tfpipe.from_arrays({"image": np.zeros((8, 128, 128, 3), np.uint8),
+        ...                              "mask": np.ones((8, 128, 128, 1), np.uint8)}, schema)
         >>> joint = tfpipe.augment.Joint(images="image", masks="mask", crop=(96, 96), seed=0)
-        >>> ds = (tfpipe.Pipeline(source).shuffle(seed=0).map(joint).batch(32)
+        >>> ds = (tfpipe.Pipeline(source).shuffle(seed=0).map(joint).batch(4)
         ...       .as_supervised("image", "mask").build())
-        >>> loader = tfpipe.SequenceLoader(source, x="image", y="mask", transform=joint)
+        >>> [tuple(t.shape) for t in next(iter(ds))]
+        [(4, 96, 96, 3), (4, 96, 96, 1)]
+        >>> loader = tfpipe.SequenceLoader(source, x="image", y="mask", batch_size=4,
+        ...                                transform=joint)
+        >>> [array.shape for array in loader[0]]
+        [(4, 96, 96, 3), (4, 96, 96, 1)]
 
     Args:
         images: the image keys, each of shape (height, width, channels). Defaults to "image".
@@ -211,7 +220,13 @@ class Joint:
     @property
     def random(self) -> bool:
         """Whether the output changes between calls (a flip or a crop); `Pipeline` then
-        never caches after it."""
+        never caches after it.
+
+        Example:
+            >>> Joint = tfpipe.augment.Joint
+            >>> Joint(flip="vertical").random, Joint(flip=None, size=(64, 64)).random
+            (True, False)
+        """
         return self.flip is not None or self.crop is not None or self.crop_area is not None
 
     @property
@@ -240,8 +255,13 @@ class Joint:
         parallel map, and differ every epoch. `Pipeline.map(joint)` calls this.
 
         Example:
+            >>> images = np.zeros((4, 64, 64, 3), np.uint8)
+            >>> masks = np.zeros((4, 64, 64), np.uint8)
             >>> ds = tf.data.Dataset.from_tensor_slices({"image": images, "mask": masks})
-            >>> ds = ds.apply(tfpipe.augment.Joint(masks="mask", seed=0).map_dataset)
+            >>> ds = ds.apply(tfpipe.augment.Joint(masks="mask", crop=(48, 48), seed=0).map_dataset)
+            >>> example = next(iter(ds))
+            >>> example["image"].shape, example["mask"].shape
+            (TensorShape([48, 48, 3]), TensorShape([48, 48]))
 
         Args:
             dataset: the examples.
@@ -261,8 +281,12 @@ class Joint:
         """Augments one example: a dict of tensors, or of numpy arrays.
 
         Example:
-            >>> joint = tfpipe.augment.Joint(masks="mask", seed=0)
+            >>> image = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+            >>> mask = np.array([[0, 1], [2, 3]], np.uint8)
+            >>> joint = tfpipe.augment.Joint(masks="mask", flip="horizontal", seed=0)
             >>> out = joint({"image": image, "mask": mask}, np.random.default_rng(1))
+            >>> out["mask"].tolist() in ([[0, 1], [2, 3]], [[1, 0], [3, 2]])  # flipped or not
+            True
 
         Args:
             example: the example dict; keys other than `images` and `masks` pass unchanged.

@@ -170,12 +170,19 @@ def fit(
     pad={"tokens": 128})` with `x` and `y`.
 
     Example:
-        >>> history = tfpipe.fit(model, "out/train", epochs=3, batch_size=64)
-        >>> history.report.verdict
-        'compute-bound'
-        >>> tfpipe.fit(table_model, "out/table", x="features", y="price", epochs=5)
-        >>> tfpipe.fit(two_inputs, "out/pairs", x=["left", "right"], y="same")
-        >>> tfpipe.fit(model, "out/train", epochs=20, backup_dir="ckpt", save_every=200)
+        >>> history = tfpipe.fit(model, "out/train", epochs=2, batch_size=8, verbose=0)
+        tfpipe.fit report (TFRecords input, batches of 8, ...)
+        ...
+        >>> history.report.verdict in ("input-bound", "compute-bound")  # a reading, see FitReport
+        True
+        >>> table_model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        >>> table_model.compile("adam", "mse")
+        >>> table = tfpipe.from_arrays({"features": np.ones((16, 3), np.float32),
+        ...                             "price": np.arange(16, dtype=np.float32)})
+        >>> history = tfpipe.fit(table_model, table, x="features", y="price", report=False,
+        ...                      verbose=0)
+        >>> history = tfpipe.fit(model, "out/train", backup_dir="ckpt", save_every=2, report=False,
+        ...                      verbose=0)
 
     Args:
         model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).

@@ -63,7 +63,13 @@ def compression_of(path: str | os.PathLike[str]) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
-    """One shard: its file name (relative to the metadata file), examples and bytes."""
+    """One shard: its file name (relative to the metadata file), examples and bytes.
+
+    Example:
+        >>> shard = tfpipe.DatasetInfo.load("out/train").shards[0]
+        >>> shard.file, shard.num_examples
+        ('train-00000-of-00002.tfrecord', 12)
+    """
 
     file: str
     num_examples: int
@@ -72,7 +78,18 @@ class ShardInfo:
 
 @dataclasses.dataclass(frozen=True)
 class SkippedExample:
-    """An input the writer skipped with `on_error="skip"`, and why."""
+    """An input the writer skipped with `on_error="skip"`, and why.
+
+    Example:
+        >>> source = tfpipe.from_arrays({"label": np.array([0, 1, 5])},
+        ...                             tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}))
+        >>> import warnings
+        >>> with warnings.catch_warnings(action="ignore", category=tfpipe.TfpipeWarning):
+        ...     info = tfpipe.write_tfrecords(source, "out/skips", on_error="skip", progress=False)
+        >>> skipped = info.skipped[0]
+        >>> skipped.index, skipped.origin, info.num_examples
+        (2, 'example 2', 2)
+    """
 
     index: int
     origin: str
@@ -86,7 +103,7 @@ class DatasetInfo:
     Example:
         >>> info = tfpipe.DatasetInfo.load("out/train")
         >>> info.num_examples, len(info.files)
-        (4000, 8)
+        (24, 2)
 
     Attributes:
         name: the prefix's base name, e.g. "train".
@@ -116,16 +133,33 @@ class DatasetInfo:
 
     @property
     def files(self) -> list[fs.AnyPath]:
-        """The shard paths, in order."""
+        """The shard paths, in order.
+
+        Example:
+            >>> [path.name for path in tfpipe.DatasetInfo.load("out/train").files]
+            ['train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
+        """
         return [self.directory / shard.file for shard in self.shards]
 
     @property
     def num_bytes(self) -> int:
+        """Bytes of all the shards, as written.
+
+        Example:
+            >>> info = tfpipe.DatasetInfo.load("out/train")
+            >>> info.num_bytes == sum(path.stat().st_size for path in info.files)
+            True
+        """
         return sum(shard.num_bytes for shard in self.shards)
 
     @property
     def class_names(self) -> dict[str, list[str]]:
-        """Class names per ClassLabel feature that has names."""
+        """Class names per ClassLabel feature that has names.
+
+        Example:
+            >>> tfpipe.DatasetInfo.load("out/train").class_names
+            {'label': ['circle', 'square', 'triangle']}
+        """
         return {
             name: list(feature.names)
             for name, feature in self.schema.items()
@@ -134,9 +168,22 @@ class DatasetInfo:
 
     @property
     def metadata_path(self) -> fs.AnyPath:
+        """The metadata file: `<directory>/<name>.json` (`dataset_info.json` for a TFDS split).
+
+        Example:
+            >>> tfpipe.DatasetInfo.load("out/train").metadata_path.name
+            'train.json'
+        """
         return self.directory / (self.metadata_file or f"{self.name}.json")
 
     def to_dict(self) -> dict[str, Any]:
+        """The content of the metadata file, as JSON types.
+
+        Example:
+            >>> data = tfpipe.DatasetInfo.load("out/train").to_dict()
+            >>> data["format"], data["num_examples"], len(data["shards"])
+            ('tfpipe-tfrecords', 24, 2)
+        """
         return {
             "format": "tfpipe-tfrecords",
             "format_version": FORMAT_VERSION,
@@ -155,7 +202,13 @@ class DatasetInfo:
 
     def save(self) -> fs.AnyPath:
         """Writes the metadata file under a temporary name, then renames it (atomically on
-        local disks; a copy then a delete on object stores, where the file appears whole)."""
+        local disks; a copy then a delete on object stores, where the file appears whole).
+
+        Example:
+            >>> info = tfpipe.DatasetInfo.load("out/train")
+            >>> info.save().name
+            'train.json'
+        """
         path = self.metadata_path
         temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         temporary.write_text(json.dumps(self.to_dict(), indent=2))
@@ -167,7 +220,13 @@ class DatasetInfo:
         """Reads the metadata of the dataset at `prefix` (`out/train` or `out/train.json`, or
         a split of a prepared TensorFlow Datasets folder: `mnist/3.0.1/mnist-train`); with
         `check_files` (the default), raises when a shard it lists does not exist, or (TFDS)
-        when a shard holds another number of records than `dataset_info.json` lists."""
+        when a shard holds another number of records than `dataset_info.json` lists.
+
+        Example:
+            >>> info = tfpipe.DatasetInfo.load("out/train.json")
+            >>> info.name, info.num_examples, info.compression
+            ('train', 24, None)
+        """
         path = fs.path(prefix, "prefix")
         if path.suffix != ".json":
             found = None if metadata_path(prefix).is_file() else tfds_format.find_split(path)

@@ -62,10 +62,19 @@ _SERVICE = (
 class FitReport:
     """How fast the input and the model are on their own, and what `fit` achieved.
 
+    The rates are measured over short probes (about a second for the model, at most two for
+    the input) on a machine that may be doing other work, so they are estimates: the verdict
+    and the advice read them as they came out, and the same run repeated can land on the other
+    side of a threshold. Trust a verdict more when the run trained for many steps, and when
+    the input alone is far faster or far slower than the model.
+
     Example:
-        >>> history = tfpipe.fit(model, "out/train", epochs=2)
-        >>> history.report.verdict
-        'compute-bound'
+        >>> history = tfpipe.fit(model, "out/train", epochs=2, verbose=0)
+        tfpipe.fit report (TFRecords input, batches of 24, ...)
+        ...
+        >>> report = history.report
+        >>> report.input_kind, report.batch_size, report.verdict in ("input-bound", "compute-bound")
+        ('TFRecords', 24, True)
 
     Attributes:
         input_examples_per_s: the input iterated alone, without the model.
@@ -75,13 +84,16 @@ class FitReport:
             input at each epoch counts. Examples are counted per step as an epoch's examples
             over its steps when both are known (a short last batch counts as what it holds),
             else as `batch_size`.
-        input_wait_fraction: share of training time lost to the input,
-            `1 - achieved / model` clipped to [0, 1].
+        input_wait_fraction: `1 - achieved / model` clipped to [0, 1]: how much slower
+            training ran than the model alone, which the report puts down to the input. It is
+            not a measured wait: anything else that slows the steps of `fit` (callbacks, other
+            work on the machine, the noise of short probes) counts in it too.
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
-            input alone is less than 1.5x as fast as the model (then the two cannot share the
-            CPU without the input falling behind; this keeps the verdict stable against the
-            noise of a short model probe), else "compute-bound".
-        advice: concrete next steps, built from the numbers above, then what `fit` decided
+            input alone is less than 1.5x as fast as the model (an input with little headroom
+            is likely to fall behind when it shares the CPU with training), else
+            "compute-bound". A rule over the estimates above, not a proof: near the
+            thresholds, repeated runs can disagree.
+        advice: suggested next steps, built from the numbers above, then what `fit` decided
             and why (e.g. that `steps_per_execution` stayed 1 for an epoch of unknown length).
         input_kind: "Pipeline", "tf.data", "PyDataset" or "TFRecords".
         batch_size: examples per batch: the size the input declares (`Pipeline.batch`, the
@@ -144,6 +156,19 @@ class FitReport:
         input-bound run on a saturated CPU (`cpu_busy`) is pointed at the tf.data service, one
         on the service (`service`, the dispatcher's address) at more workers. `notes` (what `fit`
         decided and why, e.g. why `steps_per_execution` stayed 1) end the advice.
+
+        Example:
+            >>> from tfpipe.bench import Throughput
+            >>> input_alone = Throughput(examples_per_s=900.0, batches_per_s=28.1,
+            ...                          first_batch_s=0.4, batches=50, examples=1600)
+            >>> report = tfpipe.FitReport.build(
+            ...     input_alone=input_alone, model_examples_per_s=2000.0,
+            ...     achieved_examples_per_s=850.0, input_kind="Pipeline", batch_size=32,
+            ...     steps_per_execution=1, steps_per_execution_chosen=False, image_encoding="jpeg")
+            >>> report.verdict, round(report.input_wait_fraction, 2)
+            ('input-bound', 0.57)
+            >>> print(report.advice[1])
+            the input alone is slower than the model: store raw pixels at training size ...
         """
         wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
         headroom = input_alone.examples_per_s / model_examples_per_s
@@ -231,8 +256,12 @@ class FitReport:
         Needs matplotlib (`pip install "tfpipe[plot]"`); the format follows the suffix.
 
         Example:
-            >>> history = tfpipe.fit(model, "out/train")
-            >>> history.report.plot("fit-report.png")
+            >>> from tfpipe.bench import Throughput
+            >>> report = tfpipe.FitReport.build(
+            ...     input_alone=Throughput(900.0, 28.1, 0.4, 50, 1600), model_examples_per_s=2000.0,
+            ...     achieved_examples_per_s=850.0, input_kind="Pipeline", batch_size=32,
+            ...     steps_per_execution=1, steps_per_execution_chosen=False)
+            >>> report.plot("fit-report.png")  # or history.report.plot(...) after tfpipe.fit
             PosixPath('fit-report.png')
 
         Args:

@@ -110,7 +110,15 @@ class Schema(Mapping[str, Feature]):
         return f"Schema({{{inner}}})"
 
     def check_names(self, names: Sequence[str], argument: str) -> None:
-        """Raises a SchemaError naming `argument` when a name is not a feature of the schema."""
+        """Raises a SchemaError naming `argument` when a name is not a feature of the schema.
+
+        Example:
+            >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
+            >>> schema.check_names(["label", "weight"], "x")
+            Traceback (most recent call last):
+            ...
+            tfpipe.errors.SchemaError: x: feature 'weight' is not in the schema; it has ['label']
+        """
         unknown = [n for n in names if n not in self._features]
         if unknown:
             raise SchemaError(
@@ -133,6 +141,12 @@ class Schema(Mapping[str, Feature]):
     def encode(self, example: Mapping[str, Any], *, where: Where = "example") -> bytes:
         """Serializes one example dict into `tf.train.Example` bytes.
 
+        Example:
+            >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
+            >>> data = schema.encode({"label": "dog"})
+            >>> tf.train.Example.FromString(data).features.feature["label"].int64_list.value
+            [1]
+
         Args:
             example: a value for every feature, in any form the feature accepts.
             where: how errors name the example, e.g. "example 17 (cats/017.jpg)"; or a function
@@ -149,7 +163,15 @@ class Schema(Mapping[str, Feature]):
         return proto.SerializeToString()
 
     def stored(self, serialized: bytes, *, where: Where = "record") -> dict[str, Any]:
-        """The stored values of one serialized example (bytes for images, ints for labels)."""
+        """The stored values of one serialized example (bytes for images, ints for labels).
+
+        Example:
+            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
+            >>> stored = schema.stored(record.numpy())
+            >>> stored["image"][:2], stored["label"] in (0, 1, 2)  # the JPEG, a class index
+            (b'\\xff\\xd8', True)
+        """
         try:
             proto = tf.train.Example.FromString(serialized).features.feature
         except Exception as e:
@@ -167,7 +189,16 @@ class Schema(Mapping[str, Feature]):
     def load(
         self, example: Mapping[str, Any], *, where: Where = "example"
     ) -> dict[str, np.ndarray]:
-        """Decodes one example dict of source or stored values into numpy arrays."""
+        """Decodes one example dict of source or stored values into numpy arrays.
+
+        Example:
+            >>> schema = tfpipe.Schema({"image": tfpipe.Image(shape=(16, 16, 3)),
+            ...                         "label": tfpipe.ClassLabel(names=["circle", "square"])})
+            >>> example = schema.load({"image": "images/circle/circle_00000.jpg",
+            ...                        "label": "circle"})
+            >>> example["image"].shape, int(example["label"])
+            ((16, 16, 3), 0)
+        """
         self._check_keys(example, where)
         out = {}
         for name, feature in self._features.items():
@@ -178,11 +209,24 @@ class Schema(Mapping[str, Feature]):
         return out
 
     def decode(self, serialized: bytes, *, where: Where = "record") -> dict[str, np.ndarray]:
-        """Decodes one serialized example to numpy arrays, without a TensorFlow graph."""
+        """Decodes one serialized example to numpy arrays, without a TensorFlow graph.
+
+        Example:
+            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
+            >>> example = schema.decode(record.numpy())
+            >>> example["image"].shape, example["image"].dtype
+            ((32, 32, 3), dtype('uint8'))
+        """
         return self.load(self.stored(serialized, where=where), where=where)
 
     def parse_spec(self) -> dict[str, Any]:
-        """The spec for `tf.io.parse_example` / `parse_single_example`."""
+        """The spec for `tf.io.parse_example` / `parse_single_example`.
+
+        Example:
+            >>> tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}).parse_spec()
+            {'label': FixedLenFeature(shape=[], dtype=tf.int64, default_value=None)}
+        """
         return parse_spec(self._features)
 
     def parse(
@@ -201,7 +245,11 @@ class Schema(Mapping[str, Feature]):
         size: declared in the schema or given as `image_size`).
 
         Example:
-            >>> batch = schema.parse(tf.constant([record, record]), image_size=(64, 64))
+            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
+            >>> batch = schema.parse(tf.stack([record, record]), image_size=(64, 64))
+            >>> batch["image"].shape, batch["label"].shape
+            (TensorShape([2, 64, 64, 3]), TensorShape([2]))
 
         Args:
             serialized: a string tensor of rank 0 or 1.
@@ -260,8 +308,12 @@ class Schema(Mapping[str, Feature]):
         `parse` decodes them; the other features pass unchanged.
 
         Example:
+            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> stored = schema.parse(record, defer_images=True)
             >>> example = schema.decode_images(stored, image_size=(64, 64), rescale=1 / 255)
+            >>> example["image"].shape, example["image"].dtype
+            (TensorShape([64, 64, 3]), tf.float32)
 
         Args:
             example: feature name -> tensor of one example, images and masks as stored bytes.
@@ -284,15 +336,38 @@ class Schema(Mapping[str, Feature]):
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """Feature name -> the feature's `to_json()` dict (what metadata files hold).
+
+        Example:
+            >>> tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}).to_dict()
+            {'label': {'kind': 'class_label', 'names': None, 'num_classes': 2,
+                       'multi_label': False}}
+        """
         return {name: feature.to_json() for name, feature in self._features.items()}
 
     def to_json(self) -> str:
-        """The schema as JSON text; `Schema.from_json` reads it back."""
+        """The schema as JSON text; `Schema.from_json` reads it back.
+
+        Example:
+            >>> schema = tfpipe.Schema({"text": tfpipe.Text()})
+            >>> print(schema.to_json())
+            {
+              "text": {
+                "kind": "text"
+              }
+            }
+        """
         return json.dumps(self.to_dict(), indent=2)
 
     @classmethod
     def from_json(cls, data: str | bytes | os.PathLike[str] | Mapping[str, Any]) -> Schema:
-        """Reads a schema from JSON text, a parsed dict, or a .json file path."""
+        """Reads a schema from JSON text, a parsed dict, or a .json file path.
+
+        Example:
+            >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
+            >>> tfpipe.Schema.from_json(schema.to_json()) == schema
+            True
+        """
         if isinstance(data, os.PathLike):
             with open(data) as f:
                 data = f.read()

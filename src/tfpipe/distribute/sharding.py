@@ -70,11 +70,17 @@ class DistributedInput:
     repeats forever: pass `steps_per_epoch` to `model.fit`.
 
     Example:
+        >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
         >>> with strategy.scope():
-        ...     model = make_model()
-        >>> data = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64).as_supervised(
+        ...     model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
+        ...                               keras.layers.Dense(3)])
+        ...     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(True))
+        >>> data = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8).as_supervised(
         ...     "image", "label").build_distributed(strategy)
-        >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
+        >>> data.steps_per_epoch, data.global_batch_size, data.dropped_per_epoch
+        (3, 8, 0)
+        >>> history = model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=2,
+        ...                     verbose=0)
 
     Attributes:
         dataset: the distributed dataset, per-replica batches, repeated forever.
@@ -99,7 +105,14 @@ class DistributedInput:
 
     @property
     def per_replica_batch_size(self) -> int:
-        """Examples each replica gets in one step."""
+        """Examples each replica gets in one step.
+
+        Example:
+            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # 1 replica
+            >>> data = tfpipe.Pipeline("out/train").batch(8).build_distributed(strategy)
+            >>> data.global_batch_size, data.per_replica_batch_size
+            (8, 8)
+        """
         return self.global_batch_size // (self.num_workers * self.replicas_per_worker)
 
 

@@ -33,6 +33,11 @@ class Feature:
 
     Subclasses are frozen dataclasses, so a feature is a value that can be compared and
     serialized with `to_json()`.
+
+    Example:
+        >>> label = tfpipe.ClassLabel(names=["cat", "dog"])
+        >>> isinstance(label, tfpipe.Feature), label == tfpipe.ClassLabel(names=["cat", "dog"])
+        (True, True)
     """
 
     kind: ClassVar[str]
@@ -43,38 +48,85 @@ class Feature:
         Feature._registry[cls.kind] = cls
 
     def encode(self, value: Any) -> tf.train.Feature:
-        """Encodes a source value into a new `tf.train.Feature`."""
+        """Encodes a source value into a new `tf.train.Feature`.
+
+        Example:
+            >>> tfpipe.ClassLabel(names=["cat", "dog"]).encode("dog").int64_list.value
+            [1]
+        """
         proto = tf.train.Feature()
         self.encode_into(value, proto)
         return proto
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
-        """Encodes a source value into an empty `tf.train.Feature`, in place (no copies)."""
+        """Encodes a source value into an empty `tf.train.Feature`, in place (no copies).
+
+        Example:
+            >>> proto = tf.train.Feature()
+            >>> tfpipe.Tensor(shape=(2,), dtype="float32").encode_into([0.5, 2], proto)
+            >>> proto.float_list.value
+            [0.5, 2.0]
+        """
         raise NotImplementedError
 
     def load(self, value: Any) -> np.ndarray:
-        """Decodes a source value (or a stored value) into its numpy form."""
+        """Decodes a source value (or a stored value) into its numpy form.
+
+        Example:
+            >>> tfpipe.ClassLabel(names=["cat", "dog"], multi_label=True).load(["dog"])
+            array([0., 1.], dtype=float32)
+        """
         raise NotImplementedError
 
     def stored(self, proto: tf.train.Feature) -> Any:
-        """The stored value of a `tf.train.Feature`, in a form `load()` accepts."""
+        """The stored value of a `tf.train.Feature`, in a form `load()` accepts.
+
+        Example:
+            >>> text = tfpipe.Text()
+            >>> text.stored(text.encode("hello"))
+            b'hello'
+        """
         raise NotImplementedError
 
     def decode_tensor(self, parsed: tf.Tensor) -> tf.Tensor:
-        """Decodes the parsed tensor of one example inside a tf.data graph."""
+        """Decodes the parsed tensor of one example inside a tf.data graph.
+
+        Example:
+            >>> label = tfpipe.ClassLabel(num_classes=3, multi_label=True)
+            >>> label.decode_tensor(tf.constant([0, 2], tf.int64)).numpy()
+            array([1., 0., 1.], dtype=float32)
+        """
         return parsed
 
     @property
     def dtype(self) -> str:
-        """The numpy dtype name of the decoded value."""
+        """The numpy dtype name of the decoded value.
+
+        Example:
+            >>> tfpipe.Image().dtype, tfpipe.ClassLabel(num_classes=2).dtype, tfpipe.Text().dtype
+            ('uint8', 'int64', 'str')
+        """
         raise NotImplementedError
 
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:
-        """The shape of the decoded value (None where it varies)."""
+        """The shape of the decoded value (None where it varies).
+
+        Example:
+            >>> tfpipe.Image(shape=(None, None, 3)).decoded_shape
+            (None, None, 3)
+            >>> tfpipe.ClassLabel(num_classes=4, multi_label=True).decoded_shape
+            (4,)
+        """
         raise NotImplementedError
 
     def to_json(self) -> dict[str, Any]:
+        """The feature as a JSON-compatible dict; `Feature.from_json` reads it back.
+
+        Example:
+            >>> tfpipe.Tensor(shape=(3,), dtype="float32").to_json()
+            {'kind': 'tensor', 'shape': [3], 'dtype': 'float32'}
+        """
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
         return {
             "kind": self.kind,
@@ -83,6 +135,12 @@ class Feature:
 
     @staticmethod
     def from_json(data: Mapping[str, Any]) -> Feature:
+        """The feature a `to_json()` dict describes.
+
+        Example:
+            >>> tfpipe.Feature.from_json({"kind": "class_label", "names": ["cat", "dog"]})
+            ClassLabel(names=('cat', 'dog'), num_classes=2, multi_label=False)
+        """
         fields = dict(data)
         kind = fields.pop("kind", None)
         if kind not in Feature._registry:

@@ -69,7 +69,13 @@ class ClassLabel(Feature):
         return {name: i for i, name in enumerate(self.names or ())}
 
     def index(self, value: Any) -> int:
-        """The class index of a name or an index; raises for unknown names and bad indices."""
+        """The class index of a name or an index; raises for unknown names and bad indices.
+
+        Example:
+            >>> label = tfpipe.ClassLabel(names=["cat", "dog"])
+            >>> label.index("dog"), label.index(0)
+            (1, 0)
+        """
         if isinstance(value, str | bytes) and self.names is not None:
             name = value.decode() if isinstance(value, bytes) else value
             position = self.positions.get(name)
@@ -84,7 +90,13 @@ class ClassLabel(Feature):
         return int(value)
 
     def indices(self, value: Any) -> list[int]:
-        """The class indices of a single label or, with `multi_label`, of a list of labels."""
+        """The class indices of a single label or, with `multi_label`, of a list of labels.
+
+        Example:
+            >>> tags = tfpipe.ClassLabel(names=["clear", "haze", "water"], multi_label=True)
+            >>> tags.indices(["water", "clear"]), tags.indices("[1, 2]")
+            ([2, 0], [1, 2])
+        """
         if not self.multi_label:
             return [self.index(value)]
         if isinstance(value, str) and value.lstrip().startswith("["):

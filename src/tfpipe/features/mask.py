@@ -144,7 +144,12 @@ class Mask(Feature):
 
     @property
     def dtype(self) -> str:
-        """uint8, or uint16 when a class or `ignore_value` does not fit in 8 bits."""
+        """uint8, or uint16 when a class or `ignore_value` does not fit in 8 bits.
+
+        Example:
+            >>> tfpipe.Mask(num_classes=3).dtype, tfpipe.Mask(num_classes=300).dtype
+            ('uint8', 'uint16')
+        """
         top = max((self.num_classes or 1) - 1, self.ignore_value or 0)
         return "uint8" if top <= 255 else "uint16"
 
@@ -153,7 +158,14 @@ class Mask(Feature):
         return self.shape
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
-        """Stores a value as a grayscale PNG of `dtype`, at the declared size when declared."""
+        """Stores a value as a grayscale PNG of `dtype`, at the declared size when declared.
+
+        Example:
+            >>> proto = tf.train.Feature()
+            >>> tfpipe.Mask(num_classes=3).encode_into(np.array([[0, 2], [1, 1]]), proto)
+            >>> proto.bytes_list.value[0][:4]
+            b'\\x89PNG'
+        """
         values = self.load(value)
         image = PILImage.fromarray(values.reshape(values.shape[:2]))
         proto.bytes_list.value.append(_imaging.encode_image(image, "png", 0))
@@ -165,6 +177,10 @@ class Mask(Feature):
         Raises:
             TypeError: not a path, bytes, PIL image or integer array.
             ValueError: a lossy or colour mask, a value that is not a class, a wrong shape.
+
+        Example:
+            >>> tfpipe.Mask(num_classes=3).load(np.array([[0, 2], [1, 1]]), size=(4, 4))[0, :, 0]
+            array([0, 0, 2, 2], dtype=uint8)
         """
         try:
             values = self._values(value)
@@ -237,7 +253,15 @@ class Mask(Feature):
 
     def decode_tensor(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
         """Decodes one stored mask in a graph to `dtype`, resized (nearest) to `size`; a value
-        that is not a class fails (as `load` fails)."""
+        that is not a class fails (as `load` fails).
+
+        Example:
+            >>> mask = tfpipe.Mask(num_classes=3)
+            >>> stored = mask.stored(mask.encode(np.array([[0, 2], [1, 1]])))
+            >>> mask.decode_tensor(tf.constant(stored))[..., 0].numpy()
+            array([[0, 2],
+                   [1, 1]], dtype=uint8)
+        """
         return self._decode(parsed, size, batched=False)
 
     def decode_batch(self, parsed: tf.Tensor, size: tuple[int, int] | None = None) -> tf.Tensor:
@@ -245,6 +269,12 @@ class Mask(Feature):
 
         The PNGs are decoded one at a time (`tf.map_fn`); the checks of the stored format and
         of the values, and the resize of masks of a declared size, run once for the batch.
+
+        Example:
+            >>> mask = tfpipe.Mask(shape=(2, 2, 1), num_classes=3)
+            >>> stored = mask.stored(mask.encode(np.array([[0, 2], [1, 1]])))
+            >>> mask.decode_batch(tf.constant([stored, stored])).shape
+            TensorShape([2, 2, 2, 1])
         """
         return self._decode(parsed, size, batched=True)
 

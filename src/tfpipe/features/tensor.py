@@ -82,14 +82,32 @@ class Tensor(Feature):
 
     @property
     def is_float(self) -> bool:
+        """Whether the dtype is a float one (stored as a float list, else as an int64 list).
+
+        Example:
+            >>> tfpipe.Tensor(shape=(), dtype="float16").is_float
+            True
+        """
         return self.dtype in _FLOAT_DTYPES
 
     @property
     def storage_dtype(self) -> tf.DType:
+        """The dtype of the stored list: float32 for float dtypes, else int64.
+
+        Example:
+            >>> tfpipe.Tensor(shape=(3,), dtype="uint8").storage_dtype
+            tf.int64
+        """
         return tf.float32 if self.is_float else tf.int64
 
     @property
     def variable(self) -> bool:
+        """Whether the first dimension varies between examples (`shape=(None, ...)`).
+
+        Example:
+            >>> tfpipe.Tensor(shape=(None,), dtype="int64").variable
+            True
+        """
         return bool(self.shape) and self.shape[0] is None
 
     @property
@@ -111,7 +129,14 @@ class Tensor(Feature):
 
     def convert(self, array: np.ndarray) -> np.ndarray:
         """`array` (any shape) as this dtype; raises ValueError naming the first value that
-        would become a different number (300 as uint8, 1e39 as float32)."""
+        would become a different number (300 as uint8, 1e39 as float32).
+
+        Example:
+            >>> tfpipe.Tensor(shape=(2,), dtype="uint8").convert(np.array([7, 300]))
+            Traceback (most recent call last):
+            ...
+            ValueError: ...300...
+        """
         return _convert(array, self.dtype)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
@@ -166,7 +191,15 @@ class Tensor(Feature):
         """A batch of variable-length values as a dense tensor of `length` rows per example,
         filled with `value`. A longer value fails the graph with an error naming the feature;
         with a `cut` counter it is cut to its first `length` rows instead, and counted there
-        (`to_tensor` alone would cut silently)."""
+        (`to_tensor` alone would cut silently).
+
+        Example:
+            >>> tokens = tfpipe.Tensor(shape=(None,), dtype="int64")
+            >>> batch = tf.ragged.constant([[1, 2, 3], [4]], tf.int64)
+            >>> tokens.pad_batch(batch, 4, 0, "tokens").numpy()
+            array([[1, 2, 3, 0],
+                   [4, 0, 0, 0]])
+        """
         lengths = batch.row_lengths()
         if cut is None:
             check = tf.debugging.Assert(

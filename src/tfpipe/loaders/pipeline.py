@@ -165,9 +165,11 @@ class Pipeline:
     unless `rescale` is given; masks (`tfpipe.Mask`) keep their integer values.
 
     Example:
-        >>> ds = (tfpipe.Pipeline("out/train", image_size=(128, 128), rescale=1 / 255)
-        ...       .shuffle(seed=0).batch(64).as_supervised("image", "label").build())
-        >>> model.fit(ds, epochs=3)
+        >>> ds = (tfpipe.Pipeline("out/train", image_size=(32, 32), rescale=1 / 255)
+        ...       .shuffle(seed=0).batch(8).as_supervised("image", "label").build())
+        >>> history = model.fit(ds, epochs=2, verbose=0)
+        >>> len(history.history["loss"])
+        2
 
     Args:
         source: a TFRecord dataset prefix (with its metadata file), a file, a glob, a folder of
@@ -251,7 +253,9 @@ class Pipeline:
         buffer of examples), so every epoch still differs.
 
         Example:
-            >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(32).build()
+            >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8).build()
+            >>> [int(n) for n in next(iter(ds))["label"]]  # the classes mixed
+            [2, 2, 0, 0, 1, 2, 1, 1]
 
         Args:
             seed: makes the order reproducible (and the pipeline deterministic). Defaults to
@@ -277,7 +281,9 @@ class Pipeline:
 
         Example:
             >>> flip = lambda ex: {**ex, "image": tf.image.random_flip_left_right(ex["image"])}
-            >>> ds = tfpipe.Pipeline("out/train").map(flip).batch(32).build()
+            >>> ds = tfpipe.Pipeline("out/train").map(flip).batch(8).build()
+            >>> next(iter(ds))["image"].shape
+            TensorShape([8, 32, 32, 3])
 
         An object with a `map_dataset(dataset)` method maps the dataset itself: a
         `tfpipe.augment.Joint` zips a seed onto every example, so that its random flips and
@@ -295,7 +301,9 @@ class Pipeline:
         """Keeps the examples for which `predicate(example)` is a True scalar bool tensor.
 
         Example:
-            >>> ds = tfpipe.Pipeline("out/train").filter(lambda ex: ex["label"] < 5).build()
+            >>> ds = tfpipe.Pipeline("out/train").filter(lambda ex: ex["label"] < 2).build()
+            >>> sum(1 for _ in ds)  # 2 classes of 8 images
+            16
         """
         return self._add_transform("filter", predicate, False)
 
@@ -310,7 +318,9 @@ class Pipeline:
         """Groups examples into batches of `batch_size`.
 
         Example:
-            >>> ds = tfpipe.Pipeline("out/train").batch(64, drop_remainder=True).build()
+            >>> ds = tfpipe.Pipeline("out/train").batch(10, drop_remainder=True).build()
+            >>> [len(batch["label"]) for batch in ds]  # 24 examples
+            [10, 10]
 
         Args:
             batch_size: examples per batch.
@@ -325,7 +335,10 @@ class Pipeline:
         would freeze the augmentation): then it moves before it, with a `TfpipeWarning`.
 
         Example:
+            >>> augment = lambda ex: {**ex, "image": tf.image.random_flip_left_right(ex["image"])}
             >>> ds = tfpipe.Pipeline("out/train").cache().map(augment, random=True).build()
+            >>> sum(1 for _ in ds)
+            24
 
         Args:
             path: a file prefix for an on-disk cache (a local path or a URL TensorFlow
@@ -344,7 +357,15 @@ class Pipeline:
         return self._with(cache=(path, len(self._transforms)))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Pipeline:
-        """Sets the prefetch buffer of the last stage (always present). Defaults to AUTOTUNE."""
+        """Sets the prefetch buffer of the last stage (always present). Defaults to AUTOTUNE.
+
+        Example:
+            >>> print(tfpipe.Pipeline("out/train").batch(8).prefetch(2).explain())
+             1. list 2 TFRecord file(s) of out/train
+             ...
+             6. prefetch 2
+             ...
+        """
         if buffer_size != AUTOTUNE:
             check_int("buffer_size", buffer_size)
         return self._with(prefetch=buffer_size)
@@ -353,7 +374,9 @@ class Pipeline:
         """Repeats the data `count` times (forever with None), reshuffling every pass.
 
         Example:
-            >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).repeat().batch(64).build()
+            >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).repeat().batch(8).build()
+            >>> len(list(ds.take(5)))  # more than the 3 batches of one pass
+            5
         """
         if count is not None:
             check_int("count", count)
@@ -363,7 +386,9 @@ class Pipeline:
         """Keeps `count` examples (not batches) per epoch, taken before any cache.
 
         Example:
-            >>> ds = tfpipe.Pipeline("out/train").take(100).batch(10).build()
+            >>> ds = tfpipe.Pipeline("out/train").take(12).batch(10).build()
+            >>> sorted(len(batch["label"]) for batch in ds)  # the order may vary: no seed
+            [2, 10]
         """
         check_int("count", count)
         return self._with(take=count)
@@ -374,6 +399,8 @@ class Pipeline:
 
         Example:
             >>> ds = tfpipe.Pipeline("out/train").shard(2, 0).batch(64).build()
+            >>> len(next(iter(ds))["label"])  # one of the 2 files
+            12
         """
         check_int("num", num)
         if not is_int(index) or not 0 <= index < num:
@@ -394,8 +421,10 @@ class Pipeline:
         randomness, only the examples and their order are the same.
 
         Example:
-            >>> p = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64)
-            >>> rest = p.start_at(epoch=2, batch=40).build()  # batches 40.. of epoch 2
+            >>> p = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8)
+            >>> rest = p.start_at(epoch=2, batch=1).build()  # batches 1.. of epoch 2
+            >>> len(list(rest)), p.batches_per_epoch()
+            (2, 3)
 
         Args:
             epoch: the epoch to start in, from 0. Defaults to 0.
@@ -468,8 +497,17 @@ class Pipeline:
         job between trainers with `job_name`.
 
         Example:
-            >>> ds = (tfpipe.Pipeline("out/train").shuffle().batch(64)
-            ...       .distribute("grpc://10.0.0.5:5050").build())
+            >>> p = tfpipe.Pipeline("out/train").shuffle().batch(64).distribute("10.0.0.5:5050")
+            >>> print(p.explain())
+             1. list 2 TFRecord file(s) of out/train
+             ...
+             8. distribute: the stages above run on the tf.data service workers of
+                grpc://10.0.0.5:5050 ...
+             9. rebatch to 64 (each worker's share of an epoch ends in a short batch)
+            10. prefetch AUTOTUNE
+            11. options: deterministic=False
+            >>> # build() registers the pipeline with the dispatcher, which must be running:
+            >>> ds = p.build()  # doctest: +SKIP
 
         Args:
             service: the dispatcher's address, "grpc://HOST:PORT" (or "HOST:PORT").
@@ -502,6 +540,8 @@ class Pipeline:
 
         Example:
             >>> ds = tfpipe.Pipeline("out/train").options(deterministic=False, threads=4).build()
+            >>> ds.options().deterministic, ds.options().threading.private_threadpool_size
+            (False, 4)
 
         Args:
             deterministic: keep a fixed output order. Defaults to None (True with a shuffle
@@ -517,7 +557,13 @@ class Pipeline:
         dict of model input/output name -> feature name gives a dict (matched by name).
 
         Example:
-            >>> ds = tfpipe.Pipeline(src).batch(32).as_supervised("image", ["weather", "ground"])
+            >>> src = tfpipe.from_arrays({"image": np.zeros((4, 8, 8, 3), np.uint8),
+            ...                           "weather": np.array([0, 1, 2, 3]),
+            ...                           "ground": np.array([1, 1, 0, 0])})
+            >>> ds = tfpipe.Pipeline(src).batch(4).as_supervised("image", ["weather", "ground"])
+            >>> images, (weather, ground) = next(iter(ds.build()))
+            >>> images.shape, weather.shape, ground.shape
+            (TensorShape([4, 8, 8, 3]), TensorShape([4]), TensorShape([4]))
 
         Args:
             x: the input feature name(s).
@@ -572,8 +618,8 @@ class Pipeline:
         with a partial last batch do not count.
 
         Example:
-            >>> tfpipe.Pipeline("out/train").batch(64, drop_remainder=True).examples_per_epoch()
-            3968
+            >>> tfpipe.Pipeline("out/train").batch(5, drop_remainder=True).examples_per_epoch()
+            20
         """
         count = self._input.num_examples
         filtered = any(t.kind == "filter" for t in self._transforms)
@@ -594,9 +640,9 @@ class Pipeline:
         fault. `tfpipe.named_errors` calls it to turn such an error into a `DecodeError`.
 
         Example:
-            >>> fault = tfpipe.Pipeline("out/train").locate_fault()
+            >>> fault = tfpipe.Pipeline("out/damaged").locate_fault()
             >>> print(fault)
-            record 17 of out/train-00003-of-00008.tfrecord: damaged or truncated frame: ...
+            record 5 of out/damaged-00001-of-00002.tfrecord: damaged or truncated frame: ...
         """
         return self._input.locate_fault(self._decoding)
 
@@ -607,10 +653,11 @@ class Pipeline:
         variant built from the same `Pipeline(...)`; empty without `truncate=True`.
 
         Example:
-            >>> p = tfpipe.Pipeline("out/reviews", pad={"tokens": 128}, truncate=True).batch(32)
+            >>> src = tfpipe.from_arrays({"tokens": [[1, 2, 3], [4, 5, 6, 7, 8], [9]]})
+            >>> p = tfpipe.Pipeline(src, pad={"tokens": 4}, truncate=True).batch(3)
             >>> batches = list(p.build())
             >>> p.truncated()
-            {'tokens': 17}
+            {'tokens': 1}
         """
         return self._padding.truncated()
 
@@ -621,8 +668,8 @@ class Pipeline:
         shard(), or a source of unknown size. `tfpipe.fit` uses it to size repeated epochs.
 
         Example:
-            >>> tfpipe.Pipeline("out/train").batch(64).batches_per_epoch()  # 4,000 examples
-            63
+            >>> tfpipe.Pipeline("out/train").batch(10).batches_per_epoch()  # 24 examples
+            3
         """
         count = self.examples_per_epoch()
         if count is None or self._batch is None:
@@ -634,6 +681,15 @@ class Pipeline:
 
         Example:
             >>> print(tfpipe.Pipeline("out/train").batch(64).shuffle(seed=0).explain())
+             1. list 2 TFRecord file(s) of out/train
+             2. shuffle file list (seed=0, reshuffled each epoch)
+             3. interleave reads of 2 file(s) at a time (parallel, AUTOTUNE)
+             4. shuffle records (buffer 24, seed=0, reshuffled each epoch)
+             5. batch 64 records
+             6. parse_example (vectorised) + decode images per element
+             7. declare 1 batches per epoch (from the example count)
+             8. prefetch AUTOTUNE
+             9. options: deterministic=True
         """
         _, labels = self._assemble(explain=True)
         return "\n".join(f"{i:2d}. {label}" for i, label in enumerate(labels, 1))
@@ -643,6 +699,8 @@ class Pipeline:
 
         Example:
             >>> ds = tfpipe.Pipeline("out/train").batch(64).build()
+            >>> {name: spec.dtype.name for name, spec in ds.element_spec.items()}
+            {'image': 'uint8', 'label': 'int64'}
         """
         dataset, _ = self._assemble()
         return dataset
@@ -664,12 +722,13 @@ class Pipeline:
         number of workers and the global batch must stay the same).
 
         Example:
-            >>> strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG is set
-            >>> pipeline = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64)
+            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
+            >>> pipeline = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8)
             ...             .as_supervised("image", "label"))
             >>> data = pipeline.build_distributed(strategy)
-            >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
-            >>> rest = pipeline.start_at(epoch=1, batch=20).build_distributed(strategy)
+            >>> data.steps_per_epoch, data.per_replica_batch_size
+            (3, 8)
+            >>> rest = pipeline.start_at(epoch=1, batch=2).build_distributed(strategy)
 
         Args:
             strategy: the strategy the model was built under. Defaults to None (the current

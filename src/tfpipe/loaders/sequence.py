@@ -100,12 +100,12 @@ class SequenceLoader(keras.utils.PyDataset):
     mode), and each batch is filled in place into one preallocated array per feature.
 
     Example:
-        >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("flowers"), batch_size=64,
-        ...                                image_size=(128, 128), seed=0)
+        >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
+        ...                                image_size=(32, 32), seed=0)
         >>> images, labels = loader[0]
         >>> images.shape, images.dtype, labels.dtype
-        ((64, 128, 128, 3), dtype('float32'), dtype('int64'))
-        >>> model.fit(loader, epochs=5)
+        ((8, 32, 32, 3), dtype('float32'), dtype('int64'))
+        >>> history = model.fit(loader, epochs=2, verbose=0)
 
     Args:
         source: any tfpipe source (`from_directory`, `from_dataframe`, `from_arrays`,
@@ -246,10 +246,11 @@ class SequenceLoader(keras.utils.PyDataset):
         with it.
 
         Example:
-            >>> loader = tfpipe.SequenceLoader(source, batch_size=32, seed=0)
-            >>> rest = loader.start_at(epoch=2, batch=10)
-            >>> len(rest) == len(loader) - 10
-            True
+            >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
+            ...                                image_size=(32, 32), seed=0)
+            >>> rest = loader.start_at(epoch=2, batch=1)
+            >>> len(loader), len(rest)
+            (3, 2)
 
         Args:
             epoch: the epoch, from 0. Defaults to 0.
@@ -266,8 +267,11 @@ class SequenceLoader(keras.utils.PyDataset):
         size and the seed.
 
         Example:
-            >>> tfpipe.SequenceLoader(source, batch_size=32, seed=0).identity().seed
-            0
+            >>> source = tfpipe.from_directory("images")
+            >>> loader = tfpipe.SequenceLoader(source, batch_size=8, image_size=(32, 32), seed=0)
+            >>> identity = loader.identity()
+            >>> identity.description, identity.batch_size, identity.seed
+            ('DirectorySource of 24 examples', 8, 0)
         """
         origins = [self._origin(i) for i in range(self._size)]
         labels = getattr(self.source, "labels", lambda: None)()
@@ -282,18 +286,37 @@ class SequenceLoader(keras.utils.PyDataset):
         """Examples in one epoch: every example of the source, less a dropped partial batch.
 
         Example:
-            >>> loader = tfpipe.SequenceLoader(source, batch_size=32, drop_remainder=True)
+            >>> source = tfpipe.from_directory("images")
+            >>> loader = tfpipe.SequenceLoader(source, batch_size=10, image_size=(32, 32),
+            ...                                drop_remainder=True)
             >>> len(source), loader.examples_per_epoch()
-            (100, 96)
+            (24, 20)
         """
         return min(self._size, self._batches() * self.options.batch_size)
 
     def on_epoch_end(self) -> None:
-        """Moves to the next epoch's order (Keras calls this after every epoch)."""
+        """Moves to the next epoch's order (Keras calls this after every epoch).
+
+        Example:
+            >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"),
+            ...                                image_size=(32, 32), seed=0)
+            >>> first = loader.order().tolist()
+            >>> loader.on_epoch_end()
+            >>> loader.epoch, loader.order().tolist() == first
+            (1, False)
+        """
         self.epoch += 1
 
     def order(self, epoch: int | None = None) -> np.ndarray:
-        """The example indices of an epoch (the current one by default), in batch order."""
+        """The example indices of an epoch (the current one by default), in batch order.
+
+        Example:
+            >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"),
+            ...                                image_size=(32, 32), seed=0)
+            >>> order = loader.order(epoch=3).tolist()
+            >>> sorted(order) == list(range(24)), order == loader.order(3).tolist()
+            (True, True)
+        """
         epoch = self.epoch if epoch is None else epoch
         cached = self._order_cache
         if cached is None or cached[0] != epoch:
@@ -389,10 +412,13 @@ class SequenceLoader(keras.utils.PyDataset):
         epochs.
 
         Example:
-            >>> loader = tfpipe.SequenceLoader(source, batch_size=64, seed=0)
+            >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
+            >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
+            ...                                image_size=(32, 32), seed=0)
             >>> data = loader.build_distributed(strategy)
-            >>> model.fit(data.dataset, steps_per_epoch=data.steps_per_epoch, epochs=3)
-            >>> rest = loader.start_at(epoch=1, batch=20).build_distributed(strategy)
+            >>> data.steps_per_epoch, data.global_batch_size
+            (3, 8)
+            >>> rest = loader.start_at(epoch=1, batch=2).build_distributed(strategy)
 
         Args:
             strategy: the strategy the model was built under. Defaults to None (the current

@@ -48,8 +48,8 @@ class Fault:
     """One problem in a dataset: where it is and what is wrong.
 
     Example:
-        >>> print(tfpipe.Fault("out/train-00003-of-00008.tfrecord", 17, "image", "bad JPEG"))
-        record 17 of out/train-00003-of-00008.tfrecord, feature 'image': bad JPEG
+        >>> print(tfpipe.Fault("out/train-00001-of-00002.tfrecord", 7, "image", "bad JPEG"))
+        record 7 of out/train-00001-of-00002.tfrecord, feature 'image': bad JPEG
 
     Attributes:
         file: the TFRecord shard, metadata file or image file.
@@ -77,7 +77,7 @@ class VerifyReport:
     Example:
         >>> report = tfpipe.verify("out/train")
         >>> report.ok, len(report.faults), report.summary()
-        (True, 0, 'out/train: 4000 records (metadata: 4000) in 8 file(s), 4000 images decoded: OK')
+        (True, 0, 'out/train: 24 records (metadata: 24) in 2 file(s), 24 images decoded: OK')
 
     Attributes:
         path: the path verified.
@@ -99,11 +99,22 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        """True when nothing is wrong."""
+        """True when nothing is wrong.
+
+        Example:
+            >>> report = tfpipe.verify("out/damaged")
+            >>> report.ok, len(report.faults)
+            (False, 1)
+        """
         return not self.faults
 
     def summary(self) -> str:
-        """One line: what was read, and how many faults."""
+        """One line: what was read, and how many faults.
+
+        Example:
+            >>> tfpipe.verify("out/damaged").summary()
+            'out/damaged: ... records (metadata: 24) in 2 file(s), ... images decoded: 1 fault(s)'
+        """
         expected = "" if self.expected_records is None else f" (metadata: {self.expected_records})"
         verdict = "OK" if self.ok else f"{len(self.faults)} fault(s)"
         return (
@@ -435,7 +446,10 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
     Example:
         >>> report = tfpipe.verify("out/train")
         >>> report.ok, report.num_records
-        (True, 4000)
+        (True, 24)
+        >>> print(tfpipe.verify("out/damaged"))
+        out/damaged: ... 1 fault(s)
+        record 5 of out/damaged-00001-of-00002.tfrecord: damaged or truncated frame: ...
 
     Args:
         path: a dataset prefix ("out/train"), its metadata file, a TFRecord file, a folder of
@@ -484,8 +498,10 @@ def locate_fault(
     fault. It is what tfpipe runs to name the record behind a raw TensorFlow error.
 
     Example:
-        >>> tfpipe.locate_fault("out/train")
-        Fault(file='out/train-00003-of-00008.tfrecord', record=17, feature=None, message=...)
+        >>> tfpipe.locate_fault("out/train") is None
+        True
+        >>> tfpipe.locate_fault("out/damaged")
+        Fault(file='out/damaged-00001-of-00002.tfrecord', record=5, feature=None, message=...)
 
     Args:
         path: what `verify` accepts.

@@ -162,9 +162,11 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
     with a `TfpipeWarning`.
 
     Example:
-        >>> schema = tfpipe.infer_schema("data/train-*.tfrecord")
-        >>> schema["image/encoded"]
-        Image(shape=(None, None, 3), encoding='jpeg', quality=95)
+        >>> schema = tfpipe.infer_schema("out/train-*.tfrecord")
+        >>> schema["image"]
+        Image(shape=(32, 32, 3), encoding='jpeg', quality=95)
+        >>> schema["label"]
+        ClassLabel(names=None, num_classes=3, multi_label=False)
 
     Args:
         files: a TFRecord file, a glob, a folder, a dataset prefix, or a list of them; local,

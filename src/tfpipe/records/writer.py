@@ -443,10 +443,10 @@ def write_tfrecords(
     the same for the same seed, whatever the number of workers.
 
     Example:
-        >>> src = tfpipe.from_directory("images", image_shape=(128, 128, 3))
-        >>> info = tfpipe.write_tfrecords(src, "out/train", progress=False)
-        >>> info.num_examples == len(src)
-        True
+        >>> src = tfpipe.from_directory("images", image_shape=(64, 64, 3))
+        >>> info = tfpipe.write_tfrecords(src, "out/resized", num_shards=3, progress=False)
+        >>> info.num_examples == len(src), [shard.num_examples for shard in info.shards]
+        (True, [8, 8, 8])
 
     Args:
         source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,

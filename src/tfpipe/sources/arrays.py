@@ -112,7 +112,10 @@ def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> Arra
     with a variable first dimension. Pass `schema=` to choose.
 
     Example:
+        >>> x_train, y_train = np.zeros((100, 28, 28), np.uint8), np.arange(100) % 10
         >>> src = tfpipe.from_arrays({"image": x_train, "label": y_train})
+        >>> len(src), src.schema["label"]
+        (100, ClassLabel(names=None, num_classes=10, multi_label=False))
 
     Args:
         arrays: feature name -> array of N examples.

@@ -20,6 +20,18 @@ class Source(Protocol):
 
     The values of an example are what the schema's features accept: image paths or bytes,
     class names or indices, arrays, strings. No inheritance is needed.
+
+    Example:
+        >>> class Squares:
+        ...     def __len__(self):
+        ...         return 4
+        ...     def __getitem__(self, index):
+        ...         return {"x": float(index * index)}
+        >>> isinstance(Squares(), tfpipe.Source)
+        True
+        >>> schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="float32")})
+        >>> tfpipe.write_tfrecords(Squares(), "out/squares", schema, progress=False).num_examples
+        4
     """
 
     def __len__(self) -> int: ...

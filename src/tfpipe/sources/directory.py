@@ -212,10 +212,10 @@ def from_directory(
     training folder's class names, so that an index means the same class in both.
 
     Example:
-        >>> train = tfpipe.from_directory("flowers/train")
+        >>> train = tfpipe.from_directory("images")
         >>> train.class_names, len(train)
-        (['daisy', 'rose', 'tulip'], 1200)
-        >>> test = tfpipe.from_directory("flowers/test", class_names=train.class_names)
+        (['circle', 'square', 'triangle'], 24)
+        >>> test = tfpipe.from_directory("images", class_names=train.class_names)
 
     Args:
         root: the folder holding one sub-folder per class.

@@ -333,8 +333,8 @@ def from_tfrecords(
 
     Example:
         >>> src = tfpipe.from_tfrecords("out/train")
-        >>> src.origin(17)
-        'record 17 of out/train-00000-of-00008.tfrecord'
+        >>> len(src), src.origin(17)
+        (24, 'record 5 of out/train-00001-of-00002.tfrecord')
 
     Args:
         path: a dataset prefix (`out/train`, with its `out/train.json`), a file, a folder, a
