@@ -112,7 +112,12 @@ class Tensor(Feature):
 
     @property
     def as_bytes(self) -> bool:
-        """Whether a value is stored as its raw bytes ("bytes" or "zlib")."""
+        """Whether a value is stored as its raw bytes ("bytes" or "zlib").
+
+        Example:
+            >>> tfpipe.Tensor((3,), "float64", encoding="zlib").as_bytes
+            True
+        """
         return self.encoding != "list"
 
     def load(self, value: Any) -> np.ndarray:
