@@ -13,8 +13,10 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
+import apache_beam as beam
 import numpy as np
 import tensorflow as tf
+from apache_beam.metrics.metric import MetricsFilter
 
 import tfpipe
 import tfpipe.beam
@@ -79,8 +81,9 @@ def test_beam_output_is_globally_shuffled_and_read_unchanged(written: dict[str, 
 @pytest.mark.slow
 @pytest.mark.fault(
     "a corrupt JPEG among the images of a Beam write",
-    reader="tfpipe.beam.write_tfrecords",
-    outcome="EncodeError naming the file, no metadata, no shard; on_error='skip' counts it",
+    reader="tfpipe.beam.write_tfrecords, WriteTFRecords",
+    outcome="EncodeError naming the file, no metadata, no shard; re-run with on_error='skip': "
+    "counted in the Beam counter and the metadata",
 )
 def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path) -> None:
     folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=10, size=(32, 32))
@@ -92,14 +95,19 @@ def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path
         tfpipe.beam.write_tfrecords(source, prefix, workers=1, args=IN_PROCESS)
     assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
 
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 1 of 20"):
-        info = tfpipe.beam.write_tfrecords(
-            source, prefix, on_error="skip", num_shards=3, workers=1, args=IN_PROCESS
-        )
+    write = tfpipe.beam.WriteTFRecords(prefix, source.schema, num_shards=3, on_error="skip")
+    pipeline = beam.Pipeline(options=tfpipe.beam.pipeline_options("direct", IN_PROCESS, 1))
+    _ = pipeline | tfpipe.beam.ReadSource(source) | write
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = {
+        c.key.metric.name: c.committed
+        for c in result.metrics().query(MetricsFilter().with_namespace("tfpipe"))["counters"]
+    }
+    assert counters == {"skipped_examples": 1, "encoded_examples": 19}
+    info = tfpipe.DatasetInfo.load(prefix)
     assert info.num_examples == 19
     assert [(s.origin, s.index) for s in info.skipped] == [(str(broken), 4)]
-    saved = tfpipe.DatasetInfo.load(prefix)
-    assert saved.skipped == info.skipped
     assert sorted(p.name for p in prefix.parent.iterdir()) == [
         *(f"train-0000{k}-of-00003.tfrecord" for k in range(3)),
         "train.json",

@@ -53,7 +53,14 @@ except ImportError as e:
         "tfpipe.beam needs Apache Beam. You can install it via `pip install 'tfpipe[beam]'`."
     ) from e
 
-__all__ = ["ReadSource", "SourceExample", "WriteTFRecords", "write_tfrecords"]
+__all__ = [
+    "ReadSource",
+    "SourceExample",
+    "WriteTFRecords",
+    "pipeline_options",
+    "shuffle_key",
+    "write_tfrecords",
+]
 
 EXAMPLES_PER_RANGE = 256
 RUNNERS = {
