@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tfpipe import fs
-from tfpipe.errors import EncodeError, SourceError, TfpipeError
+from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
 from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.records.writer import (
     _CHUNK,
@@ -358,7 +358,7 @@ class WriteTFRecords(beam.PTransform):
         )
         self.path = _check_prefix(prefix)
         if not isinstance(schema, Schema):
-            raise TypeError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+            raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
         self.schema = schema
 
     def expand(self, examples: Any) -> Any:
