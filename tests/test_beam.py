@@ -115,6 +115,26 @@ def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path
     assert len(next(iter(tfpipe.read_tfrecords(prefix).batch(50)))["label"]) == 19
 
 
+def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
+    """A runner retries a failed step with the same input: shards renamed by the first attempt
+    are taken as they are, the metadata is saved again."""
+    from tfpipe.beam import _finish, _Plan
+    from tfpipe.records.writer import WriteOptions, _ShardWriter
+
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
+    prefix = tmp_path / "train"
+    writer = _ShardWriter(prefix, [0, 1, 2], None, unique=True)
+    written = [(k, writer.write_whole(k, [schema.encode({"x": k})] * 3)) for k in range(2)]
+    plan, options = _Plan(2, 2**64, 6, 0), WriteOptions(workers=1)
+    first = _finish(written, [], plan, prefix, schema, options)
+    (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
+    again = _finish(written, [], plan, prefix, schema, options)
+    assert again.shards == first.shards == tfpipe.DatasetInfo.load(prefix).shards
+    assert [s.num_examples for s in again.shards] == [3, 3]
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == [*(s.file for s in first.shards), "train.json"]
+
+
 def test_shuffle_keys_are_seeded_and_uniform() -> None:
     keys = [tfpipe.beam.shuffle_key(0, i, f"f{i}.jpg") for i in range(4000)]
     assert keys == [tfpipe.beam.shuffle_key(0, i, f"f{i}.jpg") for i in range(4000)]

@@ -293,11 +293,21 @@ def _finish(
     temporary = dict(written)
     for shard in range(plan.num_shards):
         entry = temporary.get(shard) or writer.write_whole(shard, [])
-        writer.shards.append(writer.commit(shard, entry))
+        writer.shards.append(_commit_once(writer, shard, entry))
     info = dataset_info(path, schema, writer.shards, skipped, options)
     info.save()
     writer.remove_stale(every_writer=True)
     return info
+
+
+def _commit_once(writer: _ShardWriter, shard: int, entry: ShardInfo) -> ShardInfo:
+    """`writer.commit`, or the shard an earlier attempt of this step renamed already (a runner
+    retries a failed step with the same input)."""
+    final = writer.final_path(shard)
+    renamed = not (writer.directory / entry.file).exists() and final.is_file()
+    if renamed and final.stat().st_size == entry.num_bytes:
+        return ShardInfo(final.name, entry.num_examples, entry.num_bytes)
+    return writer.commit(shard, entry)
 
 
 class WriteTFRecords(beam.PTransform):
