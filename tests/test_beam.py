@@ -162,13 +162,13 @@ def test_cli_writes_with_beam_and_passes_beam_options(
 ) -> None:
     out = tmp_path / "cli" / "train"
     argv = ["write", str(written["images"]), str(out), "--runner", "direct", *IN_PROCESS]
-    assert cli.main([*argv, "--shards", "2", "--image-size", "16x16"]) == 0
+    assert cli.main([*argv, "--shards", "3", "--image-size", "16x16", "--no-shuffle"]) == 0
     info = tfpipe.DatasetInfo.load(out)
-    assert (info.num_examples, len(info.shards), info.schema["image"].shape) == (
-        200,
-        2,
-        (16, 16, 3),
-    )
+    assert (info.num_examples, info.shuffled) == (200, False)
+    assert info.schema["image"].shape == (16, 16, 3)
+    assert [s.num_examples for s in info.shards] == [67, 67, 66]  # ranges of indices, in order
+    source = tfpipe.from_tfrecords(out)
+    assert [int(source[i]["label"]) for i in range(200)] == [i // 50 for i in range(200)]
     assert "200 examples" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli.main(["write", str(written["images"]), str(out), "--direct_num_workers=2"])
