@@ -12,10 +12,16 @@ Issue 2, section 8. On 256x256 JPEGs (6 class folders):
   draft-mode decode, bilinear resize and JPEG encode (the operations tfpipe does); goal > 1x;
 - peak RSS of write_tfrecords at N and 4N examples (the 4N source repeats the N files, so the
   disk holds N images): it should stay flat, since the writer only keeps a bounded window.
+
+Issue 14: the same resize written by `tfpipe.beam.write_tfrecords` on the DirectRunner with 2
+worker processes, against `write_tfrecords` with 2 workers (goal >= 0.5x, run by run). Where
+its time goes: the start-up of the runner (2 processes that each import TensorFlow and Beam,
+measured by a run of 32 examples first) and the write itself.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import shutil
@@ -136,6 +142,26 @@ def tfpipe_resize_2_workers(root: str) -> dict[str, Any]:
     return _tfpipe(root, 1, resize=True, workers=2)
 
 
+def beam_resize_2_workers(root: str, mode: str) -> dict[str, Any]:
+    """tfpipe.beam on the DirectRunner with 2 workers (`mode`: "multi_processing" or
+    "multi_threading"); `startup_s` is the time of a 32-example run (the runner's start-up: it
+    starts its worker processes again on every run)."""
+    import tfpipe
+    import tfpipe.beam
+    from tfpipe.sources import Subset
+
+    directory = tfpipe.from_directory(root, image_shape=(*STORED_SIZE, 3))
+    options = {"workers": 2, "args": [f"--direct_running_mode={mode}"]}
+    with tempfile.TemporaryDirectory() as warm, tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        tfpipe.beam.write_tfrecords(Subset(directory, range(WARMUP)), Path(warm) / "t", **options)
+        startup = time.perf_counter() - start
+        start = time.perf_counter()
+        tfpipe.beam.write_tfrecords(directory, Path(out) / "train", **options)
+        result = _result(len(directory), time.perf_counter() - start, Path(out))
+    return {**result, "startup_s": startup, "write_s": result["seconds"] - startup}
+
+
 def _print_mb_per_s(report: dict[str, Any]) -> None:
     for row in report["rows"]:
         mb_per_s = statistics.median(run["mb_per_s"] for run in row["runs"])
@@ -175,8 +201,47 @@ def main() -> None:
             extra={**extra, "stored_size": STORED_SIZE},
         )
         _print_mb_per_s(resize)
+        compare_beam()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def compare_beam() -> None:
+    """Beam's DirectRunner (2 processes) against write_tfrecords (2 workers), run by run, on
+    4,000 images (5 classes)."""
+    if importlib.util.find_spec("apache_beam") is None:
+        print("write_beam skipped: Apache Beam is not installed (pip install 'tfpipe[beam]')")
+        return
+    from tfpipe.synthetic import make_image_folder
+
+    with tempfile.TemporaryDirectory(prefix="tfpipe-bench-beam-") as work:
+        root = str(Path(work) / "images")
+        per_class = scale(800, 40)
+        make_image_folder(root, num_classes=5, per_class=per_class, size=IMAGE_SIZE, quality=90)
+        extra = {"examples": 5 * per_class, "image_size": IMAGE_SIZE, "cpus": os.cpu_count()}
+        _compare_beam(root, extra)
+
+
+def _compare_beam(root: str, extra: dict[str, Any]) -> None:
+    beam = "tfpipe.beam, DirectRunner, 2 processes"
+    threads = "tfpipe.beam, DirectRunner, 2 threads"
+    local = "write_tfrecords, resize, workers=2"
+    report = compare(
+        "write_beam",
+        {
+            "hand-written loop, PIL draft+resize+encode": (hand_written_resize, (root,)),
+            local: (tfpipe_resize_2_workers, (root,)),
+            beam: (beam_resize_2_workers, (root, "multi_processing")),
+            threads: (beam_resize_2_workers, (root, "multi_threading")),
+        },
+        baseline="hand-written loop, PIL draft+resize+encode",
+        pairs={beam: local, threads: local},
+        extra={**extra, "stored_size": STORED_SIZE, "goal_beam_vs_write_tfrecords": 0.5},
+    )
+    for row in report["rows"][2:]:
+        startup = statistics.median(run["startup_s"] for run in row["runs"])
+        total = statistics.median(run["seconds"] for run in row["runs"])
+        print(f"  {row['case']}: {total:.1f} s, of which ~{startup:.1f} s the runner's start-up")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ BLOCK = re.compile(
 ORDER = (
     "write_copy",
     "write_resize",
+    "write_beam",
     "sequence",
     "workers",
     "pipeline_tfrecord",

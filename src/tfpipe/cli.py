@@ -191,18 +191,24 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
     print(f"{args.src}: {len(source)} examples", file=out)
     print(*describe_schema(schema), sep="\n", file=out)
     for name, part in parts.items():
-        info = write_tfrecords(
-            part,
-            prefixes[name],
-            schema=schema,
-            num_shards=args.shards,
-            compression=args.compression,
-            shuffle=not args.no_shuffle,
-            seed=args.seed,
-            workers=args.workers,
-            on_error=args.on_error,
-            check_copies=not args.no_check_copies,
-        )
+        options: dict[str, Any] = {
+            "schema": schema,
+            "num_shards": args.shards,
+            "compression": args.compression,
+            "shuffle": not args.no_shuffle,
+            "seed": args.seed,
+            "workers": args.workers,
+            "on_error": args.on_error,
+            "check_copies": not args.no_check_copies,
+        }
+        if args.runner is None:
+            info = write_tfrecords(part, prefixes[name], **options)
+        else:
+            from tfpipe import beam  # Apache Beam is an optional extra
+
+            info = beam.write_tfrecords(
+                part, prefixes[name], runner=args.runner, args=args.beam_args, **options
+            )
         print(*describe_info(info), sep="\n", file=out)
 
 
@@ -437,7 +443,11 @@ def _parser() -> argparse.ArgumentParser:
         "(images, masks, labels, tensors, text) and how images are stored",
     )
     write.add_argument("--seed", type=int, default=0, help="seed of the split and shuffle (0)")
-    write.add_argument("--workers", type=int, help="encoding threads (default: CPU count)")
+    write.add_argument(
+        "--workers",
+        type=int,
+        help="encoding threads; with --runner direct, worker processes (default: CPU count)",
+    )
     write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
     write.add_argument(
         "--on-error",
@@ -450,6 +460,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not decode JPEGs/PNGs stored byte for byte (~5x faster; for images checked "
         "already, e.g. by tfpipe verify)",
+    )
+    write.add_argument(
+        "--runner",
+        choices=["direct", "DataflowRunner", "FlinkRunner", "SparkRunner"],
+        help="write with an Apache Beam pipeline on this runner (pip install 'tfpipe[beam]'); "
+        "any further --option=value goes to Beam, e.g. --project=p --region=r "
+        "--temp_location=gs://b/tmp for Dataflow, --flink_master=host:8081 for Flink "
+        "(default: write in this process, without Beam)",
     )
     write.set_defaults(handler=_write)
 
@@ -562,7 +580,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     Args:
         argv: the arguments after `tfpipe`. Defaults to `sys.argv[1:]`.
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "runner", None) is None:
+        parser.error(
+            f"unrecognized arguments: {' '.join(extra)} (options for Apache Beam need "
+            "`tfpipe write ... --runner RUNNER`)"
+        )
+    args.beam_args = extra
     with warnings.catch_warnings():
         warnings.simplefilter("always", TfpipeWarning)
         warnings.showwarning = _warning_printer(warnings.showwarning)

@@ -209,35 +209,47 @@ class _Encoder:
             for index, result, pending in waiting
         ]
 
+    def read(self, index: int) -> Any:
+        """Example `index` of the source, its class indices matched to the schema's by name."""
+        try:
+            example = self.source[index]
+        except _SOURCE_ERRORS as e:
+            raise EncodeError(f"cannot read {self.describe(index)} from the source: {e}") from e
+        if self.relabel and isinstance(example, Mapping):
+            example = self.relabel(example, where=lambda: self.describe(index))
+        return example
+
     def encode(self, index: int) -> bytes | SkippedExample:
         try:
-            try:
-                example = self.source[index]
-            except _SOURCE_ERRORS as e:
-                raise EncodeError(f"cannot read {self.describe(index)} from the source: {e}") from e
-            if self.relabel and isinstance(example, Mapping):
-                example = self.relabel(example, where=lambda: self.describe(index))
-            return self.schema.encode(example, where=lambda: self.describe(index))
+            return self.schema.encode(self.read(index), where=lambda: self.describe(index))
         except EncodeError as e:
             if not self.skip:
                 raise
             return SkippedExample(index=index, origin=self.origin_of(index), error=str(e))
 
 
-def _plan_shards(sample: list[bytes], num_examples: int) -> int:
+def plan_shards(num_examples: int, num_bytes: float) -> int:
     """Enough shards for ~TARGET_SHARD_BYTES each, and at least min(MIN_SHARDS, N)."""
-    per_example = sum(map(len, sample)) / max(len(sample), 1)
-    by_size = math.ceil(per_example * num_examples / TARGET_SHARD_BYTES)
-    return max(by_size, min(MIN_SHARDS, num_examples))
+    return max(math.ceil(num_bytes / TARGET_SHARD_BYTES), min(MIN_SHARDS, num_examples))
 
 
 class _ShardWriter:
-    """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically."""
+    """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically.
 
-    def __init__(self, prefix: fs.AnyPath, bounds: list[int], compression: str | None) -> None:
+    `tfpipe.beam` writes whole shards instead (`write_whole`, then `commit`), with a random
+    token per writer (`unique=True`): its writers run in many processes, on many machines.
+    """
+
+    def __init__(
+        self,
+        prefix: fs.AnyPath,
+        bounds: list[int],
+        compression: str | None,
+        unique: bool = False,
+    ) -> None:
         self.directory = prefix.parent
         # A lock keeps other writers out of a local prefix; on URLs a random token does.
-        local = isinstance(prefix, Path)
+        local = isinstance(prefix, Path) and not unique
         self.token = str(os.getpid()) if local else f"{os.getpid()}-{secrets.token_hex(4)}"
         self.name = prefix.name
         self.bounds = bounds
@@ -289,18 +301,36 @@ class _ShardWriter:
         shard = len(self.shards)
         self._writer().close()
         self.writer = None
+        temporary = self.temporary_path(shard)
+        self.shards.append(self.commit(shard, ShardInfo(temporary.name, self.written, 0)))
+
+    def write_whole(self, shard: int, records: Iterable[bytes]) -> ShardInfo:
+        """Writes every record of shard `shard` under its temporary name, named in the result
+        (`commit` renames it)."""
+        temporary = self.temporary_path(shard)
+        written = 0
+        with tf.io.TFRecordWriter(str(temporary), tf_compression(self.compression)) as writer:
+            for record in records:
+                writer.write(record)
+                written += 1
+        return ShardInfo(temporary.name, written, temporary.stat().st_size)
+
+    def commit(self, shard: int, temporary: ShardInfo) -> ShardInfo:
+        """Renames the temporary file of shard `shard` to its final name; returns its entry."""
         final = self.final_path(shard)
         if shard == 0:
             # The old metadata would describe a mix of old and new shards from here on.
             metadata_path(self.directory / self.name).unlink(missing_ok=True)
-        self.temporary_path(shard).replace(final)  # type: ignore[arg-type]
-        self.shards.append(ShardInfo(final.name, self.written, final.stat().st_size))
+        (self.directory / temporary.file).replace(final)  # type: ignore[arg-type]
+        return ShardInfo(final.name, temporary.num_examples, final.stat().st_size)
 
-    def remove_stale(self) -> None:
+    def remove_stale(self, every_writer: bool = False) -> None:
         """Removes shards of earlier writes to this prefix and temporary files of dead writes
-        (on URLs, where no lock tells a dead write from a running one, only this write's)."""
+        (on URLs, where no lock tells a dead write from a running one, only this write's,
+        unless `every_writer`: a finished Beam write removes those of its retried workers)."""
         current = {shard.file for shard in self.shards}
-        token = r"\d+(-[0-9a-f]{8})?" if isinstance(self.directory, Path) else re.escape(self.token)
+        local = isinstance(self.directory, Path) or every_writer
+        token = r"\d+(-[0-9a-f]{8})?" if local else re.escape(self.token)
         pattern = re.compile(
             rf"{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?"
             rf"|\.{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?\.tmp-{token}"
@@ -534,9 +564,8 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     # image check (TensorFlow's) that takes as long as the encode it overlaps with.
     workers = options.workers if encode >= PARALLEL_MIN_SECONDS or check >= encode else 1
     results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
-    num_shards = options.num_shards or _plan_shards(
-        [r for r in head if isinstance(r, bytes)], total
-    )
+    sample = [len(r) for r in head if isinstance(r, bytes)]
+    num_shards = options.num_shards or plan_shards(total, sum(sample) / max(len(sample), 1) * total)
     bounds = [round(k * total / num_shards) for k in range(num_shards + 1)]
     shards = _ShardWriter(path, bounds, options.compression)
     skipped: list[SkippedExample] = []
@@ -552,11 +581,7 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
                     shards.add(position, result)
                 position += 1
             bar.update(len(chunk))
-        if len(skipped) == total:
-            raise EncodeError(
-                f"every one of the {total} examples was skipped; the first: "
-                f"{skipped[0].origin}: {skipped[0].error}"
-            )
+        check_not_all_skipped(skipped, total)
         written = shards.close()
     except BaseException:
         shards.abort()
@@ -564,18 +589,38 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     finally:
         bar.close()
         results.close()
-    info = DatasetInfo(
+    info = dataset_info(path, schema, written, skipped, options)
+    info.save()
+    shards.remove_stale()
+    return info
+
+
+def check_not_all_skipped(skipped: list[SkippedExample], total: int) -> None:
+    """Raises when every one of `total` examples was skipped (there is nothing to write)."""
+    if skipped and len(skipped) == total:
+        raise EncodeError(
+            f"every one of the {total} examples was skipped; the first: "
+            f"{skipped[0].origin}: {skipped[0].error}"
+        )
+
+
+def dataset_info(
+    path: fs.AnyPath,
+    schema: Schema,
+    shards: list[ShardInfo],
+    skipped: list[SkippedExample],
+    options: WriteOptions,
+) -> DatasetInfo:
+    """The metadata of a finished write (`DatasetInfo.save` writes it, last)."""
+    return DatasetInfo(
         name=path.name,
         directory=path.parent,
         schema=schema,
-        num_examples=total - len(skipped),
-        shards=tuple(written),
+        num_examples=sum(shard.num_examples for shard in shards),
+        shards=tuple(shards),
         compression=options.compression,
         skipped=tuple(skipped),
         shuffled=options.shuffle,
         seed=options.seed if options.shuffle else None,
         tfpipe_version=importlib.metadata.version("tfpipe"),
     )
-    info.save()
-    shards.remove_stale()
-    return info
