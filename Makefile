@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Test processes (pytest-xdist): the suite waits on subprocesses and servers much of the time,
+# so two processes finish it sooner even on 2 cores; each file stays in one process, so its
+# module fixtures (a demo run, killed training runs) are made once.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test bench lint docs clean
 
@@ -21,7 +25,7 @@ demo: $(VENV)/.installed
 	$(BIN)/tfpipe demo --workdir demo-data
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m benchmarks
