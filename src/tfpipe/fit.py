@@ -23,6 +23,7 @@ import tensorflow as tf
 from tfpipe._checks import check_int
 from tfpipe.adapters import Input, adapt, naming
 from tfpipe.bench import batch_size_of, measure
+from tfpipe.breakdown import Breakdown
 from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
@@ -34,9 +35,12 @@ from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
 from tfpipe.resume import Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
+from tfpipe.stages import input_stages
+from tfpipe.timing import Clock
 
 PROBE_SECONDS = 1.0
 INPUT_PROBE_SECONDS = 2.0
+STAGE_PROBE_SECONDS = 0.75
 SHORT_STEP_S = 0.02
 TARGET_EXECUTION_S = 0.05
 MAX_STEPS_PER_EXECUTION = 64
@@ -279,10 +283,17 @@ def fit(
     else:
         probe = _probe_model(model, batch, steps or train.steps, tune=resumable is None)
     timer = _StepTimer()
+    # With the report, every callback is timed by class name (tfpipe.timing).
+    clock = Clock(probe.step_seconds) if report else None
+    run_callbacks = [timer, *(callbacks or [])]
+    if clock is not None:
+        run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
     if multi_worker:
         _multi_worker_steps(model)
     passes = None if resumable is not None else _pass_counter(train, steps, epochs, model)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
+    if clock is not None:
+        clock.start()
     try:
         with naming(*inputs):
             if resumable is not None:
@@ -293,7 +304,7 @@ def fit(
                     backups,
                     save_every,
                     epochs=epochs,
-                    callbacks=[timer, *(callbacks or [])],
+                    callbacks=run_callbacks,
                     **fit_kwargs,
                 )
             else:
@@ -309,7 +320,7 @@ def fit(
                     dataset,
                     epochs=epochs,
                     steps_per_epoch=steps,
-                    callbacks=[timer, *(callbacks or [])],
+                    callbacks=run_callbacks,
                     **fit_kwargs,
                 )
     finally:
@@ -319,11 +330,12 @@ def fit(
             for name in ("_maybe_symbolic_build", "train_step", "test_step"):
                 delattr(model, name)
             model.train_function = model.test_function = None
+    timings = None if clock is None else clock.stop()
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(inputs)
     service_notes = _check_passes(train, passes, epochs * (steps or 0))
     history.report = None
-    if report:
+    if timings is not None:
         # Timed after training: iterating the input before fit left its threads and buffers
         # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
         with naming(train):
@@ -333,6 +345,7 @@ def fit(
                 warmup=2,
                 max_seconds=INPUT_PROBE_SECONDS,
             )
+            stages = input_stages(train.pipeline, STAGE_PROBE_SECONDS)
         history.report = FitReport.build(
             input_alone=input_alone,
             model_examples_per_s=size / (probe.step_seconds or timer.step_seconds),
@@ -341,7 +354,7 @@ def fit(
                 if distributed is not None
                 else _examples_per_step(train, size)
             )
-            / timer.step_seconds,
+            / (timings.step_seconds or timer.step_seconds),
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,
@@ -351,6 +364,11 @@ def fit(
             notes=probe.notes + service_notes,
             cpu_busy=cpu_busy,
             service=_service_address(train),
+            breakdown=Breakdown.build(
+                timings,
+                steps_per_execution=probe.steps_per_execution,
+                input_stages=stages,
+            ),
         )
         print(history.report)
     return history
