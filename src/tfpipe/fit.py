@@ -345,7 +345,7 @@ def fit(
                 warmup=2,
                 max_seconds=INPUT_PROBE_SECONDS,
             )
-            stages = input_stages(train.pipeline, STAGE_PROBE_SECONDS)
+            stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
         history.report = FitReport.build(
             input_alone=input_alone,
             model_examples_per_s=size / (probe.step_seconds or timer.step_seconds),
