@@ -257,3 +257,29 @@ def test_the_plot_draws_the_breakdown(tmp_path: Path) -> None:
     text = report.plot(tmp_path / "report.svg").read_text()
     for label in ("compute 60%", "validation 30%", "unexplained 10%"):
         assert label in text
+
+
+def test_only_the_hooks_a_callback_implements_are_timed_and_all_still_run() -> None:
+    from tfpipe.timing import Clock
+
+    seen: list[str] = []
+    lambdas = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: seen.append("L"))
+    clock = Clock(0.001)
+    callbacks = clock.around([lambdas, Sleepy()], verbose=0)
+    hooks = keras.callbacks.CallbackList(callbacks, epochs=1, steps=2)
+    clock.start()
+    hooks.on_train_begin()
+    hooks.on_epoch_begin(0)
+    for step in range(2):
+        hooks.on_train_batch_begin(step)
+        hooks.on_train_batch_end(step, {"loss": 0.5})
+    hooks.on_epoch_end(0, {"loss": 0.5})
+    hooks.on_train_end()
+    timings = clock.stop()
+    assert seen == ["L"]
+    assert set(timings.hooks["Sleepy"]) == {"on_train_batch_end"}
+    assert timings.hooks["Sleepy"]["on_train_batch_end"].calls == 2
+    assert timings.seconds["Sleepy"] >= 2 * SLEEP_S
+    assert timings.hooks["LambdaCallback"]["on_epoch_end"].calls == 1
+    assert (timings.steps, timings.timed_steps, timings.epochs) == (2, 1, 1)
+    assert sum(timings.seconds.values()) == pytest.approx(timings.wall_s, rel=1e-3)

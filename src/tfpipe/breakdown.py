@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from tfpipe.timing import (
     COMPUTE,
+    END,
     HOST,
     INPUT_WAIT,
     OTHER_CALLBACKS,
@@ -28,7 +29,7 @@ ADVICE_SHARE = 0.05
 START_UP_SHARE = 0.25
 MAPS_SHARE = 0.25
 """User maps get advice when they take at least this share of the input's CPU time."""
-_PHASES = (START_UP, COMPUTE, INPUT_WAIT, HOST, VALIDATION, RESTARTS)
+_PHASES = (START_UP, COMPUTE, INPUT_WAIT, HOST, VALIDATION, RESTARTS, END)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +38,9 @@ class BreakdownPart:
 
     Attributes:
         name: "start-up", "compute", "input wait", "host overhead", "validation",
-            "epoch restarts", a callback's class name ("ModelCheckpoint", "ProgbarLogger" for
-            Keras's progress bar, ...), or "other callbacks" (tfpipe's own and the History
-            and ProgbarLogger instances given to `callbacks`).
+            "epoch restarts", "end of training", a callback's class name ("ModelCheckpoint",
+            "ProgbarLogger" for Keras's progress bar, ...), or "other callbacks" (tfpipe's
+            own and the History and ProgbarLogger instances given to `callbacks`).
         seconds: the seconds it took.
         share: its share of the wall time of training.
         callback: True for a callback's part.
@@ -108,8 +109,8 @@ class Breakdown:
         wall_s: the measured wall time of training, from just before `model.fit` to its
             return (tfpipe's probes of the model and the input alone are not part of it).
         parts: every cause with its seconds and share, largest first.
-        unexplained_s: `wall_s` less the parts: Keras's own work after the last callback
-            hook, which no hook can see.
+        unexplained_s: `wall_s` less the parts: time between two hooks that no part
+            explains (e.g. the end of a `fit` that failed mid-step).
         input_stages: the input's CPU time with and without its `Pipeline.map()`s; None
             when the input has no maps (or is not a `Pipeline`) or they cannot be timed apart.
         advice: one line per costly cause, with its measured figure.
@@ -209,6 +210,8 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
         return f"{timings.validations} evaluation(s), its own input and compute"
     if name == RESTARTS:
         return f"{max(timings.epochs - 1, 0)} epoch boundaries, beyond compute"
+    if name == END:
+        return "after the last hook: releasing the input's iterator"
     if name == OTHER_CALLBACKS:
         return "tfpipe's own, History, a given ProgbarLogger"
     saves = _saves(name, timings)
@@ -222,8 +225,8 @@ def _costliest_hook(name: str, timings: Timings) -> str:
     hooks = timings.hooks.get(name, {})
     if not hooks:
         return ""
-    hook, (calls, seconds) = max(hooks.items(), key=lambda item: item[1].seconds)
-    return f"{calls} calls of {hook}, {1000 * seconds / max(calls, 1):.1f} ms each"
+    hook, done = max(hooks.items(), key=lambda item: item[1].seconds)
+    return f"{done.calls} calls of {hook}, {1000 * done.seconds / max(done.calls, 1):.1f} ms each"
 
 
 def _saves(name: str, timings: Timings) -> int | None:
@@ -234,7 +237,7 @@ def _saves(name: str, timings: Timings) -> int | None:
         return None
     if freq == "epoch":
         return timings.epochs
-    batch_ends = timings.hooks.get(name, {}).get("on_train_batch_end", HookCalls(0, 0.0)).calls
+    batch_ends = timings.hooks.get(name, {}).get("on_train_batch_end", HookCalls()).calls
     return min(timings.steps // max(int(freq), 1), batch_ends)  # at most once per execution
 
 
@@ -287,10 +290,15 @@ def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> 
             "for the run (repeat() the dataset and pass steps_per_epoch, as tfpipe.fit does "
             "for a finite tf.data input), or cache() what is decoded"
         )
-    if part.name == START_UP and part.share >= START_UP_SHARE:
+    if part.name in (START_UP, END) and part.share >= START_UP_SHARE:
+        what = (
+            "tracing the train step, the first batch"
+            if part.name == START_UP
+            else ("releasing the input's iterator")
+        )
         return (
-            f"start-up (tracing the train step, the first batch) {took}: it is paid once, "
-            "so a longer run spends a smaller share on it"
+            f"{part.name} ({what}) {took}: it is paid once, so a longer run spends a smaller "
+            "share on it"
         )
     if part.callback and part.name != OTHER_CALLBACKS:
         return (

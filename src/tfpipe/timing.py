@@ -21,10 +21,10 @@ overhead. Nothing here patches Keras: only public hooks are used.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import keras
 
@@ -35,6 +35,7 @@ HOST = "host overhead"
 VALIDATION = "validation"
 RESTARTS = "epoch restarts"
 OTHER_CALLBACKS = "other callbacks"
+END = "end of training"
 UNEXPLAINED = "unexplained"
 PROGRESS_BAR = "ProgbarLogger"
 _STEP = "step"  # a train step in progress: split into the parts above when it ends
@@ -79,26 +80,28 @@ class Ledger:
         """Books the seconds since the last booking to `part`."""
         self.add(part, self.take())
 
-    @contextmanager
-    def spent_in(self, name: str, hook: str) -> Iterator[None]:
-        """Books the time until now to the current phase, the time inside to `name` (a
-        callback's class), counting the call of its `hook`."""
+    def spend(
+        self, name: str, hook: str, call: Callable[..., None], *args: Any, **kwargs: Any
+    ) -> None:
+        """Calls `call` (a callback's `hook`), booking the time until now to the current
+        phase and the time inside to `name`, the callback's class."""
         self.book(self.phase)
         try:
-            yield
+            call(*args, **kwargs)
         finally:
             seconds = self.take()
             self.add(name, seconds)
-            calls = self.hooks.setdefault(name, {})
-            done = calls.get(hook, HookCalls(0, 0.0))
-            calls[hook] = HookCalls(done.calls + 1, done.seconds + seconds)
+            calls = self.hooks.setdefault(name, {}).setdefault(hook, HookCalls())
+            calls.calls += 1
+            calls.seconds += seconds
 
 
-class HookCalls(NamedTuple):
+@dataclasses.dataclass
+class HookCalls:
     """How often a callback's hook was called, and the seconds it took in all."""
 
-    calls: int
-    seconds: float
+    calls: int = 0
+    seconds: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +195,7 @@ class Clock(keras.callbacks.Callback):
     def stop(self) -> Timings:
         """Books the time since the last hook (the end of `fit`) and returns the timings."""
         self.ledger.book(self.ledger.phase if self.ledger.phase != _STEP else UNEXPLAINED)
+        self.ledger.phase = UNEXPLAINED
         return Timings(
             wall_s=time.perf_counter() - self._wall,
             seconds=dict(self.ledger.seconds),
@@ -292,15 +296,19 @@ class _Mark(keras.callbacks.Callback):
         self._enter(RESTARTS)
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-        self._enter(UNEXPLAINED)  # Keras's work after the last hook, until fit returns
+        # Until fit returns: Keras releases the input's iterator (an autotuned tf.data one can
+        # stall for a while), tfpipe restores the model's steps_per_execution.
+        self._enter(END)
 
 
 class _Timed(keras.callbacks.Callback):
-    """A user's callback, its hooks timed under its class name."""
+    """A user's callback, each hook it implements timed under its class name (the others
+    stay the base class's no-ops, which cost nothing to time)."""
 
     def __init__(self, inner: keras.callbacks.Callback, ledger: Ledger, name: str) -> None:
         super().__init__()
-        self.inner, self.ledger, self.name = inner, ledger, name
+        self.inner = inner
+        _time_hooks(self, inner, ledger, name)
 
     def set_model(self, model: keras.Model) -> None:
         super().set_model(model)
@@ -316,25 +324,29 @@ class _TimedProgbar(keras.callbacks.ProgbarLogger):
 
     def __init__(self, ledger: Ledger) -> None:
         super().__init__()
-        self.ledger, self.name = ledger, PROGRESS_BAR
+        _time_hooks(self, _Untimed(self), ledger, PROGRESS_BAR)
 
 
-def _forward(hook: str) -> Callable[..., None]:
-    def timed(self: _Timed, *args: Any, **kwargs: Any) -> None:
-        with self.ledger.spent_in(self.name, hook):
-            getattr(self.inner, hook)(*args, **kwargs)
+class _Untimed:
+    """The ProgbarLogger methods of a `_TimedProgbar`, below its timed instance attributes."""
 
-    return timed
+    def __init__(self, progbar: _TimedProgbar) -> None:
+        self.progbar = progbar
 
-
-def _timed_super(hook: str) -> Callable[..., None]:
-    def timed(self: _TimedProgbar, *args: Any, **kwargs: Any) -> None:
-        with self.ledger.spent_in(self.name, hook):
-            getattr(super(_TimedProgbar, self), hook)(*args, **kwargs)
-
-    return timed
+    def __getattr__(self, hook: str) -> Any:
+        return getattr(keras.callbacks.ProgbarLogger, hook).__get__(self.progbar)
 
 
-for _hook in _HOOKS:
-    setattr(_Timed, _hook, _forward(_hook))
-    setattr(_TimedProgbar, _hook, _timed_super(_hook))
+_LEGACY = {"on_train_batch_begin": "on_batch_begin", "on_train_batch_end": "on_batch_end"}
+
+
+def _time_hooks(timed: keras.callbacks.Callback, source: Any, ledger: Ledger, name: str) -> None:
+    """Sets on `timed` each hook `source` implements (its own or through its legacy alias,
+    `on_batch_end` for `on_train_batch_end`), calling it through `ledger.spend`."""
+    base = keras.callbacks.Callback
+    for hook in _HOOKS:
+        names = (hook, _LEGACY[hook]) if hook in _LEGACY else (hook,)
+        # A method of a subclass, or a function set on the instance (as LambdaCallback does).
+        own = [getattr(getattr(source, n), "__func__", None) for n in names]
+        if any(method is not getattr(base, n) for method, n in zip(own, names, strict=True)):
+            setattr(timed, hook, functools.partial(ledger.spend, name, hook, getattr(source, hook)))
