@@ -148,10 +148,12 @@ def fit(
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
-    prefetched into the GPU's memory while the current step runs. With `report=True` the
-    input is also timed alone after training (at most 2 s, so that it cannot disturb
-    training), so a call spends a few seconds more than `model.fit`; the report is printed
-    and attached as `history.report`.
+    prefetched into the GPU's memory while the current step runs. With `report=True` every
+    callback hook is timed (each callback by its class name), which books each second of
+    `model.fit` to one cause (`FitReport.breakdown`), and the input is also timed alone after
+    training (at most 2 s, so that it cannot disturb training; a Pipeline with maps once more
+    without them, at most 0.75 s), so a call spends a few seconds more than `model.fit`; the
+    report is printed and attached as `history.report`.
 
     Under a multi-replica `tf.distribute` strategy (`MultiWorkerMirroredStrategy`, or
     `MirroredStrategy` with several replicas), a Pipeline, path, source or SequenceLoader is
@@ -205,7 +207,9 @@ def fit(
         batch_size: batch size of the Pipeline built for a path or a source, a positive int
             (ignored, with a warning, for other inputs, which are already batched). Defaults to
             32 for a path or a source.
-        report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
+        report: time every callback hook of the run and the input alone, print the
+            `FitReport` (with its `breakdown` of the training time by cause) and attach it.
+            Defaults to True.
         backup_dir: a folder for backups that resume mid-epoch: weights, optimizer state and
             the input position `(epoch, batch)`, saved together atomically. Running the same
             call again after a kill loads the newest one and goes on at the next batch of the
