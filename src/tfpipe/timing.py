@@ -3,8 +3,8 @@
 Every second between `Clock.start()` and `Clock.stop()` is booked to exactly one part: a
 `Ledger` keeps the part the time is currently running into, and each hook switches it.
 
-    callbacks = [Clock (first), tfpipe's own, each user callback timed by class, _Mark (last)]
-    Keras adds History and its progress bar after them (the bar is a timed ProgbarLogger)
+    callbacks = [Clock (first), tfpipe's own, each user callback timed by class,
+                 Keras's progress bar as a timed ProgbarLogger, _Mark (last)] + Keras's History
 
     Clock hook ─▶ "other callbacks" ─▶ each timed callback ─▶ ... ─▶ _Mark hook ─▶ the phase
     (the time since the last hook goes          (its own part,           that follows the
@@ -15,7 +15,8 @@ A train step is the time from the mark's `on_train_batch_begin` to the clock's
 into compute (the model alone's step time from the probe) and input wait (the rest); the
 first step of the run is start-up (tracing, first batch), the first of each later epoch part
 of the epoch restarts. The time between a step's last hook and the next step's first is host
-overhead. Nothing here patches Keras: only public hooks are used.
+overhead; after the last hook until `fit` returns, the end of training. Nothing here patches
+Keras: only public hooks are used.
 """
 
 from __future__ import annotations
@@ -195,7 +196,6 @@ class Clock(keras.callbacks.Callback):
     def stop(self) -> Timings:
         """Books the time since the last hook (the end of `fit`) and returns the timings."""
         self.ledger.book(self.ledger.phase if self.ledger.phase != _STEP else UNEXPLAINED)
-        self.ledger.phase = UNEXPLAINED
         return Timings(
             wall_s=time.perf_counter() - self._wall,
             seconds=dict(self.ledger.seconds),
