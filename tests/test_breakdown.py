@@ -6,6 +6,7 @@ Timings on a loaded machine vary, so the tests assert structure, ordering and lo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 from pathlib import Path
@@ -217,6 +218,17 @@ def test_each_costly_part_gets_advice_with_its_figure(part: str, advice: str) ->
     assert breakdown.unexplained_s == pytest.approx(0.5)
     assert [line for line in breakdown.advice if line.startswith(advice)]
     assert len(breakdown.advice) == 1  # compute is what training is for: no advice
+
+
+def test_tensorboard_logging_every_step_is_advised_to_log_less(tmp_path: Path) -> None:
+    board = keras.callbacks.TensorBoard(str(tmp_path), update_freq=1)
+    measured = timings(compute=7.0, TensorBoard=2.0)
+    breakdown = Breakdown.build(dataclasses.replace(measured, callbacks={"TensorBoard": board}))
+    assert breakdown["TensorBoard"].callback
+    assert breakdown.advice == (
+        "TensorBoard logging every 1 step(s) took 20% of the run (2.0 s): log every 100 steps "
+        "(update_freq=100) or once per epoch, and write histograms less often (histogram_freq)",
+    )
 
 
 def test_cheap_parts_get_no_advice_and_a_missing_part_is_named() -> None:

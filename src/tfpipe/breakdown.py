@@ -209,7 +209,7 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
     if name == VALIDATION:
         return f"{timings.validations} evaluation(s), its own input and compute"
     if name == RESTARTS:
-        return f"{max(timings.epochs - 1, 0)} epoch boundaries, beyond compute"
+        return f"{max(timings.epochs - 1, 0)} later epoch(s) started, beyond compute"
     if name == END:
         return "after the last hook: releasing the input's iterator"
     if name == OTHER_CALLBACKS:
