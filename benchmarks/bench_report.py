@@ -29,7 +29,7 @@ BATCH = 32
 EXAMPLES = 2048
 REPEATS = 4  # the examples of one epoch: 8192, 256 steps
 WARMUP_STEPS = 5
-TURNS = 6
+TURNS = 10
 
 
 def _data() -> Any:
