@@ -27,6 +27,7 @@ ORDER = (
     "pipeline_folder",
     "segmentation",
     "fit",
+    "report",
 )
 
 # `extra` entries of ratios measured in one process, the cases taking turns: what one ratio is.

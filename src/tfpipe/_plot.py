@@ -31,6 +31,18 @@ def throughput_bars(axes: Any, names: Sequence[str], rates: Sequence[float], tit
     axes.set_title(title)
 
 
+def stacked_bar(axes: Any, names: Sequence[str], shares: Sequence[float], title: str) -> None:
+    """One horizontal bar of shares (0 to 1), a segment per name, the legend to its right."""
+    left = 0.0
+    for name, share in zip(names, shares, strict=True):
+        axes.barh([""], [share], left=[left], label=f"{name} {share:.0%}")
+        left += share
+    axes.set_xlim(0, max(1.0, left))
+    axes.set_xlabel("share of training time")
+    axes.set_title(title)
+    axes.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+
+
 def save(figure: Any, path: str | os.PathLike[str]) -> Path:
     """Saves the figure (format from the suffix, e.g. .png or .svg) and returns its path."""
     path = Path(path)

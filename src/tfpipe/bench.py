@@ -24,6 +24,7 @@ class Throughput:
         first_batch_s: seconds until the first batch arrived (start-up cost).
         batches: how many batches were timed.
         examples: how many examples those batches held.
+        cpu_s: CPU seconds this process spent (all its threads) while they were timed.
     """
 
     examples_per_s: float
@@ -31,6 +32,7 @@ class Throughput:
     first_batch_s: float
     batches: int
     examples: int
+    cpu_s: float = 0.0
 
 
 def batch_size_of(batch: Any) -> int:
@@ -78,7 +80,7 @@ def measure(
         if i == 0:
             first_batch_s = time.perf_counter() - start
     examples = count = 0
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     for batch in iterator:
         if count == 0 and warmup == 0:
             first_batch_s = time.perf_counter() - start
@@ -87,6 +89,7 @@ def measure(
         if count >= num_batches or time.perf_counter() - start >= deadline:
             break
     elapsed = max(time.perf_counter() - start, 1e-9)
+    cpu = time.process_time() - cpu
     if count == 0:
         raise ValueError(f"the input ended during the {warmup} warm-up batches; nothing was timed")
-    return Throughput(examples / elapsed, count / elapsed, first_batch_s, count, examples)
+    return Throughput(examples / elapsed, count / elapsed, first_batch_s, count, examples, cpu)

@@ -23,6 +23,7 @@ import tensorflow as tf
 from tfpipe._checks import check_int
 from tfpipe.adapters import Input, adapt, naming
 from tfpipe.bench import batch_size_of, measure
+from tfpipe.breakdown import Breakdown
 from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.info import DatasetInfo
@@ -34,9 +35,12 @@ from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.report import FitReport
 from tfpipe.resume import Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
+from tfpipe.stages import input_stages
+from tfpipe.timing import Clock
 
 PROBE_SECONDS = 1.0
 INPUT_PROBE_SECONDS = 2.0
+STAGE_PROBE_SECONDS = 0.75
 SHORT_STEP_S = 0.02
 TARGET_EXECUTION_S = 0.05
 MAX_STEPS_PER_EXECUTION = 64
@@ -144,10 +148,12 @@ def fit(
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
-    prefetched into the GPU's memory while the current step runs. With `report=True` the
-    input is also timed alone after training (at most 2 s, so that it cannot disturb
-    training), so a call spends a few seconds more than `model.fit`; the report is printed
-    and attached as `history.report`.
+    prefetched into the GPU's memory while the current step runs. With `report=True` every
+    callback hook is timed (each callback by its class name), which books each second of
+    `model.fit` to one cause (`FitReport.breakdown`), and the input is also timed alone after
+    training (at most 2 s, so that it cannot disturb training; a Pipeline with maps once more
+    without them, at most 0.75 s), so a call spends a few seconds more than `model.fit`; the
+    report is printed and attached as `history.report`.
 
     Under a multi-replica `tf.distribute` strategy (`MultiWorkerMirroredStrategy`, or
     `MirroredStrategy` with several replicas), a Pipeline, path, source or SequenceLoader is
@@ -208,7 +214,9 @@ def fit(
         batch_size: batch size of the Pipeline built for a path or a source, a positive int
             (ignored, with a warning, for other inputs, which are already batched). Defaults to
             32 for a path or a source.
-        report: measure the input alone, print the `FitReport` and attach it. Defaults to True.
+        report: time every callback hook of the run and the input alone, print the
+            `FitReport` (with its `breakdown` of the training time by cause) and attach it.
+            Defaults to True.
         backup_dir: a folder for backups that resume mid-epoch: weights, optimizer state and
             the input position `(epoch, batch)`, saved together atomically. Running the same
             call again after a kill loads the newest one and goes on at the next batch of the
@@ -284,10 +292,17 @@ def fit(
     else:
         probe = _probe_model(model, batch, steps or train.steps, tune=resumable is None)
     timer = _StepTimer()
+    # With the report, every callback is timed by class name (tfpipe.timing).
+    clock = Clock(probe.step_seconds) if report else None
+    run_callbacks = [timer, *(callbacks or [])]
+    if clock is not None:
+        run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
     if multi_worker:
         _multi_worker_steps(model)
     passes = None if resumable is not None else _pass_counter(train, steps, epochs, model)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
+    if clock is not None:
+        clock.start()
     try:
         with naming(*inputs):
             if resumable is not None:
@@ -300,7 +315,7 @@ def fit(
                     backups,
                     save_every,
                     epochs=epochs,
-                    callbacks=[timer, *(callbacks or [])],
+                    callbacks=run_callbacks,
                     **fit_kwargs,
                 )
             else:
@@ -316,7 +331,7 @@ def fit(
                     dataset,
                     epochs=epochs,
                     steps_per_epoch=steps,
-                    callbacks=[timer, *(callbacks or [])],
+                    callbacks=run_callbacks,
                     **fit_kwargs,
                 )
     finally:
@@ -326,11 +341,12 @@ def fit(
             for name in ("_maybe_symbolic_build", "train_step", "test_step"):
                 delattr(model, name)
             model.train_function = model.test_function = None
+    timings = None if clock is None else clock.stop()
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(inputs)
     service_notes = _check_passes(train, passes, epochs * (steps or 0))
     history.report = None
-    if report:
+    if timings is not None:
         # Timed after training: iterating the input before fit left its threads and buffers
         # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
         with naming(train):
@@ -340,6 +356,7 @@ def fit(
                 warmup=2,
                 max_seconds=INPUT_PROBE_SECONDS,
             )
+            stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
         history.report = FitReport.build(
             input_alone=input_alone,
             model_examples_per_s=size / (probe.step_seconds or timer.step_seconds),
@@ -348,7 +365,7 @@ def fit(
                 if distributed is not None
                 else _examples_per_step(train, size)
             )
-            / timer.step_seconds,
+            / (timings.step_seconds or timer.step_seconds),
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,
@@ -358,6 +375,11 @@ def fit(
             notes=probe.notes + service_notes,
             cpu_busy=cpu_busy,
             service=_service_address(train),
+            breakdown=Breakdown.build(
+                timings,
+                steps_per_execution=probe.steps_per_execution,
+                input_stages=stages,
+            ),
         )
         print(history.report)
     return history

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tfpipe import _plot
 from tfpipe.bench import Throughput
+from tfpipe.breakdown import Breakdown
 
 INPUT_BOUND_WAIT = 0.2
 CPU_SATURATED = 0.8
@@ -79,15 +80,14 @@ class FitReport:
     Attributes:
         input_examples_per_s: the input iterated alone, without the model.
         model_examples_per_s: train steps on one batch held in memory (no input cost).
-        achieved_examples_per_s: the rate during `fit`, without its first execution (tracing
-            and start-up) and the pauses for validation and epoch callbacks; the restart of an
-            input at each epoch counts. Examples are counted per step as an epoch's examples
-            over its steps when both are known (a short last batch counts as what it holds),
-            else as `batch_size`.
-        input_wait_fraction: `1 - achieved / model` clipped to [0, 1]: how much slower
-            training ran than the model alone, which the report puts down to the input. It is
-            not a measured wait: anything else that slows the steps of `fit` (callbacks, other
-            work on the machine, the noise of short probes) counts in it too.
+        achieved_examples_per_s: the rate of the train steps during `fit`, without its first
+            execution (tracing and start-up), validation, callbacks and the host's work
+            between steps (all in `breakdown`); the restart of an input at each epoch counts.
+            Examples are counted per step as an epoch's examples over its steps when both are
+            known (a short last batch counts as what it holds), else as `batch_size`.
+        input_wait_fraction: share of the train steps' time lost to the input,
+            `1 - achieved / model` clipped to [0, 1]; `breakdown` gives it in seconds. An estimate
+            from short probes, not a measured wait.
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
             input alone is less than 1.5x as fast as the model (an input with little headroom
             is likely to fall behind when it shares the CPU with training), else
@@ -114,6 +114,10 @@ class FitReport:
             moves decoding to other machines. None when not measured.
         service: the address of the tf.data service the input ran on
             (`Pipeline.distribute`); None when it ran in this process.
+        breakdown: where the wall time of training went, part by part (start-up, compute,
+            input wait, host overhead, validation, epoch restarts, each callback by class
+            name), with the unexplained rest and advice per costly part, which also ends
+            `advice`; None when `fit` was not timed.
     """
 
     input_examples_per_s: float
@@ -131,6 +135,7 @@ class FitReport:
     data_kind: str | None = None
     cpu_busy: float | None = None
     service: str | None = None
+    breakdown: Breakdown | None = None
 
     @classmethod
     def build(
@@ -148,14 +153,16 @@ class FitReport:
         notes: tuple[str, ...] = (),
         cpu_busy: float | None = None,
         service: str | None = None,
+        breakdown: Breakdown | None = None,
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements.
 
         The advice follows the data: how images are stored (`image_encoding`), or, for data
         without images (`data_kind="tensors"`), what helps parsing, and where it runs: an
         input-bound run on a saturated CPU (`cpu_busy`) is pointed at the tf.data service, one
-        on the service (`service`, the dispatcher's address) at more workers. `notes` (what `fit`
-        decided and why, e.g. why `steps_per_execution` stayed 1) end the advice.
+        on the service (`service`, the dispatcher's address) at more workers. The `breakdown`'s
+        advice (per costly part of training) follows, and `notes` (what `fit` decided and
+        why, e.g. why `steps_per_execution` stayed 1) end the advice.
 
         Example:
             >>> from tfpipe.bench import Throughput
@@ -177,8 +184,8 @@ class FitReport:
         rates = (
             f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
             f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
-            f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of training time waiting "
-            "for input)"
+            f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of the train steps' time "
+            "waiting for input)"
         )
         advice = [rates]
         if data_kind == "tensors":
@@ -210,6 +217,8 @@ class FitReport:
                     f"the input is only {headroom:.1f}x faster than the model: it becomes the "
                     f"limit on faster hardware; {decode_less}"
                 )
+        if breakdown is not None:
+            advice.extend(breakdown.advice)
         advice.extend(notes)
         return cls(
             input_examples_per_s=input_alone.examples_per_s,
@@ -227,6 +236,7 @@ class FitReport:
             data_kind=data_kind,
             cpu_busy=cpu_busy,
             service=service,
+            breakdown=breakdown,
         )
 
     def __str__(self) -> str:
@@ -238,20 +248,22 @@ class FitReport:
             f"(first batch after {self.input_first_batch_s:.2f} s)",
             f"  model alone      {self.model_examples_per_s:>12,.1f} examples/s",
             f"  achieved in fit  {self.achieved_examples_per_s:>12,.1f} examples/s",
-            f"  input wait       {self.input_wait_fraction:>12.0%}",
+            f"  input wait       {self.input_wait_fraction:>12.0%} of the train steps' time",
             *(
                 [f"  CPU busy         {self.cpu_busy:>12.0%} of this host's cores"]
                 if self.cpu_busy is not None
                 else []
             ),
             *([f"  input served by  tf.data service at {self.service}"] if self.service else []),
+            *(f"  {line}" for line in (self.breakdown.lines() if self.breakdown else [])),
             f"  verdict: {self.verdict}",
             *(f"  - {line}" for line in self.advice),
         ]
         return "\n".join(lines)
 
     def plot(self, path: str | os.PathLike[str]) -> Path:
-        """Draws the three throughputs and how training time split between input and compute.
+        """Draws the three throughputs and one bar of training time, a segment per part of
+        the `breakdown` (without one, input wait and compute).
 
         Needs matplotlib (`pip install "tfpipe[plot]"`); the format follows the suffix.
 
@@ -270,7 +282,14 @@ class FitReport:
         Returns:
             The path written.
         """
-        figure, (rates, split) = _plot.new_figure(10, 2.8, columns=2)
+        if self.breakdown is None:
+            wait = self.input_wait_fraction
+            names, shares = ["computing", "waiting"], [1 - wait, wait]
+        else:
+            shares_by_name = self.breakdown.shares()
+            names, shares = list(shares_by_name), list(shares_by_name.values())
+        height = max(2.8, 0.25 * len(names) + 0.6)  # the legend lists every part
+        figure, (rates, split) = _plot.new_figure(12, height, columns=2)
         _plot.throughput_bars(
             rates,
             ["input alone", "model alone", "achieved in fit"],
@@ -281,13 +300,7 @@ class FitReport:
             ],
             f"{self.input_kind} input, batches of {self.batch_size}",
         )
-        wait = self.input_wait_fraction
-        split.barh([""], [1 - wait], color="tab:green", label=f"computing {1 - wait:.0%}")
-        split.barh([""], [wait], left=[1 - wait], color="tab:red", label=f"waiting {wait:.0%}")
-        split.set_xlim(0, 1)
-        split.set_xlabel("share of training time")
-        split.set_title(f"verdict: {self.verdict}")
-        split.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncols=2, frameon=False)
+        _plot.stacked_bar(split, names, shares, f"training time by part; verdict: {self.verdict}")
         return _plot.save(figure, path)
 
 

@@ -676,6 +676,26 @@ class Pipeline:
             return None
         return math.ceil(count / self._batch[0])
 
+    def _without_maps(self) -> tuple[tf.data.Dataset, tuple[str, ...], bool] | None:
+        """The dataset of this pipeline without its map()s and `as_supervised`, the maps'
+        names, and whether one is random (for `tfpipe.fit`'s report, which times the input
+        with and without them); None without maps, and with a cache() or on the tf.data
+        service, which decide what each batch recomputes."""
+        maps = [t for t in self._transforms if t.kind == "map"]
+        if not maps or self._cache is not None or self._service is not None:
+            return None
+        dataset = self._with(
+            transforms=tuple(t for t in self._transforms if t.kind != "map"), supervised=None
+        ).build()
+        examples = dataset.unbatch() if self._batch is not None else dataset
+        random = False
+        for transform in maps:  # each traced on what it receives (filters keep the spec)
+            random = transform.is_random(examples.element_spec)
+            if random:
+                break
+            examples = transform.apply(examples)
+        return dataset, tuple(t.name for t in maps), random
+
     def explain(self) -> str:
         """The plan `build()` runs, one stage per line, in order.
 

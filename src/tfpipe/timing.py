@@ -1,0 +1,352 @@
+"""Where the seconds of a training run go, told by Keras's own callback hooks.
+
+Every second between `Clock.start()` and `Clock.stop()` is booked to exactly one part: a
+`Ledger` keeps the part the time is currently running into, and each hook switches it.
+
+    callbacks = [Clock (first), tfpipe's own, each user callback timed by class,
+                 Keras's progress bar as a timed ProgbarLogger, _Mark (last)] + Keras's History
+
+    Clock hook ─▶ "other callbacks" ─▶ each timed callback ─▶ ... ─▶ _Mark hook ─▶ the phase
+    (the time since the last hook goes          (its own part,           that follows the
+     to the phase it ended)                      by class name)           event (a step, ...)
+
+A train step is the time from the mark's `on_train_batch_begin` to the clock's
+`on_train_batch_end`: nothing but Keras's train function (input and compute). It is split
+into compute (the model alone's step time from the probe) and input wait (the rest); the
+first step of the run is start-up (tracing, first batch), the first of each later epoch part
+of the epoch restarts. The time between a step's last hook and the next step's first is host
+overhead; after the last hook until `fit` returns, the end of training. Nothing here patches
+Keras: only public hooks are used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import keras
+
+START_UP = "start-up"
+COMPUTE = "compute"
+INPUT_WAIT = "input wait"
+HOST = "host overhead"
+VALIDATION = "validation"
+RESTARTS = "epoch restarts"
+OTHER_CALLBACKS = "other callbacks"
+END = "end of training"
+UNEXPLAINED = "unexplained"
+PROGRESS_BAR = "ProgbarLogger"
+_STEP = "step"  # a train step in progress: split into the parts above when it ends
+
+_HOOKS = (
+    "on_train_begin",
+    "on_train_end",
+    "on_epoch_begin",
+    "on_epoch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+    "on_test_begin",
+    "on_test_end",
+    "on_test_batch_begin",
+    "on_test_batch_end",
+)
+
+
+class Ledger:
+    """Books every second since `start()` to one part: the one `phase` names, until a hook
+    switches it."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.hooks: dict[str, dict[str, HookCalls]] = {}
+        self.phase = START_UP
+        self._since = 0.0
+
+    def start(self) -> None:
+        self._since = time.perf_counter()
+
+    def take(self) -> float:
+        """The seconds since the last booking, unbooked: the caller books them."""
+        now = time.perf_counter()
+        elapsed, self._since = now - self._since, now
+        return elapsed
+
+    def add(self, part: str, seconds: float) -> None:
+        self.seconds[part] = self.seconds.get(part, 0.0) + seconds
+
+    def book(self, part: str) -> None:
+        """Books the seconds since the last booking to `part`."""
+        self.add(part, self.take())
+
+    def spend(
+        self, name: str, hook: str, call: Callable[..., None], *args: Any, **kwargs: Any
+    ) -> None:
+        """Calls `call` (a callback's `hook`), booking the time until now to the current
+        phase and the time inside to `name`, the callback's class."""
+        self.book(self.phase)
+        try:
+            call(*args, **kwargs)
+        finally:
+            seconds = self.take()
+            self.add(name, seconds)
+            calls = self.hooks.setdefault(name, {}).setdefault(hook, HookCalls())
+            calls.calls += 1
+            calls.seconds += seconds
+
+
+@dataclasses.dataclass
+class HookCalls:
+    """How often a callback's hook was called, and the seconds it took in all."""
+
+    calls: int = 0
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Timings:
+    """What a `Clock` measured: seconds per part, and what the parts were made of.
+
+    Attributes:
+        wall_s: seconds from `start()` to `stop()`.
+        seconds: part -> seconds; the parts sum to `wall_s`.
+        hooks: callback class name -> hook name -> its calls and seconds.
+        steps: train steps.
+        timed_steps: train steps after the first execution of the run (tracing, start-up).
+        executions: train executions (calls of the train function, `steps_per_execution`
+            steps each).
+        epochs: epochs started.
+        validations: evaluations run at the end of an epoch.
+        callbacks: callback class name -> the callback instance (its settings, for advice).
+    """
+
+    wall_s: float
+    seconds: dict[str, float]
+    hooks: dict[str, dict[str, HookCalls]]
+    steps: int
+    timed_steps: int
+    executions: int
+    epochs: int
+    validations: int
+    callbacks: dict[str, keras.callbacks.Callback]
+
+    @property
+    def step_seconds(self) -> float | None:
+        """Seconds per train step after the first execution of the run: the input and the
+        model together, the restart of the input at each epoch included, callbacks, host
+        overhead and validation not; None when only one execution ran."""
+        if not self.timed_steps:
+            return None
+        spent = sum(self.seconds.get(part, 0.0) for part in (COMPUTE, INPUT_WAIT, RESTARTS))
+        return spent / self.timed_steps
+
+
+class Clock(keras.callbacks.Callback):
+    """The first callback of the run: books the time since the previous hook to its phase.
+
+    Example:
+        >>> clock = Clock(step_seconds=0.004)
+        >>> clock.start()
+        >>> model.fit(data, callbacks=clock.around([*callbacks]), epochs=2)
+        >>> clock.stop().seconds["compute"]
+        1.93
+
+    Args:
+        step_seconds: seconds per train step of the model alone (its probe); None when not
+            measured (every step then counts as compute).
+    """
+
+    def __init__(self, step_seconds: float | None) -> None:
+        super().__init__()
+        self.ledger = Ledger()
+        self.step_seconds = step_seconds or None
+        self.steps = self.timed_steps = self.executions = self.epochs = self.validations = 0
+        self._started = False  # a train step ended in this run
+        self._epoch_started = False  # a train step ended in this epoch
+        self._begin = 0
+        self._timed: dict[str, keras.callbacks.Callback] = {}
+        self._wall = 0.0
+
+    def around(
+        self, callbacks: Sequence[keras.callbacks.Callback], verbose: Any = "auto"
+    ) -> list[keras.callbacks.Callback]:
+        """The callbacks to give `model.fit`: this clock, each of `callbacks` timed by its
+        class name (History and ProgbarLogger, which Keras looks for by type, and tfpipe's
+        own are left as they are: "other callbacks"), Keras's progress bar timed when
+        `verbose` shows one, and the closing mark."""
+        timed: list[keras.callbacks.Callback] = [self]
+        for callback in callbacks:
+            keep = isinstance(callback, keras.callbacks.History | keras.callbacks.ProgbarLogger)
+            if keep or type(callback).__module__.startswith("tfpipe."):
+                timed.append(callback)
+            else:
+                name = type(callback).__name__
+                self._timed.setdefault(name, callback)
+                timed.append(_Timed(callback, self.ledger, name))
+        if verbose != 0 and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in timed):
+            timed.append(_TimedProgbar(self.ledger))
+        return [*timed, _Mark(self)]
+
+    def start(self) -> None:
+        self._wall = time.perf_counter()
+        self.ledger.start()
+
+    def stop(self) -> Timings:
+        """Books the time since the last hook (the end of `fit`) and returns the timings."""
+        self.ledger.book(self.ledger.phase if self.ledger.phase != _STEP else UNEXPLAINED)
+        return Timings(
+            wall_s=time.perf_counter() - self._wall,
+            seconds=dict(self.ledger.seconds),
+            hooks=dict(self.ledger.hooks),
+            steps=self.steps,
+            timed_steps=self.timed_steps,
+            executions=self.executions,
+            epochs=self.epochs,
+            validations=self.validations,
+            callbacks=dict(self._timed),
+        )
+
+    def _switch(self, part: str | None = None) -> None:
+        """Books the time since the last hook to `part` (the current phase by default); the
+        callbacks' hooks follow."""
+        self.ledger.book(part or self.ledger.phase)
+        self.ledger.phase = OTHER_CALLBACKS
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._switch(START_UP)  # model.fit's set-up (also a second fit of a resumed run)
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.epochs += 1
+        self._epoch_started = False
+        self._switch()
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._begin = batch
+        self._switch()
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        seconds = self.ledger.take()
+        if self.params.get("steps"):  # Keras reports a short last execution as a full one
+            batch = min(batch, self.params["steps"] - 1)
+        steps = batch - self._begin + 1
+        if not self._started:
+            self.ledger.add(START_UP, seconds)
+        else:
+            compute = seconds if self.step_seconds is None else steps * self.step_seconds
+            compute = min(seconds, compute)
+            self.ledger.add(COMPUTE, compute)
+            self.ledger.add(INPUT_WAIT if self._epoch_started else RESTARTS, seconds - compute)
+            self.timed_steps += steps
+        self.steps += steps
+        self.executions += 1
+        self._started = self._epoch_started = True
+        self.ledger.phase = OTHER_CALLBACKS
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self.validations += 1
+        self._switch(VALIDATION)  # from the epoch's last step: building the evaluation
+
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._switch()
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        # From the epoch's last step, or from the evaluation: Keras's end-of-epoch work.
+        self._switch(RESTARTS if self.ledger.phase == HOST else None)
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        # After the last epoch Keras releases the validation input (`del` of its iterator,
+        # which can stall on an autotuned tf.data iterator); else it has nothing to do.
+        self._switch(VALIDATION if self.validations else UNEXPLAINED)
+
+
+class _Mark(keras.callbacks.Callback):
+    """The last of tfpipe's callbacks: the hooks are over, the time from here on belongs to
+    the phase the event starts."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def _enter(self, phase: str) -> None:
+        ledger = self.clock.ledger
+        ledger.book(ledger.phase)
+        ledger.phase = phase
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._enter(START_UP)
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._enter(RESTARTS if self.clock._started else START_UP)
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._enter(_STEP)
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._enter(HOST)
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._enter(VALIDATION)
+
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
+        self._enter(VALIDATION)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self._enter(RESTARTS)
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        # Until fit returns: Keras releases the input's iterator (an autotuned tf.data one can
+        # stall for a while), tfpipe restores the model's steps_per_execution.
+        self._enter(END)
+
+
+class _Timed(keras.callbacks.Callback):
+    """A user's callback, each hook it implements timed under its class name (the others
+    stay the base class's no-ops, which cost nothing to time)."""
+
+    def __init__(self, inner: keras.callbacks.Callback, ledger: Ledger, name: str) -> None:
+        super().__init__()
+        self.inner = inner
+        _time_hooks(self, inner, ledger, name)
+
+    def set_model(self, model: keras.Model) -> None:
+        super().set_model(model)
+        self.inner.set_model(model)
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        super().set_params(params)
+        self.inner.set_params(params)
+
+
+class _TimedProgbar(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar (verbose=1 or 2), its hooks timed as "ProgbarLogger"."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        super().__init__()
+        _time_hooks(self, _Untimed(self), ledger, PROGRESS_BAR)
+
+
+class _Untimed:
+    """The ProgbarLogger methods of a `_TimedProgbar`, below its timed instance attributes."""
+
+    def __init__(self, progbar: _TimedProgbar) -> None:
+        self.progbar = progbar
+
+    def __getattr__(self, hook: str) -> Any:
+        return getattr(keras.callbacks.ProgbarLogger, hook).__get__(self.progbar)
+
+
+_LEGACY = {"on_train_batch_begin": "on_batch_begin", "on_train_batch_end": "on_batch_end"}
+
+
+def _time_hooks(timed: keras.callbacks.Callback, source: Any, ledger: Ledger, name: str) -> None:
+    """Sets on `timed` each hook `source` implements (its own or through its legacy alias,
+    `on_batch_end` for `on_train_batch_end`), calling it through `ledger.spend`."""
+    base = keras.callbacks.Callback
+    for hook in _HOOKS:
+        names = (hook, _LEGACY[hook]) if hook in _LEGACY else (hook,)
+        # A method of a subclass, or a function set on the instance (as LambdaCallback does).
+        own = [getattr(getattr(source, n), "__func__", None) for n in names]
+        if any(method is not getattr(base, n) for method, n in zip(own, names, strict=True)):
+            setattr(timed, hook, functools.partial(ledger.spend, name, hook, getattr(source, hook)))
