@@ -171,7 +171,10 @@ def test_inspect_records_written_by_plain_tensorflow(
         (["write", "{tmp}/missing", "{tmp}/out"], ["missing", "neither an image folder"]),
         (["write", "{tmp}/notes.txt", "{tmp}/out"], ["notes.txt", "neither an image folder"]),
         (["write", "{images}", "{tmp}/out", "--split", "train=0.9,test=0.3"], ["sum to 1"]),
-        (["write", "{images}", "{tmp}/out", "--shards", "0"], ["num_shards"]),
+        (  # a library error names the command's flags, not the arguments they set
+            ["write", "{tmp}/pairs.csv", "{tmp}/out", "--path-col", "a", "--image-cols", "a,b"],
+            ["--path-col and --image-cols: pass one", "Received: --path-col 'a'"],
+        ),
         (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
         (["inspect", "{tmp}/nothing-here"], ["no TFRecord files at"]),
         (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
@@ -185,6 +188,7 @@ def test_bad_input_exits_2_with_one_clear_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "notes.txt").write_text("hello, this is not a TFRecord file at all")
+    (tmp_path / "pairs.csv").write_text("a,b,label\nx.jpg,y.jpg,0\n")
     (tmp_path / "empty").mkdir()
     names = {"tmp": tmp_path, "images": image_folder, "empty": tmp_path / "empty"}
     assert main([a.format(**names) for a in argv]) == 2
@@ -192,21 +196,24 @@ def test_bad_input_exits_2_with_one_clear_line(
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "fragment"),
     [
-        ["write", "src", "out", "--split", "train:0.7"],
-        ["write", "src", "out", "--image-size", "128by128"],
-        ["demo", "--size", "huge"],
-        ["frobnicate"],
+        (["write", "src", "out", "--split", "train:0.7"], "argument --split"),
+        (["write", "src", "out", "--image-size", "128by128"], "argument --image-size"),
+        (["write", "src", "out", "--shards", "0"], "argument --shards: expected a positive"),
+        (["write", "src", "out", "--seed", "-1"], "argument --seed: expected an integer >= 0"),
+        (["bench", "out/train", "--batch-size", "0"], "argument --batch-size"),
+        (["demo", "--size", "huge"], "argument --size"),
+        (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
     ],
 )
 def test_bad_arguments_exit_2_with_usage(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
-    assert "error: " in capsys.readouterr().err
+    assert f"error: {fragment}" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,8 @@ import tensorflow as tf
 
 from tfpipe._checks import check_int
 from tfpipe.adapters import Input, adapt, naming
+from tfpipe.backend import data_only, strategy_of, trains_with_tensorflow
+from tfpipe.backend import notes as backend_notes
 from tfpipe.bench import batch_size_of, measure
 from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
@@ -219,6 +221,7 @@ def fit(
         Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).
     """
     _check_model(model)
+    data_only()
     check_int("epochs", epochs)
     check_int("batch_size", batch_size, or_none=True)
     save_every = check_backup(backup_dir, save_every, model)
@@ -259,7 +262,7 @@ def fit(
         )
     inputs = [train] if validation is None else [train, checked]
 
-    multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
+    multi_worker = Layout.of(strategy_of(model)).num_workers > 1
     if multi_worker and resumable is not None:
         raise ValueError(
             "backup_dir: resuming under a multi-worker strategy is not supported yet (the "
@@ -273,7 +276,7 @@ def fit(
     )
     with naming(*inputs):
         batch, size = _full_batch(train)
-    if model.distribute_strategy.num_replicas_in_sync > 1:
+    if strategy_of(model).num_replicas_in_sync > 1:
         _build_on(model, batch)
         probe = _Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
@@ -348,7 +351,7 @@ def fit(
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
             data_kind=train.data_kind or _data_kind_of(batch),
-            notes=probe.notes + service_notes,
+            notes=probe.notes + service_notes + backend_notes(),
             cpu_busy=cpu_busy,
             service=_service_address(train),
         )
@@ -511,7 +514,7 @@ def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
     """Under a multi-replica strategy, a Pipeline or SequenceLoader split over the workers so
     that each reads its own part and all run the same steps (other inputs are left to Keras,
     which shards them itself)."""
-    strategy = model.distribute_strategy
+    strategy = strategy_of(model)
     if strategy.num_replicas_in_sync == 1:
         return None
     origin = source.pipeline if source.pipeline is not None else source.data
@@ -531,7 +534,7 @@ def _build_on(model: keras.Model, batch: Any) -> None:
     MultiWorkerMirroredStrategy cannot reduce ("Attempt to convert a value (PerReplica...)",
     keras-team/keras#20585): `fit` then skips that step for a model built here.
     """
-    with model.distribute_strategy.scope():
+    with strategy_of(model).scope():
         model._symbolic_build(data_batch=batch)
 
 
@@ -612,7 +615,7 @@ def _pass_counter(
         or steps is not None
         or source.steps is None
         or source.infinite
-        or model.distribute_strategy.num_replicas_in_sync > 1
+        or strategy_of(model).num_replicas_in_sync > 1
     ):
         return None
     return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
@@ -685,9 +688,10 @@ def _one_iterator(
 
 
 def _accelerator(model: keras.Model) -> str | None:
-    """The GPU a single-device model trains on; None on CPU or when a strategy places data."""
+    """The GPU a single-device model trains on; None on CPU, when a strategy places data, or
+    when Keras trains on another backend than TensorFlow (which copies batches itself)."""
     gpus = tf.config.list_logical_devices("GPU")
-    if not gpus or model.distribute_strategy.num_replicas_in_sync > 1:
+    if not gpus or not trains_with_tensorflow() or strategy_of(model).num_replicas_in_sync > 1:
         return None
     return str(gpus[0].name)
 
@@ -788,7 +792,7 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: boo
         if not model.built:
             model(x)
         if model.optimizer is not None and not model.optimizer.built:
-            with model.distribute_strategy.scope():
+            with strategy_of(model).scope():
                 model.optimizer.build(model.trainable_variables)
         variables = _state(model)
         saved = [v.numpy() for v in variables]
@@ -807,7 +811,7 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: boo
             limit = max(1, min(candidate, steps // 2))
             candidate = max(d for d in range(1, limit + 1) if steps % d == 0)
         # Keras 3.15's multi-step loop fails under a multi-replica strategy: tune only without.
-        replicas = model.distribute_strategy.num_replicas_in_sync
+        replicas = strategy_of(model).num_replicas_in_sync
         if not tune or used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
             return _Probe(step_seconds, used, False)
         if steps is None:
