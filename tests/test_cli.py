@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -216,6 +217,39 @@ def test_bad_arguments_exit_2_with_usage(
     assert f"error: {fragment}" in capsys.readouterr().err
 
 
+_WITHOUT_TENSORFLOW = """
+import contextlib, io, json, runpy, sys
+for argv in (["--help"], ["write", "--help"], ["write", "src", "out", "--shards", "0"]):
+    sys.argv = ["tfpipe", *argv]  # as `python -m tfpipe ...` runs
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("tfpipe", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            status = e.code
+    print(json.dumps([status, out.getvalue() + err.getvalue()]))
+print(json.dumps(["tensorflow" in sys.modules, "keras" in sys.modules]))
+"""
+
+
+def test_help_and_argument_errors_answer_without_tensorflow() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    (help_status, help_text), (write_status, write_help), (error_status, error), imported = [
+        json.loads(line) for line in result.stdout.splitlines()
+    ]
+    assert help_status == 0 and "service" in help_text
+    assert write_status == 0 and "--image-size" in write_help and "--verbose" in write_help
+    assert error_status == 2 and "argument --shards: expected a positive integer" in error
+    assert imported == [False, False]  # neither TensorFlow nor Keras was imported
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoResult:
     return run_demo(
@@ -269,3 +303,4 @@ def test_installed_console_script(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     _assert_one_line_error(result.stderr, "inspect", "no TFRecord files at")
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # TensorFlow's start-up is quiet
