@@ -32,6 +32,11 @@ ORDER = (
 _TAKING_TURNS = {"_batch_by_batch": "each epoch", "_turn_by_turn": "each turn"}
 
 
+def _figure(value: float) -> str:
+    """A rate as the tables show it: whole numbers from 100 on, three figures below."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def by_size(report: dict[str, Any]) -> str:
     """A table of one row per dataset size (no baseline: sizes are compared with each other)."""
     columns = report["columns"]
@@ -68,8 +73,15 @@ def table(report: dict[str, Any]) -> str:
             else f"≥ {row['goal']:.2f} " + ("met" if row["met"] else "**missed**")
         )
         lines.append(
-            f"| {row['case']} | {row[report['metric']]:,.0f} | {row['ratio']:.2f} | {goal} "
+            f"| {row['case']} | {_figure(row[report['metric']])} | {row['ratio']:.2f} | {goal} "
             f"| {row['peak_rss_mb']:,.0f} |"
+        )
+    if "goal_s" in report["extra"]:  # a wall time goal, for the last case (bench_cli.py)
+        seconds, goal = 1 / report["rows"][-1][report["metric"]], report["extra"]["goal_s"]
+        lines.append(
+            f"\n*{report['rows'][-1]['case']}*: {seconds:.2f} s per run, goal < {goal} s "
+            f"({'met' if seconds < goal else '**missed**'}); TensorFlow imported: "
+            f"{report['extra']['tensorflow_imported']}."
         )
     for row in report["rows"]:
         if "paired_ratio" in row:

@@ -65,11 +65,15 @@ class _StepTimer(keras.callbacks.Callback):
     step until validation or the epoch-end callbacks start, and from `on_epoch_begin` on: an
     input that restarts at every epoch is measured, validation and callbacks are not.
     With `stop_after` seconds of timed steps it stops training (used by the model probe).
+    With `short_last_compiles` (JAX compiles the step again for the shape of an epoch's short
+    last batch) the last execution of the first epoch is left out too.
     """
 
-    def __init__(self, stop_after: float | None = None) -> None:
+    def __init__(self, stop_after: float | None = None, short_last_compiles: bool = False) -> None:
         super().__init__()
         self.stop_after = stop_after
+        self.short_last_compiles = short_last_compiles
+        self._epoch = 0
         self.steps = self.first_steps = 0
         self.seconds = self.first_seconds = 0.0
         self._last: float | None = None
@@ -79,6 +83,7 @@ class _StepTimer(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._resumed_at = time.perf_counter()
+        self._epoch = epoch
 
     def _pause(self) -> None:
         if self._last is not None and self._paused_at is None:
@@ -98,9 +103,14 @@ class _StepTimer(keras.callbacks.Callback):
         if self.params.get("steps"):  # Keras reports a short last execution as a full one
             batch = min(batch, self.params["steps"] - 1)
         steps = batch - self._begin + 1
-        if self._last is None:
+        compiled = (  # the first short last batch: a new shape, compiled under JAX
+            self.short_last_compiles
+            and self._epoch == 0
+            and batch == (self.params.get("steps") or 0) - 1
+        )
+        if self._last is None or compiled:
             self.first_steps += steps
-            self.first_seconds += now - self._resumed_at
+            self.first_seconds += now - (self._resumed_at if self._last is None else self._last)
         else:
             if self._paused_at is None:
                 self.seconds += now - self._last
@@ -281,7 +291,11 @@ def fit(
         probe = _Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
         probe = _probe_model(model, batch, steps or train.steps, tune=resumable is None)
-    timer = _StepTimer()
+    timer = _StepTimer(
+        short_last_compiles=not trains_with_tensorflow()
+        and not steps  # epochs of one pass each, all ending with the same short batch
+        and bool(train.examples and train.examples % size)
+    )
     if multi_worker:
         _multi_worker_steps(model)
     passes = None if resumable is not None else _pass_counter(train, steps, epochs, model)
