@@ -304,3 +304,31 @@ def test_installed_console_script(tmp_path: Path) -> None:
     assert result.returncode == 2
     _assert_one_line_error(result.stderr, "inspect", "no TFRecord files at")
     assert len(result.stderr.splitlines()) == 1, result.stderr  # TensorFlow's start-up is quiet
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        (
+            "num_shards must be a positive int or None. Received: num_shards=0",
+            "--shards must be a positive int or None. Received: --shards 0",
+        ),
+        (
+            "image: images of variable size cannot be batched; pass image_size=(height, width)",
+            "image: images of variable size cannot be batched; pass --image-size HEIGHTxWIDTH",
+        ),
+        ("path_col and image_cols: pass one", "--path-col and --image-cols: pass one"),
+        ("pass base_dir= if the paths are relative", "pass --base-dir if the paths are relative"),
+        ("workers must be > 0. Received: workers=0", "workers must be > 0. Received: --workers 0"),
+        (  # paths, quoted column names and calls keep their names
+            "no file '/data/base_dir/x.jpg' in column 'label_cols' (tfpipe.fit(batch_size=2))",
+            "no file '/data/base_dir/x.jpg' in column 'label_cols' (tfpipe.fit(batch_size=2))",
+        ),
+    ],
+)
+def test_library_messages_name_the_commands_flags(message: str, shown: str) -> None:
+    from tfpipe.cli import _parser, cli_names
+
+    commands = next(a for a in _parser()._actions if a.dest == "command").choices
+    flags = {**commands["write"].get_default("flags"), "batch_size": "--batch-size"}
+    assert cli_names(message, flags) == shown

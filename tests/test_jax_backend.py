@@ -45,3 +45,14 @@ def test_loaders_and_fit_train_a_model_on_jax(tmp_path: Path) -> None:
     assert run["interrupted_at"] == [1, 1]
     assert len(run["resumed"]) == 1 and run["finite"]
     assert run["backups_left"] == []
+
+
+def test_on_tensorflow_the_model_keeps_its_strategy_and_the_report_no_note() -> None:
+    import keras
+
+    from tfpipe import backend
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert backend.keras_backend() == "tensorflow" and backend.trains_with_tensorflow()
+    assert backend.strategy_of(model) is model.distribute_strategy
+    assert backend.notes() == ()

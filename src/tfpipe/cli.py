@@ -30,6 +30,7 @@ EXIT_ERROR = 2
 # Library arguments that a command's flag sets under another name.
 _SET_BY = {"num_shards": "shards", "image_shape": "image_size"}
 _VALUE_FORMS = {"(height, width)": "HEIGHTxWIDTH"}
+_BARE = r"(?<![\w.\-/\\'\"(])"  # a name on its own: not in a path, a quoted name or a call
 
 
 def _fractions(text: str) -> dict[str, float]:
@@ -287,10 +288,10 @@ def cli_names(message: str, flags: dict[str, str]) -> str:
         flag = flags[name]
         for form, shown in _VALUE_FORMS.items():
             message = message.replace(f"{name}={form}", f"{flag} {shown}")
-        message = re.sub(rf"(?<![\w.-]){name}=(?=[\s,;:)]|$)", flag, message)
-        message = re.sub(rf"(?<![\w.-]){name}=", f"{flag} ", message)
+        message = re.sub(rf"{_BARE}{name}=(?=[\s,;:)]|$)", flag, message)
+        message = re.sub(rf"{_BARE}{name}=", f"{flag} ", message)
         if "_" in name:  # an identifier, not a word of the sentence (workers, seed)
-            message = re.sub(rf"(?<![\w.-]){name}(?![\w=])", flag, message)
+            message = re.sub(rf"{_BARE}{name}(?![\w=/\\'\"])", flag, message)
     return message
 
 

@@ -156,7 +156,9 @@ def fit(
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
-    prefetched into the GPU's memory while the current step runs. With `report=True` the
+    prefetched into the GPU's memory while the current step runs. Under Keras's JAX backend
+    TensorFlow reads the data only (its GPUs hidden), with neither that prefetch nor a
+    `tf.distribute` strategy; the report says so. With `report=True` the
     input is also timed alone after training (at most 2 s, so that it cannot disturb
     training), so a call spends a few seconds more than `model.fit`; the report is printed
     and attached as `history.report`.
