@@ -15,11 +15,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import logging
 import os
 import re
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
@@ -28,7 +26,7 @@ from tfpipe.errors import TfpipeWarning  # light: tfpipe imports its public name
 
 EXIT_ERROR = 2
 # Library arguments that a command's flag sets under another name.
-_SET_BY = {"num_shards": "shards", "image_shape": "image_size"}
+_SET_BY = {"num_shards": "shards"}
 _VALUE_FORMS = {"(height, width)": "HEIGHTxWIDTH"}
 _BARE = r"(?<![\w.\-/\\'\"(])"  # a name on its own: not in a path, a quoted name or a call
 
@@ -314,21 +312,21 @@ def _warning_printer(default: Any, flags: dict[str, str]) -> Any:
     return show
 
 
-@contextlib.contextmanager
-def _quiet_tensorflow(verbose: bool) -> Iterator[None]:
-    """Silences TensorFlow's start-up messages (C++ logs written to the stderr file
-    descriptor while it loads, then its C++ and Python logs) unless `verbose`; a failed
-    import prints what was held back."""
+def _import_commands(verbose: bool) -> Any:
+    """Imports `tfpipe._commands` (and TensorFlow): unless `verbose`, with TensorFlow's C++
+    logs off and what it writes to the stderr file descriptor while it loads held back
+    (printed if the import fails)."""
     if verbose:
-        yield
-        return
+        return importlib.import_module("tfpipe._commands")
+    import tempfile  # here, not above: --help never needs it
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read once, when TensorFlow loads
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as held:
         os.dup2(held.fileno(), 2)
         try:
-            yield
+            return importlib.import_module("tfpipe._commands")
         except BaseException:
             os.dup2(saved, 2)
             held.seek(0)
@@ -337,6 +335,21 @@ def _quiet_tensorflow(verbose: bool) -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+@contextlib.contextmanager
+def _quiet_logs(verbose: bool) -> Iterator[None]:
+    """TensorFlow's Python logger shows errors only while the command runs, unless `verbose`."""
+    import logging  # here, not above: --help never needs it
+
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    if not verbose:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -351,23 +364,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after `tfpipe`. Defaults to `sys.argv[1:]`.
     """
     args = _parser().parse_args(argv)
-    with _quiet_tensorflow(args.verbose):
-        commands = importlib.import_module("tfpipe._commands")
-    logger = logging.getLogger("tensorflow")
-    level = logger.level
-    with warnings.catch_warnings():
+    commands = _import_commands(args.verbose)
+    with warnings.catch_warnings(), _quiet_logs(args.verbose):
         warnings.simplefilter("always", TfpipeWarning)
         warnings.showwarning = _warning_printer(warnings.showwarning, args.flags)
-        if not args.verbose:
-            logger.setLevel(logging.ERROR)
         try:
             status = commands.COMMANDS[args.handler](args, sys.stdout)
         except commands.USER_ERRORS as e:
             message = cli_names(commands.error_message(e), args.flags)
             print(f"tfpipe {args.command}: error: {message}", file=sys.stderr)
             return EXIT_ERROR
-        finally:
-            logger.setLevel(level)
     return int(status or 0)
 
 
