@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,12 @@ def table(report: dict[str, Any]) -> str:
             f"| {row['case']} | {_figure(row[report['metric']])} | {row['ratio']:.2f} | {goal} "
             f"| {row['peak_rss_mb']:,.0f} |"
         )
+    if report["metric"] == "runs_per_s":  # commands timed run by run (bench_cli.py)
+        cpu = "; ".join(
+            f"*{row['case']}* {statistics.median(r['cpu_s'] for r in row['runs']):.2f} s"
+            for row in report["rows"]
+        )
+        lines.append(f"\nCPU time per run (user + system, median): {cpu}.")
     if "goal_s" in report["extra"]:  # a wall time goal, for the last case (bench_cli.py)
         seconds, goal = 1 / report["rows"][-1][report["metric"]], report["extra"]["goal_s"]
         lines.append(
