@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,11 @@ ORDER = (
 
 # `extra` entries of ratios measured in one process, the cases taking turns: what one ratio is.
 _TAKING_TURNS = {"_batch_by_batch": "each epoch", "_turn_by_turn": "each turn"}
+
+
+def _figure(value: float) -> str:
+    """A rate as the tables show it: whole numbers from 100 on, three figures below."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def by_size(report: dict[str, Any]) -> str:
@@ -70,8 +76,21 @@ def table(report: dict[str, Any]) -> str:
             else f"≥ {row['goal']:.2f} " + ("met" if row["met"] else "**missed**")
         )
         lines.append(
-            f"| {row['case']} | {row[report['metric']]:,.0f} | {row['ratio']:.2f} | {goal} "
+            f"| {row['case']} | {_figure(row[report['metric']])} | {row['ratio']:.2f} | {goal} "
             f"| {row['peak_rss_mb']:,.0f} |"
+        )
+    if report["metric"] == "runs_per_s":  # commands timed run by run (bench_cli.py)
+        cpu = "; ".join(
+            f"*{row['case']}* {statistics.median(r['cpu_s'] for r in row['runs']):.2f} s"
+            for row in report["rows"]
+        )
+        lines.append(f"\nCPU time per run (user + system, median): {cpu}.")
+    if "goal_s" in report["extra"]:  # a wall time goal, for the last case (bench_cli.py)
+        seconds, goal = 1 / report["rows"][-1][report["metric"]], report["extra"]["goal_s"]
+        lines.append(
+            f"\n*{report['rows'][-1]['case']}*: {seconds:.2f} s per run, goal < {goal} s "
+            f"({'met' if seconds < goal else '**missed**'}); TensorFlow imported: "
+            f"{report['extra']['tensorflow_imported']}."
         )
     for row in report["rows"]:
         if "paired_ratio" in row:

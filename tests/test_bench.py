@@ -89,17 +89,24 @@ def test_benchmark_of_an_empty_input_is_an_error() -> None:
         tfpipe.benchmark(tf.data.Dataset.range(0).batch(2), batches=3, warmup=2)
 
 
-def test_cli_bench_prints_the_throughput(
+def test_cli_bench_times_a_dataset_or_each_dataset_of_a_folder(
     image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tfpipe.cli import main
 
-    prefix = str(tmp_path / "train")
-    tfpipe.write_tfrecords(tfpipe.from_directory(image_folder), prefix, progress=False)
-    status = main(["bench", prefix, "--batches", "3", "--batch-size", "4", "--image-size", "8x8"])
-    assert status == 0
+    out = tmp_path / "out"
+    for split in ("train", "test"):
+        tfpipe.write_tfrecords(tfpipe.from_directory(image_folder), out / split, progress=False)
+    timing = ["--batches", "3", "--batch-size", "4", "--image-size", "8x8"]
+    assert main(["bench", str(out / "train"), *timing]) == 0
     output = capsys.readouterr().out
     assert "examples/s" in output and "batches/s of 4" in output and "3 batches timed" in output
-    assert main(["bench", prefix, "--batches", "3", "--batch-size", "0"]) == 2
+    assert main(["bench", str(out), *timing]) == 0  # a folder, as inspect takes it
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in lines] == [str(out / "test"), str(out / "train")]
+    assert main(["bench", str(image_folder)]) == 2
+    assert "is no tfpipe dataset" in capsys.readouterr().err
+    # the library's advice names the command's flag: images of variable size, no --image-size
+    assert main(["bench", str(out / "train"), "--batches", "2"]) == 2
     error = capsys.readouterr().err
-    assert "batch_size must be a positive int or None. Received: batch_size=0" in error
+    assert "pass --image-size HEIGHTxWIDTH" in error and "image_size" not in error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -171,7 +172,10 @@ def test_inspect_records_written_by_plain_tensorflow(
         (["write", "{tmp}/missing", "{tmp}/out"], ["missing", "neither an image folder"]),
         (["write", "{tmp}/notes.txt", "{tmp}/out"], ["notes.txt", "neither an image folder"]),
         (["write", "{images}", "{tmp}/out", "--split", "train=0.9,test=0.3"], ["sum to 1"]),
-        (["write", "{images}", "{tmp}/out", "--shards", "0"], ["num_shards"]),
+        (  # a library error names the command's flags, not the arguments they set
+            ["write", "{tmp}/pairs.csv", "{tmp}/out", "--path-col", "a", "--image-cols", "a,b"],
+            ["--path-col and --image-cols: pass one", "Received: --path-col 'a'"],
+        ),
         (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
         (["inspect", "{tmp}/nothing-here"], ["no TFRecord files at"]),
         (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
@@ -185,6 +189,7 @@ def test_bad_input_exits_2_with_one_clear_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "notes.txt").write_text("hello, this is not a TFRecord file at all")
+    (tmp_path / "pairs.csv").write_text("a,b,label\nx.jpg,y.jpg,0\n")
     (tmp_path / "empty").mkdir()
     names = {"tmp": tmp_path, "images": image_folder, "empty": tmp_path / "empty"}
     assert main([a.format(**names) for a in argv]) == 2
@@ -192,21 +197,57 @@ def test_bad_input_exits_2_with_one_clear_line(
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "fragment"),
     [
-        ["write", "src", "out", "--split", "train:0.7"],
-        ["write", "src", "out", "--image-size", "128by128"],
-        ["demo", "--size", "huge"],
-        ["frobnicate"],
+        (["write", "src", "out", "--split", "train:0.7"], "argument --split"),
+        (["write", "src", "out", "--image-size", "128by128"], "argument --image-size"),
+        (["write", "src", "out", "--shards", "0"], "argument --shards: expected a positive"),
+        (["write", "src", "out", "--seed", "-1"], "argument --seed: expected an integer >= 0"),
+        (["bench", "out/train", "--batch-size", "0"], "argument --batch-size"),
+        (["demo", "--size", "huge"], "argument --size"),
+        (["frobnicate"], "argument COMMAND: invalid choice: 'frobnicate'"),
     ],
 )
 def test_bad_arguments_exit_2_with_usage(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
-    assert "error: " in capsys.readouterr().err
+    assert f"error: {fragment}" in capsys.readouterr().err
+
+
+_WITHOUT_TENSORFLOW = """
+import contextlib, io, json, runpy, sys
+for argv in (["--help"], ["write", "--help"], ["write", "src", "out", "--shards", "0"]):
+    sys.argv = ["tfpipe", *argv]  # as `python -m tfpipe ...` runs
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module("tfpipe", run_name="__main__", alter_sys=True)
+        except SystemExit as e:
+            status = e.code
+    print(json.dumps([status, out.getvalue() + err.getvalue()]))
+print(json.dumps(["tensorflow" in sys.modules, "keras" in sys.modules]))
+"""
+
+
+def test_help_and_argument_errors_answer_without_tensorflow() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TENSORFLOW],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    (help_status, help_text), (write_status, write_help), (error_status, error), imported = [
+        json.loads(line) for line in result.stdout.splitlines()
+    ]
+    assert help_status == 0 and "service" in help_text
+    assert write_status == 0 and "--image-size" in write_help and "--verbose" in write_help
+    assert error_status == 2 and "argument --shards: expected a positive integer" in error
+    assert imported == [False, False]  # neither TensorFlow nor Keras was imported
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +313,32 @@ def test_installed_console_script(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     _assert_one_line_error(result.stderr, "inspect", "no TFRecord files at")
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # TensorFlow's start-up is quiet
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        (
+            "num_shards must be a positive int or None. Received: num_shards=0",
+            "--shards must be a positive int or None. Received: --shards 0",
+        ),
+        (
+            "image: images of variable size cannot be batched; pass image_size=(height, width)",
+            "image: images of variable size cannot be batched; pass --image-size HEIGHTxWIDTH",
+        ),
+        ("path_col and image_cols: pass one", "--path-col and --image-cols: pass one"),
+        ("pass base_dir= if the paths are relative", "pass --base-dir if the paths are relative"),
+        ("workers must be > 0. Received: workers=0", "workers must be > 0. Received: --workers 0"),
+        (  # paths, quoted column names and calls keep their names
+            "no file '/data/base_dir/x.jpg' in column 'label_cols' (tfpipe.fit(batch_size=2))",
+            "no file '/data/base_dir/x.jpg' in column 'label_cols' (tfpipe.fit(batch_size=2))",
+        ),
+    ],
+)
+def test_library_messages_name_the_commands_flags(message: str, shown: str) -> None:
+    from tfpipe.cli import _parser, cli_names
+
+    commands = next(a for a in _parser()._actions if a.dest == "command").choices
+    flags = {**commands["write"].get_default("flags"), "batch_size": "--batch-size"}
+    assert cli_names(message, flags) == shown

@@ -40,3 +40,30 @@ def test_the_fault_tools_are_public() -> None:
     names = {"Fault", "VerifyReport", "locate_fault", "named_errors", "verify"}
     assert names <= set(tfpipe.__all__)
     assert callable(tfpipe.Pipeline.locate_fault)
+
+
+def test_the_lazy_names_are_the_typed_imports() -> None:
+    """`__all__`, the first-use table and the imports type checkers see list the same names,
+    each from the same module."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(tfpipe))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If))
+    typed = {
+        alias.name: node.module if node.module != "tfpipe" else f"tfpipe.{alias.name}"
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == tfpipe._MODULES
+    assert sorted([*typed, "__version__"]) == tfpipe.__all__
+
+
+def test_importing_the_submodule_fit_keeps_the_function_fit() -> None:
+    import sys
+
+    function = tfpipe.fit
+    tfpipe.fit = sys.modules["tfpipe.fit"]  # as the import system does on importing it first
+    assert tfpipe.fit is function and callable(tfpipe.fit)
+    assert tfpipe.records is sys.modules["tfpipe.records"]  # submodules stay reachable

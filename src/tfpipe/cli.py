@@ -1,53 +1,34 @@
 """The `tfpipe` command: `write`, `inspect`, `verify`, `bench`, `demo` and `service`.
 
 Errors a user can fix (a missing path, a bad option value, data that does not match) print one
-line `tfpipe <command>: error: ...` and exit with status 2, without a traceback. `verify` exits
-with status 1 when it finds a fault in the data.
+line `tfpipe <command>: error: ...` naming the command's own flags (`--image-size`), and exit
+with status 2, without a traceback. `verify` exits with status 1 when it finds a fault in the
+data.
+
+The arguments are parsed before anything heavy is imported: `--help` and argument errors
+answer at once, without TensorFlow. The command's code (`tfpipe._commands`) is imported after,
+with TensorFlow's start-up logs silenced unless `--verbose`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
+import re
 import sys
 import warnings
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-import numpy as np
-import pandas as pd
-import tensorflow as tf
-
-from tfpipe import _plot, fs, tfds_format
-from tfpipe._summary import (
-    describe_example,
-    describe_info,
-    describe_schema,
-    format_bytes,
-    listed,
-)
-from tfpipe.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
-from tfpipe.demo import run_demo
-from tfpipe.errors import DataNotFoundError, TfpipeError, TfpipeWarning
-from tfpipe.features import Image, Text
-from tfpipe.info import (
-    DatasetInfo,
-    compression_of,
-    names_dataset,
-    resolve_files,
-    tf_compression,
-    with_split,
-)
-from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
-from tfpipe.schema import Schema
-from tfpipe.servers import run_dispatcher, run_worker
-from tfpipe.sources import SourceBase, from_dataframe, from_directory
-from tfpipe.sources.dataframe import reads_file
+from tfpipe.errors import TfpipeWarning  # light: tfpipe imports its public names on first use
 
 EXIT_ERROR = 2
-EXIT_FAULTS = 1
-_USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, ImportError, tf.errors.OpError)
+# Library arguments that a command's flag sets under another name.
+_SET_BY = {"num_shards": "shards"}
+_VALUE_FORMS = {"(height, width)": "HEIGHTxWIDTH"}
+_BARE = r"(?<![\w.\-/\\'\"(])"  # a name on its own: not in a path, a quoted name or a call
 
 
 def _fractions(text: str) -> dict[str, float]:
@@ -83,257 +64,28 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
 def _columns(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
-_CSV_OPTIONS = {
-    "--path-col": "path_col",
-    "--image-cols": "image_cols",
-    "--label-cols": "label_cols",
-    "--label-sep": "label_sep",
-    "--image-suffix": "image_suffix",
-    "--base-dir": "base_dir",
-    "--schema": "schema",
-}
-
-
-def _open_source(args: argparse.Namespace) -> SourceBase:
-    """An image folder or a CSV of image paths and labels, as a source."""
-    if fs.is_url(args.src):
-        raise DataNotFoundError(
-            f"SRC={args.src!r}: image folders and CSVs are read from local paths only (records "
-            "are written and read at any URL TensorFlow opens); copy them to a local folder "
-            "first, e.g. with `gcloud storage cp -r`"
-        )
-    src = Path(args.src)
-    shape = (*args.image_size, 3) if args.image_size else (None, None, 3)
-    if src.is_dir():
-        given = [flag for flag, dest in _CSV_OPTIONS.items() if getattr(args, dest) is not None]
-        if given:
-            raise ValueError(f"{given[0]} applies to a CSV SRC; {str(src)!r} is an image folder")
-        return from_directory(src, image_shape=shape)
-    if src.suffix.lower() != ".csv":
-        raise FileNotFoundError(
-            f"SRC: {str(src)!r} is neither an image folder nor a .csv file"
-            + ("" if src.exists() else " (it does not exist)")
-        )
-    schema = _given_schema(args)
-    try:
-        return from_dataframe(
-            pd.read_csv(src, dtype=_text_columns(src, args, schema)),
-            path_col=args.path_col,
-            label_cols=args.label_cols,
-            base_dir=args.base_dir if args.base_dir is not None else src.parent,
-            schema=schema,
-            image_shape=shape,
-            image_cols=args.image_cols,
-            label_sep=args.label_sep,
-            image_suffix=args.image_suffix,
-        )
-    except DataNotFoundError as e:
-        if args.base_dir is not None:
-            raise
-        raise DataNotFoundError(
-            f"{e} (relative paths start from the CSV's folder; pass --base-dir to change that)"
-        ) from e
-
-
-def _given_schema(args: argparse.Namespace) -> Schema | None:
-    """The `--schema` JSON file, which then alone says how images are stored."""
-    if args.schema is None:
-        return None
-    if args.image_size or args.encoding:
-        raise ValueError(
-            f"{'--image-size' if args.image_size else '--encoding'} describes inferred images; "
-            "with --schema, declare the images' shape and encoding in the schema"
-        )
-    return Schema.from_json(Path(args.schema))
-
-
-def _text_columns(src: Path, args: argparse.Namespace, schema: Schema | None) -> dict[str, type]:
-    """The CSV columns read as text: path and text columns, so that 0001 keeps its zeros."""
-    header = list(pd.read_csv(src, nrows=0).columns)
-    names = args.image_cols or [args.path_col or ("image" if "path" not in header else "path")]
-    if schema is not None:
-        names += [n for n, f in schema.items() if reads_file(f) or isinstance(f, Text)]
-    return dict.fromkeys(names, str)
-
-
-def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
-    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`);
-    a `--schema` is kept as it is."""
-    if args.schema is not None:
-        return source.schema
-    encoding = args.encoding or ("raw" if args.image_size else "jpeg")
-    return Schema(
-        {
-            name: Image(shape=feature.shape, encoding=encoding)
-            if type(feature) is Image  # not a subclass, such as a lossless label image
-            else feature
-            for name, feature in source.schema.items()
-        }
+def _command(parser: argparse.ArgumentParser, handler: str) -> None:
+    """Gives a command `--verbose` and the name of its handler in `tfpipe._commands`."""
+    parser.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's start-up and C++ log messages"
     )
-
-
-def _write(args: argparse.Namespace, out: TextIO) -> None:
-    fs.check_paths(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
-    target = fs.path(args.out, "OUT")
-    source = _open_source(args)
-    schema = _stored_schema(source, args)
-    prefixes: dict[str, fs.AnyPath]
-    if args.split:
-        parts: dict[str, Any] = source.split(args.split, seed=args.seed)
-        prefixes = {name: target / name for name in parts}
-    else:
-        parts = {target.name: source}
-        prefixes = {target.name: target}
-    print(f"{args.src}: {len(source)} examples", file=out)
-    print(*describe_schema(schema), sep="\n", file=out)
-    for name, part in parts.items():
-        options: dict[str, Any] = {
-            "schema": schema,
-            "num_shards": args.shards,
-            "compression": args.compression,
-            "shuffle": not args.no_shuffle,
-            "seed": args.seed,
-            "workers": args.workers,
-            "on_error": args.on_error,
-            "check_copies": not args.no_check_copies,
-        }
-        if args.runner is None:
-            info = write_tfrecords(part, prefixes[name], **options)
-        else:
-            from tfpipe import beam  # Apache Beam is an optional extra
-
-            info = beam.write_tfrecords(
-                part, prefixes[name], runner=args.runner, args=args.beam_args, **options
-            )
-        print(*describe_info(info), sep="\n", file=out)
-
-
-def _dataset_prefixes(path: str) -> list[str]:
-    """The datasets at `path`: itself, every split of a prepared TFDS folder, or every
-    metadata file in a folder with shards."""
-    where = fs.path(path, "PATH")  # a scheme TensorFlow cannot open fails here, named
-    if names_dataset(path):
-        return [path.removesuffix(".json")]
-    if not where.is_dir():
-        return []
-    if tfds_format.is_folder(where):
-        return [str(where / split.prefix) for split in tfds_format.load(where).splits.values()]
-    metadata: list[fs.AnyPath] = sorted(where.glob("*.json"), key=str)
-    return [
-        str(meta.parent / meta.stem)
-        for meta in metadata
-        if any(meta.parent.glob(f"{meta.stem}-*-of-*.tfrecord*"))
-    ]
-
-
-def _count_records(file: fs.AnyPath) -> int:
-    dataset = tf.data.TFRecordDataset(
-        str(file), compression_type=tf_compression(compression_of(file))
-    )
-    return int(dataset.reduce(np.int64(0), lambda count, _: count + 1))
-
-
-def _inspect_files(paths: list[str], out: TextIO) -> None:
-    """Inspects TFRecord files without tfpipe metadata, with an inferred schema."""
-    targets: list[str | os.PathLike[str]] = list(paths)
-    files = resolve_files(targets)
-    schema = infer_schema(files)
-    counts = [_count_records(f) for f in files]
-    total_bytes = sum(f.stat().st_size for f in files)
-    named = " ".join(paths) if len(paths) <= 2 else f"{paths[0]} and {len(paths) - 1} more"
-    print(
-        f"{named}: {sum(counts)} records in {len(files)} file(s), "
-        f"{format_bytes(total_bytes)}, "
-        f"compression {compression_of(files[0]) or 'none'} (no tfpipe metadata: schema inferred)",
-        file=out,
-    )
-    shown = [
-        f"  {file}  {count} records  {format_bytes(file.stat().st_size)}"
-        for file, count in zip(files, counts, strict=True)
-    ]
-    print(*listed(shown, "files"), sep="\n", file=out)
-    _show_first([str(f) for f in files], schema, out)
-
-
-def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
-    print("schema:", *describe_schema(schema), sep="\n", file=out)
-    example = next(iter(read_tfrecords(path, schema=schema)))
-    print("first example:", *describe_example(example, schema), sep="\n", file=out)
-
-
-def _inspect(args: argparse.Namespace, out: TextIO) -> None:
-    paths = [with_split(path, args.split) for path in args.paths]
-    prefixes = {path: _dataset_prefixes(path) for path in paths}
-    plain = [path for path in paths if not prefixes[path]]
-    if plain:
-        with named_errors(plain):
-            _inspect_files(plain, out)
-    for prefix in (p for path in paths for p in prefixes[path]):
-        info = DatasetInfo.load(prefix)
-        print(*describe_info(info), sep="\n", file=out)
-        if info.class_names:
-            for feature, names in info.class_names.items():
-                print(f"  classes of {feature}: {', '.join(names)}", file=out)
-        with named_errors(prefix):
-            _show_first(prefix, info.schema, out)
-
-
-def _verify(args: argparse.Namespace, out: TextIO) -> int:
-    report = verify(args.path)
-    print(report.summary(), file=out)
-    shown = report.faults[: args.max_faults]
-    print(*(f"  {fault}" for fault in shown), sep="\n", file=out, end="\n" if shown else "")
-    if len(report.faults) > len(shown):
-        print(f"  ... and {len(report.faults) - len(shown)} more fault(s)", file=out)
-    print(*report.notes, sep="\n", file=out, end="\n" if report.notes else "")
-    return 0 if report.ok else EXIT_FAULTS
-
-
-def _bench(args: argparse.Namespace, out: TextIO) -> None:
-    size = DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size
-    result = benchmark(args.path, batches=args.batches, batch_size=size, image_size=args.image_size)
-    print(
-        f"{args.path}: {result.examples_per_s:,.0f} examples/s, "
-        f"{result.batches_per_s:,.1f} batches/s of {size}, first batch after "
-        f"{result.first_batch_s:.2f} s ({result.batches} batches timed)",
-        file=out,
-    )
-    if args.plot:
-        _plot_stages(args, size, result.examples_per_s, out)
-
-
-def _plot_stages(args: argparse.Namespace, size: int, full_rate: float, out: TextIO) -> None:
-    """Times reading the record bytes alone and draws it beside the full input's rate."""
-    figure, axes = _plot.new_figure(8, 2.4)  # before timing: a missing matplotlib fails fast
-    info = DatasetInfo.load(args.path)
-    records = tf.data.TFRecordDataset(
-        [str(f) for f in info.files], compression_type=tf_compression(info.compression)
-    )
-    read = benchmark(records.batch(size).prefetch(tf.data.AUTOTUNE), batches=args.batches)
-    _plot.throughput_bars(
-        axes,
-        ["read record bytes", "+ parse, decode, batch\n(the tfpipe.fit input)"],
-        [read.examples_per_s, full_rate],
-        f"{args.path}: throughput per stage, batches of {size}",
-    )
-    print(f"read bytes alone: {read.examples_per_s:,.0f} examples/s", file=out)
-    print(f"plot: {_plot.save(figure, args.plot)}", file=out)
-
-
-def _demo(args: argparse.Namespace, out: TextIO) -> None:
-    run_demo(args.workdir, size=args.size, epochs=args.epochs, out=out)
-
-
-def _dispatcher(args: argparse.Namespace, out: TextIO) -> None:
-    run_dispatcher(args.port, args.host, args.work_dir, out)
-
-
-def _worker(args: argparse.Namespace, out: TextIO) -> None:
-    run_worker(args.dispatcher, args.port, args.host, out)
+    flags = {
+        action.dest: max(action.option_strings, key=len)
+        for action in parser._actions
+        if action.option_strings and action.dest != "help"
+    }
+    flags |= {name: flags[dest] for name, dest in _SET_BY.items() if dest in flags}
+    parser.set_defaults(handler=handler, flags=flags)
 
 
 def _add_service(commands: Any) -> None:
@@ -366,7 +118,7 @@ def _add_service(commands: Any) -> None:
         help="journal the dispatcher's state in DIR, so that a restarted dispatcher resumes "
         "its jobs (fault-tolerant mode)",
     )
-    dispatcher.set_defaults(handler=_dispatcher)
+    _command(dispatcher, "dispatcher")
     worker = servers.add_parser(
         "worker",
         help="read, parse and decode for the trainers",
@@ -378,7 +130,7 @@ def _add_service(commands: Any) -> None:
     )
     worker.add_argument("--port", type=int, default=0, help="port to listen on (0: any free port)")
     worker.add_argument("--host", **host)
-    worker.set_defaults(handler=_worker)
+    _command(worker, "worker")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -402,7 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     write.add_argument(
         "--split", type=_fractions, help="split fractions, e.g. train=0.7,test=0.3 (stratified)"
     )
-    write.add_argument("--shards", type=int, help="shards per dataset (default: by size)")
+    write.add_argument("--shards", type=_positive, help="shards per dataset (default: by size)")
     write.add_argument("--compression", choices=["gzip", "zlib"], help="compress the shards")
     write.add_argument(
         "--image-size", type=_image_size, help="store images resized to HEIGHTxWIDTH, e.g. 128x128"
@@ -442,10 +194,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a schema JSON file (tfpipe.Schema.to_json()) saying what each CSV column is "
         "(images, masks, labels, tensors, text) and how images are stored",
     )
-    write.add_argument("--seed", type=int, default=0, help="seed of the split and shuffle (0)")
+    write.add_argument(
+        "--seed", type=_non_negative, default=0, help="seed of the split and shuffle (0)"
+    )
     write.add_argument(
         "--workers",
-        type=int,
+        type=_positive,
         help="encoding threads; with --runner direct, worker processes (default: CPU count)",
     )
     write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
@@ -469,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
         "--temp_location=gs://b/tmp for Dataflow, --flink_master=host:8081 for Flink "
         "(default: write in this process, without Beam)",
     )
-    write.set_defaults(handler=_write)
+    _command(write, "write")
 
     inspect = commands.add_parser(
         "inspect",
@@ -485,7 +239,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the split of a dataset folder to show: a TFDS split (train) or a tfpipe prefix "
         "name in the folder (default: every dataset in the folder)",
     )
-    inspect.set_defaults(handler=_inspect)
+    _command(inspect, "inspect")
 
     check = commands.add_parser(
         "verify",
@@ -505,7 +259,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="faults to print; the rest are counted (20)",
     )
-    check.set_defaults(handler=_verify)
+    _command(check, "verify")
 
     bench = commands.add_parser(
         "bench",
@@ -514,8 +268,8 @@ def _parser() -> argparse.ArgumentParser:
         "batches/s and time to the first batch.",
     )
     bench.add_argument("path", metavar="PATH", help="a dataset prefix, e.g. out/train")
-    bench.add_argument("--batches", type=int, default=50, help="batches to time (50)")
-    bench.add_argument("--batch-size", type=int, help="examples per batch (32)")
+    bench.add_argument("--batches", type=_positive, default=50, help="batches to time (50)")
+    bench.add_argument("--batch-size", type=_positive, help="examples per batch (32)")
     bench.add_argument(
         "--image-size", type=_image_size, help="resize images to HEIGHTxWIDTH, e.g. 128x128"
     )
@@ -525,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also time reading the bytes alone and draw both to FILE (.png, .svg); needs "
         'matplotlib: pip install "tfpipe[plot]"',
     )
-    bench.set_defaults(handler=_bench)
+    _command(bench, "bench")
 
     demo = commands.add_parser(
         "demo",
@@ -537,14 +291,32 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--workdir", default="demo-data", help="working folder (demo-data)")
     demo.add_argument("--size", choices=["small", "large"], default="small", help="(small)")
     demo.add_argument(
-        "--epochs", type=int, default=None, help="epochs to train (40 for small, 10 for large)"
+        "--epochs",
+        type=_positive,
+        default=None,
+        help="epochs to train (40 for small, 10 for large)",
     )
-    demo.set_defaults(handler=_demo)
+    _command(demo, "demo")
     _add_service(commands)
     return parser
 
 
-def _warning_printer(default: Any) -> Any:
+def cli_names(message: str, flags: dict[str, str]) -> str:
+    """`message` with the library's argument names the command sets written as its flags:
+    `Received: num_shards=0` -> `Received: --shards 0`, `image_size=(height, width)` ->
+    `--image-size HEIGHTxWIDTH`, `path_col and image_cols` -> `--path-col and --image-cols`."""
+    for name in sorted(flags, key=len, reverse=True):
+        flag = flags[name]
+        for form, shown in _VALUE_FORMS.items():
+            message = message.replace(f"{name}={form}", f"{flag} {shown}")
+        message = re.sub(rf"{_BARE}{name}=(?=[\s,;:)]|$)", flag, message)
+        message = re.sub(rf"{_BARE}{name}=", f"{flag} ", message)
+        if "_" in name:  # an identifier, not a word of the sentence (workers, seed)
+            message = re.sub(rf"{_BARE}{name}(?![\w=/\\'\"])", flag, message)
+    return message
+
+
+def _warning_printer(default: Any, flags: dict[str, str]) -> Any:
     """A `warnings.showwarning` that prints tfpipe's warnings as one line, others as usual."""
 
     def show(
@@ -556,17 +328,51 @@ def _warning_printer(default: Any) -> Any:
         line: str | None = None,
     ) -> None:
         if issubclass(category, TfpipeWarning):
-            print(f"tfpipe: warning: {message}", file=sys.stderr)
+            print(f"tfpipe: warning: {cli_names(str(message), flags)}", file=sys.stderr)
         else:
             default(message, category, filename, lineno, file, line)
 
     return show
 
 
-def _error_message(error: Exception) -> str:
-    if isinstance(error, tf.errors.OpError):
-        return error.message.splitlines()[0]
-    return str(error)
+def _import_commands(verbose: bool) -> Any:
+    """Imports `tfpipe._commands` (and TensorFlow): unless `verbose`, with TensorFlow's C++
+    logs off and what it writes to the stderr file descriptor while it loads held back
+    (printed if the import fails)."""
+    if verbose:
+        return importlib.import_module("tfpipe._commands")
+    import tempfile  # here, not above: --help never needs it
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read once, when TensorFlow loads
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            return importlib.import_module("tfpipe._commands")
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+@contextlib.contextmanager
+def _quiet_logs(verbose: bool) -> Iterator[None]:
+    """TensorFlow's Python logger shows errors only while the command runs, unless `verbose`."""
+    import logging  # here, not above: --help never needs it
+
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    if not verbose:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -588,13 +394,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "`tfpipe write ... --runner RUNNER`)"
         )
     args.beam_args = extra
-    with warnings.catch_warnings():
+    commands = _import_commands(args.verbose)
+    with warnings.catch_warnings(), _quiet_logs(args.verbose):
         warnings.simplefilter("always", TfpipeWarning)
-        warnings.showwarning = _warning_printer(warnings.showwarning)
+        warnings.showwarning = _warning_printer(warnings.showwarning, args.flags)
         try:
-            status = args.handler(args, sys.stdout)
-        except _USER_ERRORS as e:
-            print(f"tfpipe {args.command}: error: {_error_message(e)}", file=sys.stderr)
+            status = commands.COMMANDS[args.handler](args, sys.stdout)
+        except commands.USER_ERRORS as e:
+            message = cli_names(commands.error_message(e), args.flags)
+            print(f"tfpipe {args.command}: error: {message}", file=sys.stderr)
             return EXIT_ERROR
     return int(status or 0)
 

@@ -22,6 +22,8 @@ import tensorflow as tf
 
 from tfpipe._checks import check_int
 from tfpipe.adapters import Input, adapt, naming
+from tfpipe.backend import data_only, strategy_of, trains_with_tensorflow
+from tfpipe.backend import notes as backend_notes
 from tfpipe.bench import batch_size_of, measure
 from tfpipe.breakdown import Breakdown
 from tfpipe.distribute.sharding import DistributedInput, Layout
@@ -67,11 +69,15 @@ class _StepTimer(keras.callbacks.Callback):
     step until validation or the epoch-end callbacks start, and from `on_epoch_begin` on: an
     input that restarts at every epoch is measured, validation and callbacks are not.
     With `stop_after` seconds of timed steps it stops training (used by the model probe).
+    With `short_last_compiles` (JAX compiles the step again for the shape of an epoch's short
+    last batch) the last execution of the first epoch is left out too.
     """
 
-    def __init__(self, stop_after: float | None = None) -> None:
+    def __init__(self, stop_after: float | None = None, short_last_compiles: bool = False) -> None:
         super().__init__()
         self.stop_after = stop_after
+        self.short_last_compiles = short_last_compiles
+        self._epoch = 0
         self.steps = self.first_steps = 0
         self.seconds = self.first_seconds = 0.0
         self._last: float | None = None
@@ -81,6 +87,7 @@ class _StepTimer(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._resumed_at = time.perf_counter()
+        self._epoch = epoch
 
     def _pause(self) -> None:
         if self._last is not None and self._paused_at is None:
@@ -100,9 +107,14 @@ class _StepTimer(keras.callbacks.Callback):
         if self.params.get("steps"):  # Keras reports a short last execution as a full one
             batch = min(batch, self.params["steps"] - 1)
         steps = batch - self._begin + 1
-        if self._last is None:
+        compiled = (  # the first short last batch: a new shape, compiled under JAX
+            self.short_last_compiles
+            and self._epoch == 0
+            and batch == (self.params.get("steps") or 0) - 1
+        )
+        if self._last is None or compiled:
             self.first_steps += steps
-            self.first_seconds += now - self._resumed_at
+            self.first_seconds += now - (self._resumed_at if self._last is None else self._last)
         else:
             if self._paused_at is None:
                 self.seconds += now - self._last
@@ -153,7 +165,9 @@ def fit(
     `model.fit` to one cause (`FitReport.breakdown`), and the input is also timed alone after
     training (at most 2 s, so that it cannot disturb training; a Pipeline with maps once more
     without them, at most 0.75 s), so a call spends a few seconds more than `model.fit`; the
-    report is printed and attached as `history.report`.
+    report is printed and attached as `history.report`. Under Keras's JAX backend TensorFlow
+    reads the data only (its GPUs hidden), with neither the GPU prefetch nor a `tf.distribute`
+    strategy; the report says so.
 
     Under a multi-replica `tf.distribute` strategy (`MultiWorkerMirroredStrategy`, or
     `MirroredStrategy` with several replicas), a Pipeline, path, source or SequenceLoader is
@@ -237,6 +251,7 @@ def fit(
         Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).
     """
     _check_model(model)
+    data_only()
     check_int("epochs", epochs)
     check_int("batch_size", batch_size, or_none=True)
     save_every = check_backup(backup_dir, save_every, model)
@@ -277,7 +292,7 @@ def fit(
         )
     inputs = [train] if validation is None else [train, checked]
 
-    multi_worker = Layout.of(model.distribute_strategy).num_workers > 1
+    multi_worker = Layout.of(strategy_of(model)).num_workers > 1
     distributed = None if resumable is not None else _distributed(model, train)
     # Keras shuffles a PyDataset's batch order; a distributed or resumable loader (a
     # SequenceLoader shuffles itself) draws its own orders, the same in every run.
@@ -286,12 +301,16 @@ def fit(
     )
     with naming(*inputs):
         batch, size = _full_batch(train)
-    if model.distribute_strategy.num_replicas_in_sync > 1:
+    if strategy_of(model).num_replicas_in_sync > 1:
         _build_on(model, batch)
         probe = _Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
         probe = _probe_model(model, batch, steps or train.steps, tune=resumable is None)
-    timer = _StepTimer()
+    timer = _StepTimer(
+        short_last_compiles=not trains_with_tensorflow()
+        and not steps  # epochs of one pass each, all ending with the same short batch
+        and bool(train.examples and train.examples % size)
+    )
     # With the report, every callback is timed by class name (tfpipe.timing).
     clock = Clock(probe.step_seconds) if report else None
     run_callbacks = [timer, *(callbacks or [])]
@@ -307,7 +326,7 @@ def fit(
         with naming(*inputs):
             if resumable is not None:
                 identity = resumable.loader.identity()
-                strategy = model.distribute_strategy
+                strategy = strategy_of(model)
                 backups = Backups(backup_dir, identity, resumable.steps, strategy)  # type: ignore[arg-type]
                 history = fit_from(
                     model,
@@ -372,7 +391,7 @@ def fit(
             steps_per_execution_chosen=probe.chosen,
             image_encoding=train.image_encoding,
             data_kind=train.data_kind or _data_kind_of(batch),
-            notes=probe.notes + service_notes,
+            notes=probe.notes + service_notes + backend_notes(),
             cpu_busy=cpu_busy,
             service=_service_address(train),
             breakdown=Breakdown.build(
@@ -540,7 +559,7 @@ def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
     """Under a multi-replica strategy, a Pipeline or SequenceLoader split over the workers so
     that each reads its own part and all run the same steps (other inputs are left to Keras,
     which shards them itself)."""
-    strategy = model.distribute_strategy
+    strategy = strategy_of(model)
     if strategy.num_replicas_in_sync == 1:
         return None
     origin = source.pipeline if source.pipeline is not None else source.data
@@ -560,7 +579,7 @@ def _build_on(model: keras.Model, batch: Any) -> None:
     MultiWorkerMirroredStrategy cannot reduce ("Attempt to convert a value (PerReplica...)",
     keras-team/keras#20585): `fit` then skips that step for a model built here.
     """
-    with model.distribute_strategy.scope():
+    with strategy_of(model).scope():
         model._symbolic_build(data_batch=batch)
 
 
@@ -615,7 +634,7 @@ def _resumable(source: Input, steps_per_epoch: int | None, model: keras.Model) -
             "backup_dir counts positions in whole epochs (one pass each): drop steps_per_epoch. "
             f"Received: steps_per_epoch={steps_per_epoch}"
         )
-    return Resumable(loader, "data", model.distribute_strategy)
+    return Resumable(loader, "data", strategy_of(model))
 
 
 def _cores() -> int:
@@ -642,7 +661,7 @@ def _pass_counter(
         or steps is not None
         or source.steps is None
         or source.infinite
-        or model.distribute_strategy.num_replicas_in_sync > 1
+        or strategy_of(model).num_replicas_in_sync > 1
     ):
         return None
     return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
@@ -715,9 +734,10 @@ def _one_iterator(
 
 
 def _accelerator(model: keras.Model) -> str | None:
-    """The GPU a single-device model trains on; None on CPU or when a strategy places data."""
+    """The GPU a single-device model trains on; None on CPU, when a strategy places data, or
+    when Keras trains on another backend than TensorFlow (which copies batches itself)."""
     gpus = tf.config.list_logical_devices("GPU")
-    if not gpus or model.distribute_strategy.num_replicas_in_sync > 1:
+    if not gpus or not trains_with_tensorflow() or strategy_of(model).num_replicas_in_sync > 1:
         return None
     return str(gpus[0].name)
 
@@ -818,7 +838,7 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: boo
         if not model.built:
             model(x)
         if model.optimizer is not None and not model.optimizer.built:
-            with model.distribute_strategy.scope():
+            with strategy_of(model).scope():
                 model.optimizer.build(model.trainable_variables)
         variables = _state(model)
         saved = [v.numpy() for v in variables]
@@ -837,7 +857,7 @@ def _probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: boo
             limit = max(1, min(candidate, steps // 2))
             candidate = max(d for d in range(1, limit + 1) if steps % d == 0)
         # Keras 3.15's multi-step loop fails under a multi-replica strategy: tune only without.
-        replicas = model.distribute_strategy.num_replicas_in_sync
+        replicas = strategy_of(model).num_replicas_in_sync
         if not tune or used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
             return _Probe(step_seconds, used, False)
         if steps is None:
