@@ -1,4 +1,4 @@
-"""Every `Example:` of the public API runs as written, and every public entry point has one.
+"""Every `Examples:` section of the public API runs as written, and every public entry point has one.
 
 Public: the names `tfpipe` exports, the public methods and properties their classes define,
 and `tfpipe.augment`. The examples run as doctests in one working folder made once per module
@@ -112,11 +112,11 @@ def trains(entry: Entry) -> bool:
 
 def test_every_public_entry_point_has_an_example() -> None:
     missing = [entry.name for entry in ENTRIES if ">>>" not in entry.doc]
-    assert missing == [], f"public names without an `Example:` (>>> lines): {missing}"
+    assert missing == [], f"public names without an `Examples:` section (>>> lines): {missing}"
 
 
 def test_examples_sit_under_an_example_heading() -> None:
-    misplaced = [entry.name for entry in RUNS if "Example:" not in entry.doc.split(">>>", 1)[0]]
+    misplaced = [entry.name for entry in RUNS if "Examples:" not in entry.doc.split(">>>", 1)[0]]
     assert misplaced == []
 
 

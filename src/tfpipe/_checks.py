@@ -30,7 +30,7 @@ def is_positive(value: Any) -> bool:
 def check_int(name: str, value: Any, *, minimum: int = 1, or_none: bool = False) -> Any:
     """`value` as an int >= `minimum` (None passes when `or_none`); else a `ValueError`.
 
-    Example:
+    Examples:
         >>> check_int("batch_size", 0)
         ValueError: batch_size must be a positive int. Received: batch_size=0
     """
@@ -47,7 +47,7 @@ def check_int(name: str, value: Any, *, minimum: int = 1, or_none: bool = False)
 def check_positive(name: str, value: Any, *, or_none: bool = False) -> Any:
     """`value` as a finite float > 0 (None passes when `or_none`); else a `ValueError`.
 
-    Example:
+    Examples:
         >>> check_positive("rescale", float("nan"))
         ValueError: rescale must be a finite number > 0. Received: rescale=nan
     """

@@ -96,7 +96,7 @@ def adapt(
 ) -> Input:
     """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
 
-    Example:
+    Examples:
         >>> adapt(tf.data.Dataset.range(10).batch(4)).steps
         3
 
@@ -189,7 +189,7 @@ def benchmark(
     A finite input is iterated epoch after epoch until `warmup + batches` batches were seen.
     A `PyDataset` is read with a plain loop over its indices (its `workers` are not used).
 
-    Example:
+    Examples:
         >>> result = tfpipe.benchmark(tf.data.Dataset.range(64).batch(8), batches=20)
         >>> result.batches
         20
@@ -238,7 +238,7 @@ def named_errors(*sources: Any) -> Iterator[None]:
     An error no source explains is raised unchanged. Nothing is read while all goes well.
     `tfpipe.fit`, `tfpipe.benchmark` and `tfpipe inspect` do this themselves.
 
-    Example:
+    Examples:
         >>> ds = tfpipe.read_tfrecords("out/damaged").map(lambda ex: (ex["image"], ex["label"]))
         >>> with tfpipe.named_errors("out/damaged"):
         ...     history = model.fit(ds.batch(8), epochs=1, verbose=0)

@@ -130,7 +130,7 @@ class Joint:
       cropped or resized shape;
     - any other `tf.data.Dataset`: `dataset.apply(joint.map_dataset)`.
 
-    Example:
+    Examples:
         >>> schema = tfpipe.Schema({"image": tfpipe.Image((128, 128, 3), encoding="raw"),
         ...                         "mask": tfpipe.Mask((128, 128, 1), num_classes=3)})
         >>> source = tfpipe.from_arrays({"image": np.zeros((8, 128, 128, 3), np.uint8),
@@ -222,7 +222,7 @@ class Joint:
         """Whether the output changes between calls (a flip or a crop); `Pipeline` then
         never caches after it.
 
-        Example:
+        Examples:
             >>> Joint = tfpipe.augment.Joint
             >>> Joint(flip="vertical").random, Joint(flip=None, size=(64, 64)).random
             (True, False)
@@ -237,7 +237,7 @@ class Joint:
         """The shape `key` takes from an example of `shape`; `SequenceLoader` sizes its
         batches with it.
 
-        Example:
+        Examples:
             >>> tfpipe.augment.Joint(masks="mask", crop=(96, 96)).output_shape("mask", (128, 128))
             (96, 96)
         """
@@ -254,7 +254,7 @@ class Joint:
         The seeds come from `tf.data.Dataset.random(seed)`, zipped onto the examples before the
         parallel map, and differ every epoch. `Pipeline.map(joint)` calls this.
 
-        Example:
+        Examples:
             >>> images = np.zeros((4, 64, 64, 3), np.uint8)
             >>> masks = np.zeros((4, 64, 64), np.uint8)
             >>> ds = tf.data.Dataset.from_tensor_slices({"image": images, "mask": masks})
@@ -280,7 +280,7 @@ class Joint:
     def __call__(self, example: Mapping[str, Any], seed: Any) -> dict[str, Any]:
         """Augments one example: a dict of tensors, or of numpy arrays.
 
-        Example:
+        Examples:
             >>> image = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
             >>> mask = np.array([[0, 1], [2, 3]], np.uint8)
             >>> joint = tfpipe.augment.Joint(masks="mask", flip="horizontal", seed=0)

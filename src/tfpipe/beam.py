@@ -79,7 +79,7 @@ class SourceExample:
     position in the source), `origin` (what names it in errors, e.g. "cats/017.jpg") and
     `example` (a dict the schema encodes, e.g. {"image": "<path>", "label": 3}).
 
-    Example:
+    Examples:
         >>> SourceExample(17, "cats/017.jpg", {"image": "cats/017.jpg", "label": 0}).index
         17
     """
@@ -113,7 +113,7 @@ class ReadSource(beam.PTransform):
     `WriteTFRecords` encodes them there: images are read where they are encoded. The source
     is pickled once to each worker, so its files must be where the workers run.
 
-    Example:
+    Examples:
         >>> with beam.Pipeline() as p:
         ...     _ = (p | ReadSource(src) | WriteTFRecords("out/train", src.schema))
 
@@ -325,7 +325,7 @@ class WriteTFRecords(beam.PTransform):
     The output is one `DatasetInfo`, once the metadata is saved. Counters "tfpipe" /
     "encoded_examples" and "skipped_examples" count examples in the runner's metrics.
 
-    Example:
+    Examples:
         >>> with beam.Pipeline() as p:
         ...     _ = (p | ReadSource(src) | WriteTFRecords("out/train", src.schema))
         >>> tfpipe.DatasetInfo.load("out/train").num_examples == len(src)
@@ -451,7 +451,7 @@ def write_tfrecords(
     CPU (`workers`); Dataflow, Flink and Spark take their options in `args`. A local prefix is
     locked for the run, as `tfpipe.write_tfrecords` locks it.
 
-    Example:
+    Examples:
         >>> src = tfpipe.from_directory("images", image_shape=(128, 128, 3))
         >>> info = tfpipe.beam.write_tfrecords(src, "out/train", workers=2)
         >>> info.num_examples == len(src)

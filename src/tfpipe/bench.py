@@ -56,7 +56,7 @@ def measure(
 ) -> Throughput:
     """Iterates `warmup` batches, then times `num_batches` more (fewer if the input ends).
 
-    Example:
+    Examples:
         >>> measure(iter([np.zeros((8, 4))] * 20), num_batches=10, warmup=2).examples
         80
 

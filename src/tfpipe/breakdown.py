@@ -98,7 +98,7 @@ class InputStages:
 class Breakdown:
     """Where the wall time of training (`model.fit` inside `tfpipe.fit`) went, with advice.
 
-    Example:
+    Examples:
         >>> history = tfpipe.fit(model, "out/train", epochs=2, callbacks=[checkpoint])
         >>> history.report.breakdown.seconds()
         {'compute': 6.1, 'ModelCheckpoint': 3.2, 'input wait': 1.0, ...}

@@ -379,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the `tfpipe` command; returns the exit status (0; 1 when `verify` finds a fault;
     2 for errors).
 
-    Example:
+    Examples:
         >>> main(["write", "images", "out", "--split", "train=0.8,test=0.2"])
         0
 

@@ -229,7 +229,7 @@ def run_demo(
     train a small CNN on them with `tfpipe.fit` and print its report and test accuracy.
     `workdir` must be new, empty, or made by an earlier demo (which is then emptied).
 
-    Example:
+    Examples:
         >>> result = run_demo("demo-data", size="small")
         >>> result.datasets["train"].num_examples
         96

@@ -15,7 +15,7 @@ _TF_PREFIX = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
 class TfpipeError(Exception):
     """Base class of every error tfpipe raises.
 
-    Example:
+    Examples:
         >>> try:
         ...     tfpipe.read_tfrecords("no/such/prefix")
         ... except tfpipe.TfpipeError as error:
@@ -27,7 +27,7 @@ class TfpipeError(Exception):
 class SchemaError(TfpipeError, ValueError):
     """A schema or feature is declared wrongly, or does not match the data.
 
-    Example:
+    Examples:
         >>> tfpipe.Image(shape=(32, 32, 2))
         Traceback (most recent call last):
         ...
@@ -40,7 +40,7 @@ class EncodeError(TfpipeError, ValueError):
     """An example could not be encoded (unreadable or corrupt image, decompression bomb, wrong
     dtype, unknown class name).
 
-    Example:
+    Examples:
         >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
         >>> schema.encode({"label": "bird"}, where="row 3")
         Traceback (most recent call last):
@@ -53,7 +53,7 @@ class EncodeError(TfpipeError, ValueError):
 class DecodeError(TfpipeError, ValueError):
     """A stored record or an image file could not be decoded (or is a decompression bomb).
 
-    Example:
+    Examples:
         >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
         >>> schema.decode(b"not a record", where="record 7")
         Traceback (most recent call last):
@@ -65,7 +65,7 @@ class DecodeError(TfpipeError, ValueError):
 class SourceError(TfpipeError, ValueError):
     """A data source is empty, misses a column, or cannot be indexed.
 
-    Example:
+    Examples:
         >>> tfpipe.from_arrays({"x": np.zeros(3), "y": np.zeros(4)})
         Traceback (most recent call last):
         ...
@@ -77,7 +77,7 @@ class SourceError(TfpipeError, ValueError):
 class DataNotFoundError(TfpipeError, FileNotFoundError):
     """A path, shard or metadata file does not exist.
 
-    Example:
+    Examples:
         >>> try:
         ...     tfpipe.from_directory("no-such-folder")
         ... except FileNotFoundError as error:  # a DataNotFoundError is one
@@ -89,7 +89,7 @@ class DataNotFoundError(TfpipeError, FileNotFoundError):
 class TfpipeWarning(UserWarning):
     """Warnings tfpipe emits: skipped records, ignored arguments, partial caches.
 
-    Example:
+    Examples:
         >>> import warnings
         >>> source = tfpipe.from_arrays({"x": np.zeros((4, 2))})
         >>> with warnings.catch_warnings(record=True) as caught:

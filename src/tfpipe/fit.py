@@ -189,7 +189,7 @@ def fit(
     are read ragged: to give a model fixed-length ones, pass `tfpipe.Pipeline(path,
     pad={"tokens": 128})` with `x` and `y`.
 
-    Example:
+    Examples:
         >>> history = tfpipe.fit(model, "out/train", epochs=2, batch_size=8, verbose=0)
         tfpipe.fit report (TFRecords input, batches of 8, ...)
         ...

@@ -65,7 +65,7 @@ def compression_of(path: str | os.PathLike[str]) -> str | None:
 class ShardInfo:
     """One shard: its file name (relative to the metadata file), examples and bytes.
 
-    Example:
+    Examples:
         >>> shard = tfpipe.DatasetInfo.load("out/train").shards[0]
         >>> shard.file, shard.num_examples
         ('train-00000-of-00002.tfrecord', 12)
@@ -80,7 +80,7 @@ class ShardInfo:
 class SkippedExample:
     """An input the writer skipped with `on_error="skip"`, and why.
 
-    Example:
+    Examples:
         >>> source = tfpipe.from_arrays({"label": np.array([0, 1, 5])},
         ...                             tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}))
         >>> import warnings
@@ -100,7 +100,7 @@ class SkippedExample:
 class DatasetInfo:
     """What `write_tfrecords` wrote: schema, counts, shards, skipped inputs.
 
-    Example:
+    Examples:
         >>> info = tfpipe.DatasetInfo.load("out/train")
         >>> info.num_examples, len(info.files)
         (24, 2)
@@ -135,7 +135,7 @@ class DatasetInfo:
     def files(self) -> list[fs.AnyPath]:
         """The shard paths, in order.
 
-        Example:
+        Examples:
             >>> [path.name for path in tfpipe.DatasetInfo.load("out/train").files]
             ['train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
         """
@@ -145,7 +145,7 @@ class DatasetInfo:
     def num_bytes(self) -> int:
         """Bytes of all the shards, as written.
 
-        Example:
+        Examples:
             >>> info = tfpipe.DatasetInfo.load("out/train")
             >>> info.num_bytes == sum(path.stat().st_size for path in info.files)
             True
@@ -156,7 +156,7 @@ class DatasetInfo:
     def class_names(self) -> dict[str, list[str]]:
         """Class names per ClassLabel feature that has names.
 
-        Example:
+        Examples:
             >>> tfpipe.DatasetInfo.load("out/train").class_names
             {'label': ['circle', 'square', 'triangle']}
         """
@@ -170,7 +170,7 @@ class DatasetInfo:
     def metadata_path(self) -> fs.AnyPath:
         """The metadata file: `<directory>/<name>.json` (`dataset_info.json` for a TFDS split).
 
-        Example:
+        Examples:
             >>> tfpipe.DatasetInfo.load("out/train").metadata_path.name
             'train.json'
         """
@@ -179,7 +179,7 @@ class DatasetInfo:
     def to_dict(self) -> dict[str, Any]:
         """The content of the metadata file, as JSON types.
 
-        Example:
+        Examples:
             >>> data = tfpipe.DatasetInfo.load("out/train").to_dict()
             >>> data["format"], data["num_examples"], len(data["shards"])
             ('tfpipe-tfrecords', 24, 2)
@@ -204,7 +204,7 @@ class DatasetInfo:
         """Writes the metadata file under a temporary name, then renames it (atomically on
         local disks; a copy then a delete on object stores, where the file appears whole).
 
-        Example:
+        Examples:
             >>> info = tfpipe.DatasetInfo.load("out/train")
             >>> info.save().name
             'train.json'
@@ -222,7 +222,7 @@ class DatasetInfo:
         `check_files` (the default), raises when a shard it lists does not exist, or (TFDS)
         when a shard holds another number of records than `dataset_info.json` lists.
 
-        Example:
+        Examples:
             >>> info = tfpipe.DatasetInfo.load("out/train.json")
             >>> info.name, info.num_examples, info.compression
             ('train', 24, None)

@@ -76,7 +76,7 @@ class Relabeling:
     schema that lists ["dog", "cat"], that example must be stored as 1. Features whose class
     lists agree are left alone, so an empty `Relabeling` is false and costs nothing.
 
-    Example:
+    Examples:
         >>> relabel = Relabeling(Schema({"label": ClassLabel(names=["cat", "dog"])}),
         ...                      Schema({"label": ClassLabel(names=["dog", "cat"])}))
         >>> relabel({"label": 0})

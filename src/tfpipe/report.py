@@ -69,7 +69,7 @@ class FitReport:
     side of a threshold. Trust a verdict more when the run trained for many steps, and when
     the input alone is far faster or far slower than the model.
 
-    Example:
+    Examples:
         >>> history = tfpipe.fit(model, "out/train", epochs=2, verbose=0)
         tfpipe.fit report (TFRecords input, batches of 24, ...)
         ...
@@ -164,7 +164,7 @@ class FitReport:
         advice (per costly part of training) follows, and `notes` (what `fit` decided and
         why, e.g. why `steps_per_execution` stayed 1) end the advice.
 
-        Example:
+        Examples:
             >>> from tfpipe.bench import Throughput
             >>> input_alone = Throughput(examples_per_s=900.0, batches_per_s=28.1,
             ...                          first_batch_s=0.4, batches=50, examples=1600)
@@ -267,7 +267,7 @@ class FitReport:
 
         Needs matplotlib (`pip install "tfpipe[plot]"`); the format follows the suffix.
 
-        Example:
+        Examples:
             >>> from tfpipe.bench import Throughput
             >>> report = tfpipe.FitReport.build(
             ...     input_alone=Throughput(900.0, 28.1, 0.4, 50, 1600), model_examples_per_s=2000.0,

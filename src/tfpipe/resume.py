@@ -57,7 +57,7 @@ class Backups:
     """The backups of one training run in `directory`, for the input `identity`, trained
     under `strategy` (its number of workers is part of what a position is valid for).
 
-    Example:
+    Examples:
         >>> backups = Backups("ckpt", pipeline.identity(), steps=63)  # batches per epoch
         >>> backups.restore(model)
         Position(epoch=1, batch=40)

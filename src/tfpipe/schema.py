@@ -61,7 +61,7 @@ class Schema(Mapping[str, Feature]):
         source value ──encode()──▶ tf.train.Example bytes ──decode()──▶ dict of numpy arrays
                                                             └─parse()──▶ dict of tensors
 
-    Example:
+    Examples:
         >>> schema = tfpipe.Schema({"image": tfpipe.Image(shape=(64, 64, 3)),
         ...                         "label": tfpipe.ClassLabel(names=["cat", "dog"])})
         >>> data = schema.encode({"image": np.zeros((64, 64, 3), np.uint8), "label": "dog"})
@@ -112,7 +112,7 @@ class Schema(Mapping[str, Feature]):
     def check_names(self, names: Sequence[str], argument: str) -> None:
         """Raises a SchemaError naming `argument` when a name is not a feature of the schema.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
             >>> schema.check_names(["label", "weight"], "x")
             Traceback (most recent call last):
@@ -141,7 +141,7 @@ class Schema(Mapping[str, Feature]):
     def encode(self, example: Mapping[str, Any], *, where: Where = "example") -> bytes:
         """Serializes one example dict into `tf.train.Example` bytes.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
             >>> data = schema.encode({"label": "dog"})
             >>> tf.train.Example.FromString(data).features.feature["label"].int64_list.value
@@ -165,7 +165,7 @@ class Schema(Mapping[str, Feature]):
     def stored(self, serialized: bytes, *, where: Where = "record") -> dict[str, Any]:
         """The stored values of one serialized example (bytes for images, ints for labels).
 
-        Example:
+        Examples:
             >>> schema = tfpipe.DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> stored = schema.stored(record.numpy())
@@ -191,7 +191,7 @@ class Schema(Mapping[str, Feature]):
     ) -> dict[str, np.ndarray]:
         """Decodes one example dict of source or stored values into numpy arrays.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.Schema({"image": tfpipe.Image(shape=(16, 16, 3)),
             ...                         "label": tfpipe.ClassLabel(names=["circle", "square"])})
             >>> example = schema.load({"image": "images/circle/circle_00000.jpg",
@@ -211,7 +211,7 @@ class Schema(Mapping[str, Feature]):
     def decode(self, serialized: bytes, *, where: Where = "record") -> dict[str, np.ndarray]:
         """Decodes one serialized example to numpy arrays, without a TensorFlow graph.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> example = schema.decode(record.numpy())
@@ -223,7 +223,7 @@ class Schema(Mapping[str, Feature]):
     def parse_spec(self) -> dict[str, Any]:
         """The spec for `tf.io.parse_example` / `parse_single_example`.
 
-        Example:
+        Examples:
             >>> tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}).parse_spec()
             {'label': FixedLenFeature(shape=[], dtype=tf.int64, default_value=None)}
         """
@@ -244,7 +244,7 @@ class Schema(Mapping[str, Feature]):
         `tf.io.parse_example`, with images and masks decoded per element (which needs a fixed
         size: declared in the schema or given as `image_size`).
 
-        Example:
+        Examples:
             >>> schema = tfpipe.DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> batch = schema.parse(tf.stack([record, record]), image_size=(64, 64))
@@ -307,7 +307,7 @@ class Schema(Mapping[str, Feature]):
         """Decodes the images and masks of one example parsed with `defer_images=True`, as
         `parse` decodes them; the other features pass unchanged.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> stored = schema.parse(record, defer_images=True)
@@ -338,7 +338,7 @@ class Schema(Mapping[str, Feature]):
     def to_dict(self) -> dict[str, Any]:
         """Feature name -> the feature's `to_json()` dict (what metadata files hold).
 
-        Example:
+        Examples:
             >>> tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}).to_dict()
             {'label': {'kind': 'class_label', 'names': None, 'num_classes': 2,
                        'multi_label': False}}
@@ -348,7 +348,7 @@ class Schema(Mapping[str, Feature]):
     def to_json(self) -> str:
         """The schema as JSON text; `Schema.from_json` reads it back.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.Schema({"text": tfpipe.Text()})
             >>> print(schema.to_json())
             {
@@ -363,7 +363,7 @@ class Schema(Mapping[str, Feature]):
     def from_json(cls, data: str | bytes | os.PathLike[str] | Mapping[str, Any]) -> Schema:
         """Reads a schema from JSON text, a parsed dict, or a .json file path.
 
-        Example:
+        Examples:
             >>> schema = tfpipe.Schema({"label": tfpipe.ClassLabel(names=["cat", "dog"])})
             >>> tfpipe.Schema.from_json(schema.to_json()) == schema
             True

@@ -24,7 +24,7 @@ def input_stages(
     None when `pipeline` is None or has no maps, or when they cannot be left out (a later
     `filter()` needs a feature a map makes) or timed apart (a `cache()`, the tf.data service).
 
-    Example:
+    Examples:
         >>> pipeline = tfpipe.Pipeline("out/train").map(augment).batch(64)
         >>> input_stages(pipeline, tfpipe.benchmark(pipeline), 1.0).maps_share
         0.62

@@ -92,7 +92,7 @@ def make_image_folder(
 ) -> Path:
     """Writes `root/<shape>/<shape>_<i>.jpg` JPEGs, one folder per class; returns `root`.
 
-    Example:
+    Examples:
         >>> root = make_image_folder("shapes", num_classes=3, per_class=10)
         >>> sorted(p.name for p in root.iterdir())
         ['circle', 'square', 'triangle']
@@ -115,7 +115,7 @@ def make_image_dataframe(root: str | os.PathLike[str]) -> pd.DataFrame:
     """A DataFrame of `path` (relative to `root`) and `label` (class name) for a folder made by
     `make_image_folder`, sorted by path.
 
-    Example:
+    Examples:
         >>> df = make_image_dataframe(make_image_folder("shapes"))
         >>> list(df.columns)
         ['path', 'label']
@@ -138,7 +138,7 @@ def make_segmentation_folder(
     Each image shows 1-3 shapes; its mask is a gray PNG holding 0 for the background and
     `k + 1` where a shape of class `SHAPES[k]` is on top.
 
-    Example:
+    Examples:
         >>> root = make_segmentation_folder("seg", count=4)
         >>> sorted(p.name for p in (root / "masks").iterdir())
         ['00000.png', '00001.png', '00002.png', '00003.png']
@@ -166,7 +166,7 @@ def make_tagged_images(
     """Writes `root/train-jpg/train_<i>.jpg` and returns their tags as Kaggle Planet's CSV has
     them: `image_name` without extension, `tags` the space-separated names of the shapes shown.
 
-    Example:
+    Examples:
         >>> df = make_tagged_images("planet", count=3)
         >>> list(df.columns), df["image_name"][0]
         (['image_name', 'tags'], 'train_0')

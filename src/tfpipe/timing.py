@@ -146,7 +146,7 @@ class Timings:
 class Clock(keras.callbacks.Callback):
     """The first callback of the run: books the time since the previous hook to its phase.
 
-    Example:
+    Examples:
         >>> clock = Clock(step_seconds=0.004)
         >>> clock.start()
         >>> model.fit(data, callbacks=clock.around([*callbacks]), epochs=2)

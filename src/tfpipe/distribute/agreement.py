@@ -18,7 +18,7 @@ def gather(strategy: tf.distribute.Strategy, value: int) -> list[int]:
     """The `value` of every worker of `strategy`, in worker order; every worker must call it
     (it is a collective operation).
 
-    Example:
+    Examples:
         >>> steps = gather(strategy, step)  # on every worker
         >>> len(set(steps)) == 1  # all workers passed the same step
         True

@@ -69,7 +69,7 @@ class DistributedInput:
     ones every epoch when the input shuffles), and a `TfpipeWarning` says how many. The dataset
     repeats forever: pass `steps_per_epoch` to `model.fit`.
 
-    Example:
+    Examples:
         >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
         >>> with strategy.scope():
         ...     model = keras.Sequential([keras.Input((32, 32, 3)), keras.layers.Flatten(),
@@ -107,7 +107,7 @@ class DistributedInput:
     def per_replica_batch_size(self) -> int:
         """Examples each replica gets in one step.
 
-        Example:
+        Examples:
             >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # 1 replica
             >>> data = tfpipe.Pipeline("out/train").batch(8).build_distributed(strategy)
             >>> data.global_batch_size, data.per_replica_batch_size

@@ -34,7 +34,7 @@ class Feature:
     Subclasses are frozen dataclasses, so a feature is a value that can be compared and
     serialized with `to_json()`.
 
-    Example:
+    Examples:
         >>> label = tfpipe.ClassLabel(names=["cat", "dog"])
         >>> isinstance(label, tfpipe.Feature), label == tfpipe.ClassLabel(names=["cat", "dog"])
         (True, True)
@@ -50,7 +50,7 @@ class Feature:
     def encode(self, value: Any) -> tf.train.Feature:
         """Encodes a source value into a new `tf.train.Feature`.
 
-        Example:
+        Examples:
             >>> tfpipe.ClassLabel(names=["cat", "dog"]).encode("dog").int64_list.value
             [1]
         """
@@ -61,7 +61,7 @@ class Feature:
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         """Encodes a source value into an empty `tf.train.Feature`, in place (no copies).
 
-        Example:
+        Examples:
             >>> proto = tf.train.Feature()
             >>> tfpipe.Tensor(shape=(2,), dtype="float32").encode_into([0.5, 2], proto)
             >>> proto.float_list.value
@@ -72,7 +72,7 @@ class Feature:
     def load(self, value: Any) -> np.ndarray:
         """Decodes a source value (or a stored value) into its numpy form.
 
-        Example:
+        Examples:
             >>> tfpipe.ClassLabel(names=["cat", "dog"], multi_label=True).load(["dog"])
             array([0., 1.], dtype=float32)
         """
@@ -81,7 +81,7 @@ class Feature:
     def stored(self, proto: tf.train.Feature) -> Any:
         """The stored value of a `tf.train.Feature`, in a form `load()` accepts.
 
-        Example:
+        Examples:
             >>> text = tfpipe.Text()
             >>> text.stored(text.encode("hello"))
             b'hello'
@@ -91,7 +91,7 @@ class Feature:
     def decode_tensor(self, parsed: tf.Tensor) -> tf.Tensor:
         """Decodes the parsed tensor of one example inside a tf.data graph.
 
-        Example:
+        Examples:
             >>> label = tfpipe.ClassLabel(num_classes=3, multi_label=True)
             >>> label.decode_tensor(tf.constant([0, 2], tf.int64)).numpy()
             array([1., 0., 1.], dtype=float32)
@@ -102,7 +102,7 @@ class Feature:
     def dtype(self) -> str:
         """The numpy dtype name of the decoded value.
 
-        Example:
+        Examples:
             >>> tfpipe.Image().dtype, tfpipe.ClassLabel(num_classes=2).dtype, tfpipe.Text().dtype
             ('uint8', 'int64', 'str')
         """
@@ -112,7 +112,7 @@ class Feature:
     def decoded_shape(self) -> tuple[int | None, ...]:
         """The shape of the decoded value (None where it varies).
 
-        Example:
+        Examples:
             >>> tfpipe.Image(shape=(None, None, 3)).decoded_shape
             (None, None, 3)
             >>> tfpipe.ClassLabel(num_classes=4, multi_label=True).decoded_shape
@@ -123,7 +123,7 @@ class Feature:
     def to_json(self) -> dict[str, Any]:
         """The feature as a JSON-compatible dict; `Feature.from_json` reads it back.
 
-        Example:
+        Examples:
             >>> tfpipe.Tensor(shape=(3,), dtype="float32").to_json()
             {'kind': 'tensor', 'shape': [3], 'dtype': 'float32'}
         """
@@ -137,7 +137,7 @@ class Feature:
     def from_json(data: Mapping[str, Any]) -> Feature:
         """The feature a `to_json()` dict describes.
 
-        Example:
+        Examples:
             >>> tfpipe.Feature.from_json({"kind": "class_label", "names": ["cat", "dog"]})
             ClassLabel(names=('cat', 'dog'), num_classes=2, multi_label=False)
         """

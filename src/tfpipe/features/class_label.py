@@ -22,7 +22,7 @@ class ClassLabel(Feature):
     With `multi_label=True` a value is a list of classes (names or indices, or a string such as
     "[1, 0, 3]") and decodes to a multi-hot float32 vector of length `num_classes`.
 
-    Example:
+    Examples:
         >>> label = tfpipe.ClassLabel(names=["cat", "dog"])
         >>> int(label.load("dog"))
         1
@@ -71,7 +71,7 @@ class ClassLabel(Feature):
     def index(self, value: Any) -> int:
         """The class index of a name or an index; raises for unknown names and bad indices.
 
-        Example:
+        Examples:
             >>> label = tfpipe.ClassLabel(names=["cat", "dog"])
             >>> label.index("dog"), label.index(0)
             (1, 0)
@@ -92,7 +92,7 @@ class ClassLabel(Feature):
     def indices(self, value: Any) -> list[int]:
         """The class indices of a single label or, with `multi_label`, of a list of labels.
 
-        Example:
+        Examples:
             >>> tags = tfpipe.ClassLabel(names=["clear", "haze", "water"], multi_label=True)
             >>> tags.indices(["water", "clear"]), tags.indices("[1, 2]")
             ([2, 0], [1, 2])

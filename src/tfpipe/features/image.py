@@ -26,7 +26,7 @@ class Image(Feature):
     (TensorFlow) give the same pixels for every image mode (16-bit, palette, CMYK, ...; the
     table is in docs/reliability.md), or both refuse the image.
 
-    Example:
+    Examples:
         >>> feature = tfpipe.Image(shape=(128, 128, 3), encoding="jpeg")
         >>> feature.load(np.zeros((256, 256, 3), np.uint8)).shape
         (128, 128, 3)
@@ -75,7 +75,7 @@ class Image(Feature):
     def channels(self) -> int:
         """The channels of the decoded image: 1, 3 or 4.
 
-        Example:
+        Examples:
             >>> tfpipe.Image(shape=(None, None, 1), encoding="png").channels
             1
         """
@@ -95,7 +95,7 @@ class Image(Feature):
     def encode_bytes(self, value: Any) -> bytes:
         """The bytes stored for a value: copied when possible, otherwise encoded.
 
-        Example:
+        Examples:
             >>> data = tfpipe.Image(encoding="png").encode_bytes(np.zeros((4, 4, 3), np.uint8))
             >>> data[:4]
             b'\\x89PNG'
@@ -116,7 +116,7 @@ class Image(Feature):
     def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
         """Decodes to uint8 (H, W, C), resized to `size` or else to the declared size.
 
-        Example:
+        Examples:
             >>> image = tfpipe.Image().load("images/circle/circle_00000.jpg", size=(16, 16))
             >>> image.shape, image.dtype
             ((16, 16, 3), dtype('uint8'))
@@ -168,7 +168,7 @@ class Image(Feature):
         when it was read already (`orientations` of a batch: a few ops for the whole batch,
         where reading it per image costs about a fifth of a 256x256 decode).
 
-        Example:
+        Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
             >>> image = tfpipe.Image().decode_tensor(tf.constant(data), (16, 16), rescale=1 / 255)
             >>> image.shape, image.dtype
@@ -188,7 +188,7 @@ class Image(Feature):
         """The EXIF orientation of each of a vector of stored images, for `decode_tensor`;
         None when the images are raw pixels (no EXIF).
 
-        Example:
+        Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
             >>> tfpipe.Image().orientations(tf.constant([data, data])).numpy()  # 1: upright
             array([1, 1], dtype=int32)
@@ -213,7 +213,7 @@ class Image(Feature):
         Raw pixels are decoded for the whole batch in one vectorised op; JPEG and PNG one
         image at a time (`tf.map_fn`), since TensorFlow has no batched image decoder.
 
-        Example:
+        Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
             >>> tfpipe.Image(shape=(32, 32, 3)).decode_batch(tf.constant([data, data])).shape
             TensorShape([2, 32, 32, 3])

@@ -45,7 +45,7 @@ class Mask(Feature):
     `image_size=` resizes them with the images, so image and mask stay aligned, while
     `rescale=` applies to `Image` features only.
 
-    Example:
+    Examples:
         >>> mask = tfpipe.Mask(shape=(64, 64, 1), num_classes=3, ignore_value=255)
         >>> values = mask.load(np.array([[0, 2], [255, 1]], np.uint8))
         >>> values.shape, values.dtype, sorted(np.unique(values).tolist())
@@ -146,7 +146,7 @@ class Mask(Feature):
     def dtype(self) -> str:
         """uint8, or uint16 when a class or `ignore_value` does not fit in 8 bits.
 
-        Example:
+        Examples:
             >>> tfpipe.Mask(num_classes=3).dtype, tfpipe.Mask(num_classes=300).dtype
             ('uint8', 'uint16')
         """
@@ -160,7 +160,7 @@ class Mask(Feature):
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         """Stores a value as a grayscale PNG of `dtype`, at the declared size when declared.
 
-        Example:
+        Examples:
             >>> proto = tf.train.Feature()
             >>> tfpipe.Mask(num_classes=3).encode_into(np.array([[0, 2], [1, 1]]), proto)
             >>> proto.bytes_list.value[0][:4]
@@ -178,7 +178,7 @@ class Mask(Feature):
             TypeError: not a path, bytes, PIL image or integer array.
             ValueError: a lossy or colour mask, a value that is not a class, a wrong shape.
 
-        Example:
+        Examples:
             >>> tfpipe.Mask(num_classes=3).load(np.array([[0, 2], [1, 1]]), size=(4, 4))[0, :, 0]
             array([0, 0, 2, 2], dtype=uint8)
         """
@@ -255,7 +255,7 @@ class Mask(Feature):
         """Decodes one stored mask in a graph to `dtype`, resized (nearest) to `size`; a value
         that is not a class fails (as `load` fails).
 
-        Example:
+        Examples:
             >>> mask = tfpipe.Mask(num_classes=3)
             >>> stored = mask.stored(mask.encode(np.array([[0, 2], [1, 1]])))
             >>> mask.decode_tensor(tf.constant(stored))[..., 0].numpy()
@@ -270,7 +270,7 @@ class Mask(Feature):
         The PNGs are decoded one at a time (`tf.map_fn`); the checks of the stored format and
         of the values, and the resize of masks of a declared size, run once for the batch.
 
-        Example:
+        Examples:
             >>> mask = tfpipe.Mask(shape=(2, 2, 1), num_classes=3)
             >>> stored = mask.stored(mask.encode(np.array([[0, 2], [1, 1]])))
             >>> mask.decode_batch(tf.constant([stored, stored])).shape

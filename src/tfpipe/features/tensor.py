@@ -25,7 +25,7 @@ class Tensor(Feature):
     value of fixed shape is stored as its raw little-endian bytes (zlib-compressed), in its
     own dtype, as TensorFlow Datasets stores `Tensor(..., encoding="bytes")`.
 
-    Example:
+    Examples:
         >>> tfpipe.Tensor(shape=(3,), dtype="float32").load([1, 2, 3])
         array([1., 2., 3.], dtype=float32)
 
@@ -84,7 +84,7 @@ class Tensor(Feature):
     def is_float(self) -> bool:
         """Whether the dtype is a float one (stored as a float list, else as an int64 list).
 
-        Example:
+        Examples:
             >>> tfpipe.Tensor(shape=(), dtype="float16").is_float
             True
         """
@@ -94,7 +94,7 @@ class Tensor(Feature):
     def storage_dtype(self) -> tf.DType:
         """The dtype of the stored list: float32 for float dtypes, else int64.
 
-        Example:
+        Examples:
             >>> tfpipe.Tensor(shape=(3,), dtype="uint8").storage_dtype
             tf.int64
         """
@@ -104,7 +104,7 @@ class Tensor(Feature):
     def variable(self) -> bool:
         """Whether the first dimension varies between examples (`shape=(None, ...)`).
 
-        Example:
+        Examples:
             >>> tfpipe.Tensor(shape=(None,), dtype="int64").variable
             True
         """
@@ -114,7 +114,7 @@ class Tensor(Feature):
     def as_bytes(self) -> bool:
         """Whether a value is stored as its raw bytes ("bytes" or "zlib").
 
-        Example:
+        Examples:
             >>> tfpipe.Tensor((3,), "float64", encoding="zlib").as_bytes
             True
         """
@@ -136,7 +136,7 @@ class Tensor(Feature):
         """`array` (any shape) as this dtype; raises ValueError naming the first value that
         would become a different number (300 as uint8, 1e39 as float32).
 
-        Example:
+        Examples:
             >>> tfpipe.Tensor(shape=(2,), dtype="uint8").convert(np.array([7, 300]))
             Traceback (most recent call last):
             ...
@@ -198,7 +198,7 @@ class Tensor(Feature):
         with a `cut` counter it is cut to its first `length` rows instead, and counted there
         (`to_tensor` alone would cut silently).
 
-        Example:
+        Examples:
             >>> tokens = tfpipe.Tensor(shape=(None,), dtype="int64")
             >>> batch = tf.ragged.constant([[1, 2, 3], [4]], tf.int64)
             >>> tokens.pad_batch(batch, 4, 0, "tokens").numpy()

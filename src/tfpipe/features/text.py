@@ -16,7 +16,7 @@ from tfpipe.features.base import Feature, _describe
 class Text(Feature):
     """A string stored as UTF-8 bytes; decoded to `str` by numpy, `tf.string` in graphs.
 
-    Example:
+    Examples:
         >>> str(tfpipe.Text().load(b"hello"))
         'hello'
     """

@@ -164,7 +164,7 @@ class Pipeline:
     dicts of feature name -> tensor (a PyDataset's own structure is kept); images are uint8
     unless `rescale` is given; masks (`tfpipe.Mask`) keep their integer values.
 
-    Example:
+    Examples:
         >>> ds = (tfpipe.Pipeline("out/train", image_size=(32, 32), rescale=1 / 255)
         ...       .shuffle(seed=0).batch(8).as_supervised("image", "label").build())
         >>> history = model.fit(ds, epochs=2, verbose=0)
@@ -252,7 +252,7 @@ class Pipeline:
         After a `cache()`, decoded examples are shuffled instead (cached batch order, then a
         buffer of examples), so every epoch still differs.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8).build()
             >>> [int(n) for n in next(iter(ds))["label"]]  # the classes mixed
             [2, 2, 0, 0, 1, 2, 1, 1]
@@ -279,7 +279,7 @@ class Pipeline:
         ops (`tf.random.*`, `tf.image.random_*`, Keras random layers); pass True or False to
         say it yourself (e.g. for randomness from `tf.py_function`).
 
-        Example:
+        Examples:
             >>> flip = lambda ex: {**ex, "image": tf.image.random_flip_left_right(ex["image"])}
             >>> ds = tfpipe.Pipeline("out/train").map(flip).batch(8).build()
             >>> next(iter(ds))["image"].shape
@@ -300,7 +300,7 @@ class Pipeline:
     def filter(self, predicate: Callable[..., Any]) -> Pipeline:
         """Keeps the examples for which `predicate(example)` is a True scalar bool tensor.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").filter(lambda ex: ex["label"] < 2).build()
             >>> sum(1 for _ in ds)  # 2 classes of 8 images
             16
@@ -317,7 +317,7 @@ class Pipeline:
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Pipeline:
         """Groups examples into batches of `batch_size`.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").batch(10, drop_remainder=True).build()
             >>> [len(batch["label"]) for batch in ds]  # 24 examples
             [10, 10]
@@ -334,7 +334,7 @@ class Pipeline:
         The cache goes where this call is among `map()`s, but never after a random map (that
         would freeze the augmentation): then it moves before it, with a `TfpipeWarning`.
 
-        Example:
+        Examples:
             >>> augment = lambda ex: {**ex, "image": tf.image.random_flip_left_right(ex["image"])}
             >>> ds = tfpipe.Pipeline("out/train").cache().map(augment, random=True).build()
             >>> sum(1 for _ in ds)
@@ -359,7 +359,7 @@ class Pipeline:
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Pipeline:
         """Sets the prefetch buffer of the last stage (always present). Defaults to AUTOTUNE.
 
-        Example:
+        Examples:
             >>> print(tfpipe.Pipeline("out/train").batch(8).prefetch(2).explain())
              1. list 2 TFRecord file(s) of out/train
              ...
@@ -373,7 +373,7 @@ class Pipeline:
     def repeat(self, count: int | None = None) -> Pipeline:
         """Repeats the data `count` times (forever with None), reshuffling every pass.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).repeat().batch(8).build()
             >>> len(list(ds.take(5)))  # more than the 3 batches of one pass
             5
@@ -385,7 +385,7 @@ class Pipeline:
     def take(self, count: int) -> Pipeline:
         """Keeps `count` examples (not batches) per epoch, taken before any cache.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").take(12).batch(10).build()
             >>> sorted(len(batch["label"]) for batch in ds)  # the order may vary: no seed
             [2, 10]
@@ -397,7 +397,7 @@ class Pipeline:
         """Keeps shard `index` of `num` for one of `num` workers: by file when there are at
         least `num` TFRecord files, else by record. Together the shards see each example once.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").shard(2, 0).batch(64).build()
             >>> len(next(iter(ds))["label"])  # one of the 2 files
             12
@@ -420,7 +420,7 @@ class Pipeline:
         shuffle) and a deterministic order; a random `map()` (augmentation) draws new
         randomness, only the examples and their order are the same.
 
-        Example:
+        Examples:
             >>> p = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8)
             >>> rest = p.start_at(epoch=2, batch=1).build()  # batches 1.. of epoch 2
             >>> len(list(rest)), p.batches_per_epoch()
@@ -450,7 +450,7 @@ class Pipeline:
     def seed(self) -> int | None:
         """The seed given to `shuffle()`; None without one (or without a shuffle).
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").shuffle(seed=3).seed
             3
         """
@@ -461,7 +461,7 @@ class Pipeline:
         files, their sizes and the example count; or the examples of a source), its batch
         size and its seed.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64).identity().batch_size
             64
         """
@@ -496,7 +496,7 @@ class Pipeline:
         workers they would apply to each worker's share, or cannot be sent to them); share a
         job between trainers with `job_name`.
 
-        Example:
+        Examples:
             >>> p = tfpipe.Pipeline("out/train").shuffle().batch(64).distribute("10.0.0.5:5050")
             >>> print(p.explain())
              1. list 2 TFRecord file(s) of out/train
@@ -523,7 +523,7 @@ class Pipeline:
     def service(self) -> DataService | None:
         """The tf.data service `distribute()` set (`address`, `mode`, `job_name`); else None.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").distribute("10.0.0.5:5050").service.address
             'grpc://10.0.0.5:5050'
         """
@@ -538,7 +538,7 @@ class Pipeline:
     ) -> Pipeline:
         """tf.data options: output order, autotune RAM budget, private thread pool size.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").options(deterministic=False, threads=4).build()
             >>> ds.options().deterministic, ds.options().threading.private_threadpool_size
             (False, 4)
@@ -556,7 +556,7 @@ class Pipeline:
         gives a tuple of tensors (multi-input or multi-output models, in the model's order), a
         dict of model input/output name -> feature name gives a dict (matched by name).
 
-        Example:
+        Examples:
             >>> src = tfpipe.from_arrays({"image": np.zeros((4, 8, 8, 3), np.uint8),
             ...                           "weather": np.array([0, 1, 2, 3]),
             ...                           "ground": np.array([1, 1, 0, 0])})
@@ -580,7 +580,7 @@ class Pipeline:
     def supervised(self) -> tuple[Names, Names] | None:
         """The `(x, y)` given to `as_supervised`; None when the pipeline yields example dicts.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").as_supervised("image", "label").supervised
             ('image', 'label')
         """
@@ -590,7 +590,7 @@ class Pipeline:
     def schema(self) -> Schema | None:
         """The schema of what the pipeline reads; None for a `keras.utils.PyDataset` source.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").schema["image"].encoding
             'jpeg'
         """
@@ -603,7 +603,7 @@ class Pipeline:
         The last batch of an epoch may be smaller (unless `drop_remainder=True`); every other
         batch has this size, whatever order a non-deterministic pipeline yields them in.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").batch(64).batch_size
             64
         """
@@ -617,7 +617,7 @@ class Pipeline:
         default dynamic mode, it is the count while no service worker fails. Examples dropped
         with a partial last batch do not count.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").batch(5, drop_remainder=True).examples_per_epoch()
             20
         """
@@ -639,7 +639,7 @@ class Pipeline:
         Examples, features and images decoded as this pipeline decodes them), until the first
         fault. `tfpipe.named_errors` calls it to turn such an error into a `DecodeError`.
 
-        Example:
+        Examples:
             >>> fault = tfpipe.Pipeline("out/damaged").locate_fault()
             >>> print(fault)
             record 5 of out/damaged-00001-of-00002.tfrecord: damaged or truncated frame: ...
@@ -652,7 +652,7 @@ class Pipeline:
         Counted as examples are read (one read twice counts twice), by this pipeline and every
         variant built from the same `Pipeline(...)`; empty without `truncate=True`.
 
-        Example:
+        Examples:
             >>> src = tfpipe.from_arrays({"tokens": [[1, 2, 3], [4, 5, 6, 7, 8], [9]]})
             >>> p = tfpipe.Pipeline(src, pad={"tokens": 4}, truncate=True).batch(3)
             >>> batches = list(p.build())
@@ -667,7 +667,7 @@ class Pipeline:
         None when it cannot be known without reading the data: no batch(), a filter(), a
         shard(), or a source of unknown size. `tfpipe.fit` uses it to size repeated epochs.
 
-        Example:
+        Examples:
             >>> tfpipe.Pipeline("out/train").batch(10).batches_per_epoch()  # 24 examples
             3
         """
@@ -699,7 +699,7 @@ class Pipeline:
     def explain(self) -> str:
         """The plan `build()` runs, one stage per line, in order.
 
-        Example:
+        Examples:
             >>> print(tfpipe.Pipeline("out/train").batch(64).shuffle(seed=0).explain())
              1. list 2 TFRecord file(s) of out/train
              2. shuffle file list (seed=0, reshuffled each epoch)
@@ -717,7 +717,7 @@ class Pipeline:
     def build(self) -> tf.data.Dataset:
         """The `tf.data.Dataset`, ready for `model.fit`.
 
-        Example:
+        Examples:
             >>> ds = tfpipe.Pipeline("out/train").batch(64).build()
             >>> {name: spec.dtype.name for name, spec in ds.element_spec.items()}
             {'image': 'uint8', 'label': 'int64'}
@@ -741,7 +741,7 @@ class Pipeline:
         `(seed, epoch)`, so the batches are those of a run built from `start_at(0)` (the
         number of workers and the global batch must stay the same).
 
-        Example:
+        Examples:
             >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
             >>> pipeline = (tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8)
             ...             .as_supervised("image", "label"))

@@ -99,7 +99,7 @@ class SequenceLoader(keras.utils.PyDataset):
     JPEGs are decoded at a reduced DCT scale when the target size allows it (Pillow's draft
     mode), and each batch is filled in place into one preallocated array per feature.
 
-    Example:
+    Examples:
         >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
         ...                                image_size=(32, 32), seed=0)
         >>> images, labels = loader[0]
@@ -245,7 +245,7 @@ class SequenceLoader(keras.utils.PyDataset):
         at `epoch + 1` (`loader.epoch = epoch + 1`). `tfpipe.fit(backup_dir=...)` resumes
         with it.
 
-        Example:
+        Examples:
             >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
             ...                                image_size=(32, 32), seed=0)
             >>> rest = loader.start_at(epoch=2, batch=1)
@@ -266,7 +266,7 @@ class SequenceLoader(keras.utils.PyDataset):
         examples (their count, schema and origins: file paths, record locations), the batch
         size and the seed.
 
-        Example:
+        Examples:
             >>> source = tfpipe.from_directory("images")
             >>> loader = tfpipe.SequenceLoader(source, batch_size=8, image_size=(32, 32), seed=0)
             >>> identity = loader.identity()
@@ -285,7 +285,7 @@ class SequenceLoader(keras.utils.PyDataset):
     def examples_per_epoch(self) -> int:
         """Examples in one epoch: every example of the source, less a dropped partial batch.
 
-        Example:
+        Examples:
             >>> source = tfpipe.from_directory("images")
             >>> loader = tfpipe.SequenceLoader(source, batch_size=10, image_size=(32, 32),
             ...                                drop_remainder=True)
@@ -297,7 +297,7 @@ class SequenceLoader(keras.utils.PyDataset):
     def on_epoch_end(self) -> None:
         """Moves to the next epoch's order (Keras calls this after every epoch).
 
-        Example:
+        Examples:
             >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"),
             ...                                image_size=(32, 32), seed=0)
             >>> first = loader.order().tolist()
@@ -310,7 +310,7 @@ class SequenceLoader(keras.utils.PyDataset):
     def order(self, epoch: int | None = None) -> np.ndarray:
         """The example indices of an epoch (the current one by default), in batch order.
 
-        Example:
+        Examples:
             >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"),
             ...                                image_size=(32, 32), seed=0)
             >>> order = loader.order(epoch=3).tolist()
@@ -411,7 +411,7 @@ class SequenceLoader(keras.utils.PyDataset):
         `batch` of `epoch` (global steps, the same on every worker) and goes on with the next
         epochs.
 
-        Example:
+        Examples:
             >>> strategy = tf.distribute.MirroredStrategy(["/cpu:0"])  # or MultiWorkerMirrored...
             >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
             ...                                image_size=(32, 32), seed=0)

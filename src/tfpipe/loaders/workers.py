@@ -80,7 +80,7 @@ class WatchedPool(multiprocessing.pool.Pool):
     pending result, and every result submitted afterwards, fails with a `TfpipeError` that
     names the worker's pid and how it died. Exits during `terminate()` are not failures.
 
-    Example:
+    Examples:
         >>> with WatchedPool(2) as pool:
         ...     pool.apply_async(os.abort).get()  # a TfpipeError, not a hang
         TfpipeError: PyDataset worker process 4242 was killed by SIGABRT (exit code -6) ...

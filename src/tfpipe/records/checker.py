@@ -47,7 +47,7 @@ RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
 class Fault:
     """One problem in a dataset: where it is and what is wrong.
 
-    Example:
+    Examples:
         >>> print(tfpipe.Fault("out/train-00001-of-00002.tfrecord", 7, "image", "bad JPEG"))
         record 7 of out/train-00001-of-00002.tfrecord, feature 'image': bad JPEG
 
@@ -74,7 +74,7 @@ class Fault:
 class VerifyReport:
     """What `verify` checked and every fault it found; `str(report)` lists them all.
 
-    Example:
+    Examples:
         >>> report = tfpipe.verify("out/train")
         >>> report.ok, len(report.faults), report.summary()
         (True, 0, 'out/train: 24 records (metadata: 24) in 2 file(s), 24 images decoded: OK')
@@ -101,7 +101,7 @@ class VerifyReport:
     def ok(self) -> bool:
         """True when nothing is wrong.
 
-        Example:
+        Examples:
             >>> report = tfpipe.verify("out/damaged")
             >>> report.ok, len(report.faults)
             (False, 1)
@@ -111,7 +111,7 @@ class VerifyReport:
     def summary(self) -> str:
         """One line: what was read, and how many faults.
 
-        Example:
+        Examples:
             >>> tfpipe.verify("out/damaged").summary()
             'out/damaged: ... records (metadata: 24) in 2 file(s), ... images decoded: 1 fault(s)'
         """
@@ -443,7 +443,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
     path uses (in a parallel map), and compares the per-shard record counts and file sizes
     with the metadata file when there is one. `tfpipe verify PATH` runs it from the shell.
 
-    Example:
+    Examples:
         >>> report = tfpipe.verify("out/train")
         >>> report.ok, report.num_records
         (True, 24)
@@ -497,7 +497,7 @@ def locate_fault(
     The same checks as `verify` (frames, Example parse, image decode), stopping at the first
     fault. It is what tfpipe runs to name the record behind a raw TensorFlow error.
 
-    Example:
+    Examples:
         >>> tfpipe.locate_fault("out/train") is None
         True
         >>> tfpipe.locate_fault("out/damaged")

@@ -161,7 +161,7 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
     Keys missing from some records, lists of strings and keys whose type varies are left out
     with a `TfpipeWarning`.
 
-    Example:
+    Examples:
         >>> schema = tfpipe.infer_schema("out/train-*.tfrecord")
         >>> schema["image"]
         Image(shape=(32, 32, 3), encoding='jpeg', quality=95)

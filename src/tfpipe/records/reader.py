@@ -116,7 +116,7 @@ def read_tfrecords(
     `dataset_info.json` lists. A folder with several splits and no split given is an error
     listing them, never one merged dataset.
 
-    Example:
+    Examples:
         >>> ds = tfpipe.read_tfrecords("out/train")
         >>> example = next(iter(ds))
         >>> example["image"].dtype, example["label"].dtype

@@ -472,7 +472,7 @@ def write_tfrecords(
     bounded by a small window of in-flight examples, whatever the dataset size. The output is
     the same for the same seed, whatever the number of workers.
 
-    Example:
+    Examples:
         >>> src = tfpipe.from_directory("images", image_shape=(64, 64, 3))
         >>> info = tfpipe.write_tfrecords(src, "out/resized", num_shards=3, progress=False)
         >>> info.num_examples == len(src), [shard.num_examples for shard in info.shards]

@@ -62,7 +62,7 @@ def _infer_feature(name: str, array: np.ndarray) -> Feature:
 class ArraySource(SourceBase):
     """Examples are the rows of equally long arrays: `src[i] = {name: array[i]}`.
 
-    Example:
+    Examples:
         >>> src = tfpipe.from_arrays({"image": np.zeros((10, 28, 28), np.uint8),
         ...                           "label": np.arange(10) % 3})
         >>> src.schema["image"]
@@ -111,7 +111,7 @@ def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> Arra
     else a `Tensor`; a list of rows of different lengths (e.g. token ids) becomes a `Tensor`
     with a variable first dimension. Pass `schema=` to choose.
 
-    Example:
+    Examples:
         >>> x_train, y_train = np.zeros((100, 28, 28), np.uint8), np.arange(100) % 10
         >>> src = tfpipe.from_arrays({"image": x_train, "label": y_train})
         >>> len(src), src.schema["label"]

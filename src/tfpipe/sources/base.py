@@ -21,7 +21,7 @@ class Source(Protocol):
     The values of an example are what the schema's features accept: image paths or bytes,
     class names or indices, arrays, strings. No inheritance is needed.
 
-    Example:
+    Examples:
         >>> class Squares:
         ...     def __len__(self):
         ...         return 4
@@ -79,7 +79,7 @@ class SourceBase:
     ) -> dict[str, Subset]:
         """Splits into disjoint sources that together cover every example.
 
-        Example:
+        Examples:
             >>> parts = tfpipe.from_directory("images").split({"train": 0.7, "test": 0.3})
             >>> len(parts["train"]) + len(parts["test"]) == len(tfpipe.from_directory("images"))
             True

@@ -385,7 +385,7 @@ def from_dataframe(
     label columns are inferred to be `ClassLabel`s; a column of file paths is refused, and
     one with more distinct values than half its rows (of at least 20) gives a warning.
 
-    Example:
+    Examples:
         >>> df = pd.DataFrame({"image_name": ["train_0", "train_1"],
         ...                    "tags": ["haze primary", "clear primary water"]})
         >>> src = tfpipe.from_dataframe(df, path_col="image_name", label_cols="tags",

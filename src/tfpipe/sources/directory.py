@@ -211,7 +211,7 @@ def from_directory(
     which differ between folders that do not hold the same classes: give a test folder the
     training folder's class names, so that an index means the same class in both.
 
-    Example:
+    Examples:
         >>> train = tfpipe.from_directory("images")
         >>> train.class_names, len(train)
         (['circle', 'square', 'triangle'], 24)

@@ -331,7 +331,7 @@ def from_tfrecords(
     Datasets folder is read without TFDS, one split at a time (`split="train"`, or the path
     `.../mnist-train`), each shard holding the records `dataset_info.json` lists.
 
-    Example:
+    Examples:
         >>> src = tfpipe.from_tfrecords("out/train")
         >>> len(src), src.origin(17)
         (24, 'record 5 of out/train-00001-of-00002.tfrecord')
