@@ -68,7 +68,8 @@ def test_two_cpu_replicas_in_one_process(tmp_path: Path) -> None:
 @pytest.mark.fault(
     "a worker process killed mid-epoch (2 workers, MultiWorkerMirroredStrategy)",
     reader="tfpipe.fit",
-    outcome="the other worker fails with an error naming the dead task, within 60 s; no hang",
+    outcome="the other worker fails with UnavailableError within 60 s (naming the dead task, "
+    "or its closed socket when that comes first); no hang",
 )
 def test_a_killed_worker_makes_the_other_fail(tmp_path: Path) -> None:
     outcome = example().main(
@@ -76,7 +77,11 @@ def test_a_killed_worker_makes_the_other_fail(tmp_path: Path) -> None:
     )
     survivor, dead = outcome["workers"]
     assert dead == {"worker": 1, "died": True}
-    assert "task:1" in survivor["error"] and "unhealthy" in survivor["error"], survivor
+    error = survivor["error"]
+    assert error.startswith("UnavailableError"), survivor
+    # Which peer error comes first depends on timing: the health check names the dead task;
+    # a collective already under way sees its socket close.
+    assert ("task:1" in error and "unhealthy" in error) or "Socket closed" in error, survivor
     assert survivor["seconds"] < 60
 
 
