@@ -1,4 +1,4 @@
-"""Every `Examples:` section of the public API runs as written, and every public entry point has one.
+"""Every `Examples:` section of the public API runs as written; every public entry point has one.
 
 Public: the names `tfpipe` exports, the public methods and properties their classes define,
 and `tfpipe.augment`. The examples run as doctests in one working folder made once per module
