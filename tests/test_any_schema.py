@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe import model_probe
 from tfpipe.bench import Throughput
 from tfpipe.errors import SourceError
 
@@ -31,7 +32,7 @@ def image_advice(advice: tuple[str, ...]) -> list[str]:
 @pytest.fixture(autouse=True)
 def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Probes of a few hundred ms keep these tests fast; their length is not under test."""
-    monkeypatch.setattr(fit_module, "PROBE_SECONDS", 0.1)
+    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.1)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.1)
 
 

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe import model_probe
 from tfpipe.bench import Throughput
 from tfpipe.breakdown import Breakdown, InputStages
 from tfpipe.stages import input_stages
@@ -34,7 +35,7 @@ SLEEP_S = 0.05
 @pytest.fixture(autouse=True)
 def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Probes of a few hundred ms keep the suite fast; their length is not under test."""
-    monkeypatch.setattr(fit_module, "PROBE_SECONDS", 0.2)
+    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
     monkeypatch.setattr(fit_module, "STAGE_PROBE_SECONDS", 0.3)
 

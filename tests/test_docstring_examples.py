@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import tfpipe
 import tfpipe.augment
+from tfpipe import model_probe
 from tfpipe.synthetic import make_image_folder, make_tagged_images
 
 fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
@@ -165,9 +166,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_example_runs(entry: Entry, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(world["root"])
     # tfpipe.fit's probes are timed; shorter ones keep the examples quick, with the same output.
-    monkeypatch.setattr(fit_module, "PROBE_SECONDS", 0.05)
+    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.05)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.05)
-    monkeypatch.setattr(fit_module, "SHORT_STEP_S", 0.0)  # no steps_per_execution trials
+    monkeypatch.setattr(model_probe, "SHORT_STEP_S", 0.0)  # no steps_per_execution trials
     globs = {"tfpipe": tfpipe, "np": np, "tf": tf, "keras": keras, "pd": pd}
     globs["model"] = world["model"]
     source_file, line = where(entry)

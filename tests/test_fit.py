@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe import model_probe
 from tfpipe.adapters import adapt
 from tfpipe.bench import Throughput
 from tfpipe.fit import (
@@ -26,9 +27,8 @@ from tfpipe.fit import (
     _full_batch,
     _one_iterator,
     _prefetch_to_device,
-    _probe_model,
-    _state,
 )
+from tfpipe.model_probe import model_state, probe_model
 
 fit_module = importlib.import_module("tfpipe.fit")  # `tfpipe.fit` is the function
 
@@ -39,7 +39,7 @@ NUM_CLASSES = 3
 @pytest.fixture(autouse=True)
 def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Probes of a few hundred ms keep the suite fast; their length is not under test."""
-    monkeypatch.setattr(fit_module, "PROBE_SECONDS", 0.2)
+    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
 
 
@@ -307,10 +307,10 @@ def test_model_probe_leaves_weights_and_optimizer_state_unchanged() -> None:
     model.fit(
         arrays_dataset(), shuffle=False, verbose=0
     )  # non-zero optimizer moments and metric totals
-    before = [v.numpy().copy() for v in _state(model)]
+    before = [v.numpy().copy() for v in model_state(model)]
     batch = next(iter(arrays_dataset()))
-    probe = _probe_model(model, batch, steps=5)
-    after = [v.numpy() for v in _state(model)]
+    probe = probe_model(model, batch, steps=5)
+    after = [v.numpy() for v in model_state(model)]
     assert probe.step_seconds > 0
     assert len(before) == len(after) > 0
     for old, new in zip(before, after, strict=True):
@@ -320,7 +320,7 @@ def test_model_probe_leaves_weights_and_optimizer_state_unchanged() -> None:
 def test_model_probe_builds_an_untrained_model_and_restores_it() -> None:
     model = tiny_cnn()
     weights = [w.copy() for w in model.get_weights()]
-    _probe_model(model, next(iter(arrays_dataset())), steps=5)
+    probe_model(model, next(iter(arrays_dataset())), steps=5)
     assert model.optimizer.built
     assert int(model.optimizer.iterations.numpy()) == 0
     for old, new in zip(weights, model.get_weights(), strict=True):
@@ -408,9 +408,9 @@ def test_unknown_epoch_length_keeps_one_step_per_execution(
     records: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Steps count as short and any larger value as a gain: only the unknown length stops it.
-    monkeypatch.setattr(fit_module, "SHORT_STEP_S", 1e3)
-    monkeypatch.setattr(fit_module, "TARGET_EXECUTION_S", 1e3)
-    monkeypatch.setattr(fit_module, "MIN_GAIN", -1e9)
+    monkeypatch.setattr(model_probe, "SHORT_STEP_S", 1e3)
+    monkeypatch.setattr(model_probe, "TARGET_EXECUTION_S", 1e3)
+    monkeypatch.setattr(model_probe, "MIN_GAIN", -1e9)
     schema = tfpipe.DatasetInfo.load(records).schema
     # Plain file names: no tfpipe shard names, so no metadata is found for them.
     shards = []
