@@ -135,6 +135,37 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     assert files == [*(s.file for s in first.shards), "train.json"]
 
 
+@pytest.mark.fault(
+    "the shards of a Beam write hold fewer records than were encoded (or a shard out of range)",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="TfpipeError naming the prefix and both counts; no metadata",
+)
+def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path) -> None:
+    from tfpipe.beam import _finish, _Plan
+    from tfpipe.records.writer import WriteOptions, _ShardWriter
+
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
+    prefix = tmp_path / "train"
+    writer = _ShardWriter(prefix, [0, 1, 2], None, unique=True)
+    written = [(k, writer.write_whole(k, [schema.encode({"x": k})] * 3)) for k in range(2)]
+    options = WriteOptions(workers=1)
+    with pytest.raises(tfpipe.TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
+        _finish(written, [], _Plan(2, 2**64, 7, 0), prefix, schema, options)
+    with pytest.raises(tfpipe.TfpipeError, match=r"in shards \[0, 1\]"):
+        _finish(written, [], _Plan(1, 2**64, 6, 0), prefix, schema, options)
+    assert not (tmp_path / "train.json").exists()
+
+
+def test_seed_and_num_shards_are_checked_as_write_tfrecords_checks_them(tmp_path: Path) -> None:
+    src = tfpipe.from_arrays({"x": np.arange(4)})
+    key = tfpipe.beam.shuffle_key(np.int64(3), 0, "a")
+    assert key == tfpipe.beam.shuffle_key(3, 0, "a")
+    with pytest.raises(ValueError, match="seed must be below 2"):
+        tfpipe.beam.WriteTFRecords(tmp_path / "t", src.schema, seed=2**64)
+    with pytest.raises(ValueError, match="num_shards=5 is more than the 4 examples"):
+        tfpipe.beam.write_tfrecords(src, tmp_path / "t", num_shards=5, args=IN_PROCESS)
+
+
 def test_shuffle_keys_are_seeded_and_uniform() -> None:
     keys = [tfpipe.beam.shuffle_key(0, i, f"f{i}.jpg") for i in range(4000)]
     assert keys == [tfpipe.beam.shuffle_key(0, i, f"f{i}.jpg") for i in range(4000)]

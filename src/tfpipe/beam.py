@@ -39,6 +39,7 @@ from tfpipe.records.writer import (
     _warn_skipped,
     _writer_lock,
     check_not_all_skipped,
+    check_num_shards,
     dataset_info,
     plan_shards,
 )
@@ -192,7 +193,7 @@ def shuffle_key(seed: int, index: int, origin: str) -> int:
     """The random place of an example in the written order: a hash of it keyed by `seed`,
     uniform in [0, 2**64), the same on every worker and runner."""
     digest = hashlib.blake2b(
-        f"{index}\0{origin}".encode(), digest_size=8, key=seed.to_bytes(8, "little")
+        f"{index}\0{origin}".encode(), digest_size=8, key=int(seed).to_bytes(8, "little")
     )
     return int.from_bytes(digest.digest(), "big")
 
@@ -291,6 +292,13 @@ def _finish(
     check_not_all_skipped(skipped, total)
     writer = _ShardWriter(path, list(range(plan.num_shards + 1)), options.compression, unique=True)
     temporary = dict(written)
+    written_examples = sum(entry.num_examples for entry in temporary.values())
+    if set(temporary) - set(range(plan.num_shards)) or written_examples != plan.num_records:
+        raise TfpipeError(
+            f"WriteTFRecords({str(path)!r}): the shards written hold {written_examples} "
+            f"examples in shards {sorted(temporary)}, but {plan.num_records} were encoded for "
+            f"shards 0..{plan.num_shards - 1}; no metadata was written"
+        )
     for shard in range(plan.num_shards):
         entry = temporary.get(shard) or writer.write_whole(shard, [])
         writer.shards.append(_commit_once(writer, shard, entry))
@@ -366,6 +374,8 @@ class WriteTFRecords(beam.PTransform):
         self.options = WriteOptions(
             num_shards, compression, shuffle, seed, 1, on_error, False, check_copies
         )
+        if self.options.seed >= _KEY_SPACE:
+            raise ValueError(f"seed must be below 2**64. Received: seed={seed!r}")
         self.path = _check_prefix(prefix)
         if not isinstance(schema, Schema):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
@@ -488,6 +498,7 @@ def write_tfrecords(
     write = WriteTFRecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
+    check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(path):
         try:

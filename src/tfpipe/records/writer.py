@@ -443,6 +443,15 @@ def _warn_skipped(skipped: list[SkippedExample], total: int) -> None:
     )
 
 
+def check_num_shards(options: WriteOptions, num_examples: int) -> None:
+    """Refuses more shards than examples (some shards would be empty)."""
+    if options.num_shards is not None and options.num_shards > num_examples:
+        raise ValueError(
+            f"num_shards={options.num_shards} is more than the {num_examples} examples of the "
+            "source"
+        )
+
+
 def write_tfrecords(
     source: Any,
     prefix: str | os.PathLike[str],
@@ -532,10 +541,7 @@ def write_tfrecords(
     path = _check_prefix(prefix)
     if tfds_compatible:
         tfds_format.check_writable(schema, path.name, options.compression)
-    if options.num_shards is not None and options.num_shards > len(source):
-        raise ValueError(
-            f"num_shards={options.num_shards} is more than the {len(source)} examples of the source"
-        )
+    check_num_shards(options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(path):
         info = _write(source, path, schema, options)
