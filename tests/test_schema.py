@@ -128,6 +128,22 @@ def test_schema_json_round_trip() -> None:
     assert "encoding" not in schema["box"].to_json()  # older metadata files read the same
 
 
+@pytest.mark.fault(
+    "a zlib tensor whose bytes are not zlib data",
+    reader="Schema.decode",
+    outcome="DecodeError naming the feature and the record",
+)
+def test_a_corrupt_zlib_tensor_is_named() -> None:
+    schema = tfpipe.Schema({"v": tfpipe.Tensor((3,), "float64", encoding="zlib")})
+    bad = tf.train.Example(
+        features=tf.train.Features(
+            feature={"v": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"not zlib"]))}
+        )
+    ).SerializeToString()
+    with pytest.raises(tfpipe.DecodeError, match=r"^v: expected zlib.* in record 4 of x"):
+        schema.decode(bad, where="record 4 of x")
+
+
 def test_tensors_stored_as_bytes_parse_in_batches() -> None:
     schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(2, 2), dtype="uint8", encoding="bytes")})
     values = [np.full((2, 2), i, np.uint8) for i in range(3)]

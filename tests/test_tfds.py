@@ -215,6 +215,21 @@ def test_a_short_tfds_shard_is_named(tfds_folder: Path) -> None:
 
 
 @pytest.mark.fault(
+    "a TFDS split that lists no shardLengths (older TFDS metadata)",
+    reader="read_tfrecords",
+    outcome="SchemaError naming dataset_info.json and the split; never zero examples",
+)
+def test_a_split_without_shard_lengths_is_refused(tfds_folder: Path) -> None:
+    info_file = tfds_folder / "dataset_info.json"
+    info = json.loads(info_file.read_text())
+    for split in info["splits"]:
+        split.pop("shardLengths")
+    info_file.write_text(json.dumps(info))
+    with pytest.raises(tfpipe.SchemaError, match=r"dataset_info.json.*'train' lists no shardL"):
+        tfpipe.read_tfrecords(tfds_folder, split="train")
+
+
+@pytest.mark.fault(
     "a TFDS shard cut inside a record, or missing",
     reader="read_tfrecords",
     outcome="SourceError: truncated; DataNotFoundError naming the missing shard",

@@ -166,6 +166,11 @@ def load(directory: fs.AnyPath) -> Folder:
 
 def _split(data: Mapping[str, Any], dataset: str, file_format: str) -> Split:
     lengths = tuple(int(n) for n in data.get("shardLengths", []))
+    if not lengths:  # older TFDS lists numShards only: reading them would give no examples
+        raise ValueError(
+            f"split {data['name']!r} lists no shardLengths, so its shards and their lengths "
+            "are unknown; prepare it again with TFDS >= 4"
+        )
     template = data.get("filepathTemplate") or DEFAULT_TEMPLATE
     names = {"DATASET": dataset, "SPLIT": data["name"], "FILEFORMAT": file_format}
     files = tuple(_shard_file(template, names, k, len(lengths)) for k in range(len(lengths)))

@@ -165,7 +165,10 @@ class Tensor(Feature):
     def _from_bytes(self, values: Any) -> np.ndarray:
         if len(values) != 1:
             raise ValueError(f"expected one bytes value, found {len(values)}")
-        data = zlib.decompress(values[0]) if self.encoding == "zlib" else values[0]
+        try:
+            data = zlib.decompress(values[0]) if self.encoding == "zlib" else values[0]
+        except zlib.error as e:
+            raise ValueError(f"expected zlib-compressed bytes: {e}") from e
         array = np.frombuffer(data, np.dtype(self.dtype).newbyteorder("<"))
         shape = [int(d) for d in self.shape if d is not None]  # fixed: every d is an int
         if array.size != math.prod(shape):
