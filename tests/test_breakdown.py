@@ -22,7 +22,7 @@ from tfpipe import model_probe
 from tfpipe.bench import Throughput
 from tfpipe.breakdown import Breakdown, InputStages
 from tfpipe.stages import input_stages
-from tfpipe.timing import HookCalls, Timings
+from tfpipe.timing import INPUT_WAIT, Clock, HookCalls, Timings
 
 fit_module = importlib.import_module("tfpipe.fit")
 breakdown_module = importlib.import_module("tfpipe.breakdown")
@@ -295,3 +295,23 @@ def test_only_the_hooks_a_callback_implements_are_timed_and_all_still_run() -> N
     assert timings.hooks["LambdaCallback"]["on_epoch_end"].calls == 1
     assert (timings.steps, timings.timed_steps, timings.epochs) == (2, 1, 1)
     assert sum(timings.seconds.values()) == pytest.approx(timings.wall_s, rel=1e-3)
+
+
+@pytest.mark.parametrize("compiles", [False, True])
+def test_a_short_last_batch_compiled_again_is_start_up_not_input_wait(compiles: bool) -> None:
+    """Under JAX the first epoch's short last batch compiles the step for its shape: with
+    `short_last_compiles` that execution is start-up, else it would read as input wait."""
+    clock = Clock(step_seconds=0.001, short_last_compiles=compiles)
+    clock.set_params({"steps": 3, "epochs": 1})
+    clock.start()
+    clock.on_train_begin()
+    clock.on_epoch_begin(0)
+    for batch, seconds in enumerate([0.01, 0.01, 0.2]):
+        clock.on_train_batch_begin(batch)
+        time.sleep(seconds)
+        clock.on_train_batch_end(batch)
+    timings = clock.stop()
+    if compiles:
+        assert timings.seconds.get(INPUT_WAIT, 0.0) < 0.1 and timings.timed_steps == 1
+    else:
+        assert timings.seconds[INPUT_WAIT] > 0.15 and timings.timed_steps == 2

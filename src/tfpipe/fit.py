@@ -225,13 +225,14 @@ def fit(
         probe = Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
         probe = probe_model(model, batch, steps or train.steps, tune=resumable is None)
-    timer = StepTimer(
-        short_last_compiles=not trains_with_tensorflow()
+    short_last_compiles = (
+        not trains_with_tensorflow()
         and not steps  # epochs of one pass each, all ending with the same short batch
         and bool(train.examples and train.examples % size)
     )
+    timer = StepTimer(short_last_compiles=short_last_compiles)
     # With the report, every callback is timed by class name (tfpipe.timing).
-    clock = Clock(probe.step_seconds) if report else None
+    clock = Clock(probe.step_seconds, short_last_compiles) if report else None
     run_callbacks = [timer, *(callbacks or [])]
     if clock is not None:
         run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))

@@ -156,12 +156,15 @@ class Clock(keras.callbacks.Callback):
     Args:
         step_seconds: seconds per train step of the model alone (its probe); None when not
             measured (every step then counts as compute).
+        short_last_compiles: the first epoch's short last batch compiles the step again for
+            its shape (JAX): that execution counts as start-up. Defaults to False.
     """
 
-    def __init__(self, step_seconds: float | None) -> None:
+    def __init__(self, step_seconds: float | None, short_last_compiles: bool = False) -> None:
         super().__init__()
         self.ledger = Ledger()
         self.step_seconds = step_seconds or None
+        self.short_last_compiles = short_last_compiles
         self.steps = self.timed_steps = self.executions = self.epochs = self.validations = 0
         self._started = False  # a train step ended in this run
         self._epoch_started = False  # a train step ended in this epoch
@@ -231,7 +234,12 @@ class Clock(keras.callbacks.Callback):
         if self.params.get("steps"):  # Keras reports a short last execution as a full one
             batch = min(batch, self.params["steps"] - 1)
         steps = batch - self._begin + 1
-        if not self._started:
+        compiled = (  # the first short last batch: a new shape, compiled under JAX
+            self.short_last_compiles
+            and self.epochs == 1
+            and batch == (self.params.get("steps") or 0) - 1
+        )
+        if not self._started or compiled:
             self.ledger.add(START_UP, seconds)
         else:
             compute = seconds if self.step_seconds is None else steps * self.step_seconds
