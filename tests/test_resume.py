@@ -426,8 +426,12 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
     backup = tmp_path / "backup"
     killed = [tmp_path / f"killed{w}.log" for w in range(2)]
     resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
-    for code, stderr in _run_workers(data, [backup, backup], killed, "--kill", "1:7"):
-        assert code == -signal.SIGKILL, f"a worker ended with {code}: {stderr[-3000:]}"
+    ended = _run_workers(data, [backup, backup], killed, "--kill", "1:7")
+    # Each kills itself after step 17; the slower one may first see its peer's socket close.
+    assert any(code == -signal.SIGKILL for code, _ in ended), ended
+    for code, stderr in ended:
+        lost_peer = code == 1 and "UnavailableError" in stderr
+        assert code == -signal.SIGKILL or lost_peer, f"a worker ended with {code}: {stderr[-3000:]}"
     saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
     assert (saved["epoch"], saved["batch"], saved["step"], saved["workers"]) == (1, 6, 16, 2)
     # Restored by one process: the global batch is the same, the worker count is not.
