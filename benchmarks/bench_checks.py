@@ -38,11 +38,12 @@ IMAGE_SIZE = (128, 128)
 def _unchecked_source(prefix: str) -> Any:
     """`from_tfrecords(prefix)` with the read it had before checksums were verified."""
     from tfpipe import from_tfrecords
-    from tfpipe.sources.tfrecords import _FRAME_HEADER, TFRecordSource
+    from tfpipe.frames import FRAME_HEADER
+    from tfpipe.sources.tfrecords import TFRecordSource
 
     class Unchecked(TFRecordSource):
         def read(self, index: int) -> bytes:
-            return self.frame(index)[3][_FRAME_HEADER.size : -4]
+            return self.frame(index)[3][FRAME_HEADER.size : -4]
 
     checked = from_tfrecords(prefix)
     return Unchecked(checked.files, checked.schema)

@@ -344,12 +344,24 @@ def resolve_files(
     Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
     globs; naming a temporary file raises `SourceError`.
     """
+    return locate_files(path)[0]
+
+
+def locate_files(
+    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
+) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
+    """The files of `resolve_files`, and the metadata of the one dataset `path` names (see
+    `dataset_at`; its shards checked already), or None (files, globs, folders and lists)."""
     if isinstance(path, list | tuple):
-        return [f for p in path for f in resolve_files(p)]
+        return [f for p in path for f in resolve_files(p)], None
     text = os.fspath(path)
     info = dataset_at(text)
     if info is not None:
-        return info.files
+        return info.files, info
+    return _files_matching(text), None
+
+
+def _files_matching(text: str) -> list[fs.AnyPath]:
     where = fs.path(text)
     if where.is_file():
         if _TEMPORARY.fullmatch(where.name):

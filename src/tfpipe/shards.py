@@ -81,8 +81,12 @@ def _check_complete(directory: fs.AnyPath, prefix: str, count: int) -> None:
         )
 
 
-def declared_shards(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
-    """The metadata entry of each of `files` that a tfpipe metadata file describes.
+def declared_shards(
+    files: Sequence[fs.AnyPath], located: DatasetInfo | None = None
+) -> dict[fs.AnyPath, Declared]:
+    """The metadata entry of each of `files` that a tfpipe metadata file (or a TFDS folder's
+    `dataset_info.json`) describes. `located` is the metadata `files` were listed from, loaded
+    and checked already (so a TFDS split's shards are not counted again).
 
     Groups of shard-named files without metadata must be complete (all N of N on disk); a
     TfpipeWarning says once that their counts cannot be checked.
@@ -92,6 +96,11 @@ def declared_shards(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
         SourceError: a shard-named file is not listed by its group's metadata file.
         SchemaError: a metadata file is not valid.
     """
+    if located is not None:
+        return {
+            file: Declared(shard, located)
+            for file, shard in zip(files, located.shards, strict=True)
+        }
     groups: dict[tuple[fs.AnyPath, str, int, bool], list[fs.AnyPath]] = {}
     for file in files:
         key = _group(file)
@@ -120,8 +129,11 @@ def declared_shards(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
     return declared
 
 
-def check_sizes(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
+def check_sizes(
+    files: Sequence[fs.AnyPath], located: DatasetInfo | None = None
+) -> dict[fs.AnyPath, Declared]:
     """Checks each file's size against its metadata (a stat each); returns the entries.
+    `located`: see `declared_shards`.
 
     A zero-byte file is refused unless its metadata declares it empty (a shard whose every
     example was skipped).
@@ -131,7 +143,7 @@ def check_sizes(files: Sequence[fs.AnyPath]) -> dict[fs.AnyPath, Declared]:
             message names the file, the metadata file, and both sizes.
         DataNotFoundError: see `declared_shards`.
     """
-    declared = declared_shards(files)
+    declared = declared_shards(files, located)
     for file in files:
         size = file.stat().st_size
         entry = declared.get(file)

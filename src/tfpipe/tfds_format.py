@@ -33,11 +33,10 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import tensorflow as tf
-
 from tfpipe import fs
-from tfpipe.errors import DataNotFoundError, SchemaError, SourceError, tf_message
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
+from tfpipe.frames import FRAME_OVERHEAD, scan_offsets
 from tfpipe.schema import Schema
 
 INFO_FILE = "dataset_info.json"
@@ -46,7 +45,6 @@ DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 TFPIPE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # tfpipe's own shard names
 SHARD_NAME = re.compile(r"(?P<prefix>.+)\.tfrecord-(?P<index>\d{5,})-of-(?P<count>\d{5,})")
 _SPLIT_NAME = re.compile(r"\w+")
-FRAME_OVERHEAD = 16  # a TFRecord frame: 8 + 4 bytes before the data, 4 after
 _PYTHON_CLASS = "tensorflow_datasets.core.features."
 
 
@@ -201,12 +199,14 @@ def check_split(folder: Folder, split: Split) -> list[int]:
 
     The sizes must add up to what `dataset_info.json` records (TFDS records the examples'
     bytes, so the files hold 16 more per record; some writers record the files' bytes). When
-    they do not, each shard's records are counted against its listed length, so the error
-    names the shard that is short (or long); a split whose counts all match passes.
+    they do not, each shard's records are counted by their frame headers (data skipped, see
+    `tfpipe.frames.scan_offsets`) against its listed length, so the error names the shard
+    that is short (or long); a split whose counts all match passes.
 
     Raises:
         DataNotFoundError: a shard is missing.
-        SourceError: a shard holds another number of records than listed, or is truncated.
+        SourceError: a shard holds another number of records than listed, or is truncated
+            (naming the byte offset).
     """
     files = [folder.directory / name for name in split.files]
     missing = [str(f) for f in files if not f.is_file()]
@@ -220,8 +220,8 @@ def check_split(folder: Folder, split: Split) -> list[int]:
     records = sum(split.shard_lengths)
     if sum(sizes) in (split.num_bytes + FRAME_OVERHEAD * records, split.num_bytes):
         return sizes
-    for file, listed in zip(files, split.shard_lengths, strict=True):
-        found = _count_records(file)
+    for file, listed, size in zip(files, split.shard_lengths, sizes, strict=True):
+        found = len(scan_offsets(file, size))
         if found != listed:
             raise SourceError(
                 f"TFDS shard {str(file)!r} holds {found} records, but {str(folder.info_path)!r}"
@@ -230,17 +230,6 @@ def check_split(folder: Folder, split: Split) -> list[int]:
                 "prepare the dataset again"
             )
     return sizes
-
-
-def _count_records(file: fs.AnyPath) -> int:
-    dataset = tf.data.TFRecordDataset(str(file))
-    try:
-        return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-    except tf.errors.OpError as e:
-        raise SourceError(
-            f"TFDS shard {str(file)!r} is truncated or corrupt: {tf_message(e)}; copy or "
-            "prepare the dataset again"
-        ) from e
 
 
 def _read_json(path: fs.AnyPath) -> dict[str, Any]:

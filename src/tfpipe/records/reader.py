@@ -12,9 +12,9 @@ from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.info import (
     DatasetInfo,
     compression_of,
-    dataset_at,
+    locate_files,
     metadata_path,
-    resolve_files,
+    names_dataset,
     tf_compression,
     with_split,
 )
@@ -41,18 +41,15 @@ def locate(
     """
     fs.check_paths(path, argument)
     files, info = _files_at(path)
-    declared = check_sizes(files)
+    declared = check_sizes(files, info)
     return files, info or one_dataset(files, declared), declared_examples(files, declared)
 
 
 def _files_at(path: PathArg) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
     if not isinstance(path, str | os.PathLike):
-        return resolve_files(list(path)), None
+        return locate_files(list(path))
     text = os.fspath(path)
-    info = dataset_at(text)
-    if info is not None:
-        return info.files, info
-    if _is_prefix(text):
+    if _is_prefix(text) and not names_dataset(text):
         shards = fs.glob(f"{fs.escape(text)}-*-of-*.tfrecord*")
         hint = (
             f"; {len(shards)} shard file(s) exist without it: an interrupted or unfinished "
@@ -64,7 +61,7 @@ def _files_at(path: PathArg) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
             f"path {text!r} is not a file, folder or glob, and the dataset metadata file "
             f"{str(metadata_path(text))!r} does not exist{hint}"
         )
-    return resolve_files(text), None
+    return locate_files(text)
 
 
 def common_compression(files: list[fs.AnyPath]) -> str | None:

@@ -24,13 +24,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import google_crc32c
 import numpy as np
 from tqdm.auto import tqdm
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
-from tfpipe.info import compression_of, resolve_files, with_split
+from tfpipe.frames import DATA_CRC, FRAME_HEADER, FRAME_OVERHEAD, masked_crc32c, scan_offsets
+from tfpipe.info import compression_of, locate_files, with_split
 from tfpipe.labels import check_stored_labels
 from tfpipe.schema import Schema
 from tfpipe.shards import check_counts, check_sizes, one_dataset
@@ -39,17 +39,6 @@ from tfpipe.sources.base import SourceBase
 INDEX_FOLDER = ".tfpipe-index"
 _INDEX_MAGIC = b"TFPIDX01"
 _INDEX_HEADER = struct.Struct("<8sQqQ")  # magic, shard size, shard mtime_ns, record count
-_FRAME_HEADER = struct.Struct("<QI")  # data length, masked crc32c of the length
-_DATA_CRC = struct.Struct("<I")  # after the data: masked crc32c of the data
-_FRAME_OVERHEAD = 16
-_PROGRESS_EVERY = 4096
-_SCAN_BLOCK = 4 * 2**20
-
-
-def masked_crc32c(data: bytes) -> int:
-    """The masked CRC-32C that TFRecord frames store for the length and for the data."""
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def default_cache_dir() -> Path:
@@ -65,49 +54,6 @@ def index_paths(
     digest = hashlib.sha1(os.fsencode(shard.resolve())).hexdigest()[:12]
     cache = fs.path(cache_dir, "cache_dir") if cache_dir is not None else default_cache_dir()
     return [shard.parent / INDEX_FOLDER / f"{shard.name}.idx", cache / f"{shard.name}-{digest}.idx"]
-
-
-def scan_offsets(shard: fs.AnyPath, size: int, progress: Any = None) -> np.ndarray:
-    """The byte offset of every record frame in an uncompressed TFRecord file.
-
-    Only the 12-byte frame headers are read (with their length checksum); data is skipped.
-
-    Raises:
-        SourceError: the file is truncated or corrupt, naming the shard and the byte offset.
-    """
-    offsets: list[int] = []
-    position = reported = 0
-    reader = fs.random_reader(shard, _SCAN_BLOCK)  # URLs: buffered, one request per block
-    try:
-        while position < size:
-            header = reader.pread(_FRAME_HEADER.size, position)
-            if len(header) < _FRAME_HEADER.size:
-                raise _corrupt(shard, position, len(offsets), "the file ends inside a header")
-            length, checksum = _FRAME_HEADER.unpack(header)
-            if masked_crc32c(header[:8]) != checksum:
-                raise _corrupt(shard, position, len(offsets), "the length checksum is wrong")
-            end = position + _FRAME_OVERHEAD + length
-            if end > size:
-                raise _corrupt(
-                    shard, position, len(offsets), f"a {length}-byte record runs past the end"
-                )
-            offsets.append(position)
-            position = end
-            if progress is not None and len(offsets) % _PROGRESS_EVERY == 0:
-                progress.update(position - reported)
-                reported = position
-    finally:
-        reader.close()
-    if progress is not None:
-        progress.update(size - reported)
-    return np.asarray(offsets, np.int64)
-
-
-def _corrupt(shard: fs.AnyPath, position: int, record: int, why: str) -> SourceError:
-    return SourceError(
-        f"TFRecord file {str(shard)!r} is truncated or corrupt at byte offset {position} "
-        f"(record {record}): {why}; rewrite the shard"
-    )
 
 
 def read_index(path: fs.AnyPath, size: int, mtime_ns: int) -> np.ndarray | None:
@@ -248,8 +194,8 @@ class TFRecordSource(SourceBase):
         start = bounds[0]
         end = bounds[1] if len(bounds) == 2 else self._sizes[shard]
         frame = self._reader(shard).pread(end - start, start)
-        stored_length = _FRAME_HEADER.unpack_from(frame)[0] if frame else -1
-        if len(frame) != end - start or stored_length != end - start - _FRAME_OVERHEAD:
+        stored_length = FRAME_HEADER.unpack_from(frame)[0] if frame else -1
+        if len(frame) != end - start or stored_length != end - start - FRAME_OVERHEAD:
             raise SourceError(
                 f"TFRecord file {str(self.files[shard])!r} changed since it was indexed "
                 f"(record {local} at byte offset {start}); create the source again"
@@ -265,11 +211,11 @@ class TFRecordSource(SourceBase):
                 and its byte offset.
         """
         shard, local, start, frame = self.frame(index)
-        end = len(frame) - _DATA_CRC.size
-        if masked_crc32c(frame[:8]) != _FRAME_HEADER.unpack_from(frame)[1]:
+        end = len(frame) - DATA_CRC.size
+        if masked_crc32c(frame[:8]) != FRAME_HEADER.unpack_from(frame)[1]:
             raise self._corrupt(shard, local, start, "length")
-        data = frame[_FRAME_HEADER.size : end]
-        if masked_crc32c(data) != _DATA_CRC.unpack_from(frame, end)[0]:
+        data = frame[FRAME_HEADER.size : end]
+        if masked_crc32c(data) != DATA_CRC.unpack_from(frame, end)[0]:
             raise self._corrupt(shard, local, start, "data")
         return data
 
@@ -355,7 +301,7 @@ def from_tfrecords(
             URL whose scheme TensorFlow cannot open.
     """
     fs.check_paths(path, "path")
-    files = resolve_files(with_split(path, split))
+    files, located = locate_files(with_split(path, split))
     for file in files:
         compression = compression_of(file)
         if compression is not None:
@@ -364,7 +310,7 @@ def from_tfrecords(
                 "cannot be read at random offsets; write the dataset with compression=None, or "
                 "read it sequentially with a tf.data pipeline"
             )
-    declared = check_sizes(files)
+    declared = check_sizes(files, located)
     if schema is None:
         info = one_dataset(files, declared)
         if info is None:
