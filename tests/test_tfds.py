@@ -197,6 +197,56 @@ def test_a_folder_of_several_splits_is_never_merged(tfds_folder: Path) -> None:
 
 
 @pytest.mark.fault(
+    "a glob matching the shards of several splits of a TFDS folder",
+    reader="read_tfrecords, Pipeline, from_tfrecords, verify",
+    outcome="SourceError naming the splits (never merged)",
+)
+def test_a_glob_over_several_splits_is_never_merged(tfds_folder: Path, tmp_path: Path) -> None:
+    written = tmp_path / "written"  # a tfds_compatible write: tfpipe's shard names
+    _write(written, "train", 4)
+    _write(written, "test", 2)
+    reads = (
+        tfpipe.read_tfrecords,
+        tfpipe.Pipeline,
+        lambda path: tfpipe.from_tfrecords(path, schema=_schema()),
+        lambda path: tfpipe.verify(path, progress=False),
+    )
+    for pattern in (
+        f"{tfds_folder}/tiny-*.tfrecord-*",
+        f"{tfds_folder}/*",
+        f"{written}/*.tfrecord",
+        f"{written}/*-00000-of-00002.tfrecord",
+    ):
+        for read in reads:
+            with pytest.raises(tfpipe.SourceError, match=r"the splits \['test', 'train'\] of"):
+                read(pattern)
+    assert len(tfpipe.read_tfrecords(f"{tfds_folder}/tiny-train.tfrecord-*")) == 5
+    assert len(tfpipe.from_tfrecords(f"{written}/train-*")) == 4
+    both = [written / "train", written / "test"]  # a list of splits combines them on purpose
+    assert len(tfpipe.read_tfrecords(both)) == 6
+
+
+@pytest.mark.fault(
+    "dataset_info.json (or features.json) of a TFDS folder passed as the path",
+    reader="read_tfrecords, from_tfrecords, DatasetInfo.load",
+    outcome="read as its folder (SourceError listing several splits); features.json: "
+    "SourceError naming it",
+)
+def test_dataset_info_json_reads_as_its_folder(tfds_folder: Path, tmp_path: Path) -> None:
+    info_file = tfds_folder / "dataset_info.json"
+    assert len(tfpipe.read_tfrecords(info_file, split="train")) == 5
+    assert len(tfpipe.from_tfrecords(info_file, split="test")) == 2
+    for read in (tfpipe.read_tfrecords, tfpipe.from_tfrecords, tfpipe.DatasetInfo.load):
+        with pytest.raises(tfpipe.SourceError, match=r"the splits \['train', 'test'\]; reading"):
+            read(info_file)
+        with pytest.raises(tfpipe.SourceError, match=r"features.json' is the feature tree of"):
+            read(tfds_folder / "features.json")
+    _write(tmp_path, "train", 4)
+    assert tfpipe.DatasetInfo.load(tmp_path / "dataset_info.json").num_examples == 4
+    assert len(tfpipe.read_tfrecords(tmp_path / "dataset_info.json")) == 4
+
+
+@pytest.mark.fault(
     "a TFDS shard shorter than dataset_info.json lists",
     reader="read_tfrecords, from_tfrecords",
     outcome="SourceError naming the shard, records found and listed",
@@ -301,16 +351,35 @@ def _write(folder: Path, split: str, count: int) -> tfpipe.DatasetInfo:
     )
 
 
+def _tfds_files_only(tmp_path: Path) -> Path:
+    """A tfds_compatible write of a train and a test split, copied without tfpipe's own files
+    (`train.json`, `test.json`, the hidden lock files): only what TFDS itself writes."""
+    _write(tmp_path / "written", "train", 6)
+    _write(tmp_path / "written", "test", 3)
+    folder = tmp_path / "tfds_only"
+    folder.mkdir()
+    tfpipe_files = {"train.json", "test.json"}
+    for file in (tmp_path / "written").iterdir():
+        if file.name not in tfpipe_files and not file.name.startswith("."):
+            (folder / file.name).write_bytes(file.read_bytes())
+    shards = [f"{s}-{k:05d}-of-00002.tfrecord" for s in ("train", "test") for k in range(2)]
+    files = {"dataset_info.json", "features.json", "label.labels.txt", *shards}
+    assert {p.name for p in folder.iterdir()} == files
+    return folder
+
+
 def test_tfds_compatible_write_reads_back_in_tfpipe(tmp_path: Path) -> None:
-    _write(tmp_path, "train", 6)
-    _write(tmp_path, "test", 3)
-    info = json.loads((tmp_path / "dataset_info.json").read_text())
+    folder = _tfds_files_only(tmp_path)
+    info = json.loads((folder / "dataset_info.json").read_text())
     assert [s["name"] for s in info["splits"]] == ["train", "test"]
-    assert (tmp_path / "label.labels.txt").read_text().split() == NAMES
+    assert (folder / "label.labels.txt").read_text().split() == NAMES
     with pytest.raises(tfpipe.SourceError, match=r"splits \['train', 'test'\]"):
-        tfpipe.read_tfrecords(tmp_path)
-    test = list(tfpipe.read_tfrecords(tmp_path, split="test").as_numpy_iterator())
+        tfpipe.read_tfrecords(folder)
+    test = list(tfpipe.read_tfrecords(folder, split="test").as_numpy_iterator())
     assert [int(e["meta/id"]) for e in test] == [0, 1, 2]
+    train = tfpipe.from_tfrecords(folder / "train")  # the split named by its path
+    assert tfpipe.DatasetInfo.load(folder / "train").class_names == {"label": NAMES}
+    assert [int(train.schema.load(train[i])["meta/id"]) for i in range(len(train))] == [*range(6)]
     plain = tmp_path / "plain"  # split= also names a tfpipe prefix in a folder
     numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, tfpipe.Schema({"x": tfpipe.Tensor()}))
     tfpipe.write_tfrecords(numbers, plain / "train", num_shards=1, progress=False)
@@ -401,9 +470,8 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_tfds_loads_what_tfpipe_wrote_with_the_same_values(tmp_path: Path) -> None:
     tfds = _tfds()
-    _write(tmp_path, "train", 6)
-    _write(tmp_path, "test", 3)
-    builder = tfds.builder_from_directory(str(tmp_path))
+    folder = _tfds_files_only(tmp_path)
+    builder = tfds.builder_from_directory(str(folder))
     assert builder.info.features["label"].names == NAMES
     assert {name: s.num_examples for name, s in builder.info.splits.items()} == {
         "train": 6,
@@ -411,7 +479,7 @@ def test_tfds_loads_what_tfpipe_wrote_with_the_same_values(tmp_path: Path) -> No
     }
     for split in ("train", "test"):
         theirs = _as_numpy(builder.as_dataset(split=split, shuffle_files=False))
-        ours = _as_numpy(tfpipe.read_tfrecords(tmp_path, split=split))
+        ours = _as_numpy(tfpipe.read_tfrecords(folder, split=split))
         assert len(theirs) == len(ours)
         for mine, their in zip(ours, theirs, strict=True):
             for key in ("image", "label", "vec", "var", "raw", "exact", "text"):

@@ -218,9 +218,10 @@ class DatasetInfo:
     @classmethod
     def load(cls, prefix: str | os.PathLike[str], *, check_files: bool = True) -> DatasetInfo:
         """Reads the metadata of the dataset at `prefix` (`out/train` or `out/train.json`, or
-        a split of a prepared TensorFlow Datasets folder: `mnist/3.0.1/mnist-train`); with
-        `check_files` (the default), raises when a shard it lists does not exist, or (TFDS)
-        when a shard holds another number of records than `dataset_info.json` lists.
+        a split of a prepared TensorFlow Datasets folder: `mnist/3.0.1/mnist-train`, or its
+        `dataset_info.json` when the folder holds one split); with `check_files` (the
+        default), raises when a shard it lists does not exist, or (TFDS) when a shard holds
+        another number of records than `dataset_info.json` lists.
 
         Examples:
             >>> info = tfpipe.DatasetInfo.load("out/train.json")
@@ -228,6 +229,10 @@ class DatasetInfo:
             ('train', 24, None)
         """
         path = fs.path(prefix, "prefix")
+        folder = tfds_format.folder_named_by(path)
+        if folder is not None:
+            tfds = tfds_format.load(folder)
+            return cls._of_tfds_split(tfds, tfds.only_split(), check_files=check_files)
         if path.suffix != ".json":
             found = None if metadata_path(prefix).is_file() else tfds_format.find_split(path)
             if found is not None:
@@ -325,12 +330,15 @@ def with_split(path: Any, split: str | None) -> Any:
     """
     if split is None:
         return path
-    if not isinstance(path, str | os.PathLike) or not fs.path(path).is_dir():
+    folder = fs.path(path) if isinstance(path, str | os.PathLike) else None
+    if folder is not None:
+        folder = tfds_format.folder_named_by(folder) or folder
+    if folder is None or not folder.is_dir():
         raise ValueError(
-            "split= names a split of a dataset folder (a prepared TFDS folder, or a folder "
-            f"of tfpipe datasets). Received: path={path!r}, split={split!r}"
+            "split= names a split of a dataset folder (a prepared TFDS folder or its "
+            f"{tfds_format.INFO_FILE}, or a folder of tfpipe datasets). Received: "
+            f"path={path!r}, split={split!r}"
         )
-    folder = fs.path(path)
     if tfds_format.is_folder(folder):
         return str(folder / tfds_format.load(folder).split(split).prefix)
     return str(folder / split)
@@ -342,7 +350,8 @@ def resolve_files(
     """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them.
 
     Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
-    globs; naming a temporary file raises `SourceError`.
+    globs; naming a temporary file raises `SourceError`, and so does a glob or folder that
+    matches shards of several splits of a TFDS folder (see `tfds_format.check_one_split`).
     """
     return locate_files(path)[0]
 
@@ -382,4 +391,5 @@ def _files_matching(text: str) -> list[fs.AnyPath]:
         raise DataNotFoundError(
             f"no TFRecord files at {text!r} (tried it as a file, a folder, a glob and a prefix)"
         )
+    tfds_format.check_one_split(files, text)
     return files

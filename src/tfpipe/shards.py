@@ -112,10 +112,9 @@ def declared_shards(
         metadata = metadata_path(directory / prefix)
         if metadata.is_file():
             declared.update(_declared_by(DatasetInfo.load(metadata), members))
-        elif tfds:
-            if tfds_format.find_split(directory / prefix) is not None:
-                declared.update(_declared_by(DatasetInfo.load(directory / prefix), members))
-        else:
+        elif tfds_format.find_split(directory / prefix) is not None:  # also tfpipe-named
+            declared.update(_declared_by(DatasetInfo.load(directory / prefix), members))
+        elif not tfds:
             _check_complete(directory, prefix, count)
             unchecked.append(f"{directory / prefix}-*-of-{count:05d}")
     if unchecked:

@@ -194,6 +194,49 @@ def find_split(path: fs.AnyPath) -> tuple[Folder, Split] | None:
     return None
 
 
+def folder_named_by(path: fs.AnyPath) -> fs.AnyPath | None:
+    """The TFDS folder whose `dataset_info.json` `path` is; None for any other path.
+
+    Raises:
+        SourceError: `path` is the folder's `features.json`, which names no split.
+    """
+    if path.name not in (INFO_FILE, FEATURES_FILE) or not is_folder(path.parent):
+        return None
+    if path.name == FEATURES_FILE:
+        raise SourceError(
+            f"{str(path)!r} is the feature tree of the TFDS dataset {str(path.parent)!r}, not a "
+            f"dataset; pass the folder (with split=), or its {INFO_FILE}"
+        )
+    return path.parent
+
+
+def check_one_split(files: Sequence[fs.AnyPath], pattern: str) -> None:
+    """Raises when `files`, what the glob or folder `pattern` matched, hold shards of several
+    splits of one TFDS folder: read together, they would merge train and test.
+
+    Raises:
+        SourceError: naming the splits and how to read one (or several, on purpose).
+    """
+    by_folder: dict[str, list[fs.AnyPath]] = {}
+    for file in files:
+        by_folder.setdefault(str(file.parent), []).append(file)
+    for members in by_folder.values():
+        directory = members[0].parent
+        if not is_folder(directory):
+            continue
+        names = {file.name for file in members}
+        splits = [s for s in load(directory).splits.values() if names.intersection(s.files)]
+        if len(splits) > 1:
+            listed = sorted(s.name for s in splits)
+            raise SourceError(
+                f"{pattern!r} matches shards of the splits {listed} of the TFDS dataset "
+                f"{str(directory)!r}; reading them together would merge the splits into one "
+                f"dataset. Read one: pass the folder with split={listed[0]!r}, or the path "
+                f"{str(directory / splits[0].prefix)!r} (a list of split paths reads several "
+                "on purpose)"
+            )
+
+
 def check_split(folder: Folder, split: Split) -> list[int]:
     """Checks that every shard of `split` is there, whole; returns the shards' sizes.
 

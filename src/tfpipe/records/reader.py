@@ -110,8 +110,9 @@ def read_tfrecords(
     A prepared TensorFlow Datasets folder (`~/tensorflow_datasets/mnist/3.0.1`) is read without
     TFDS: name a split (`split="train"`, or the path `.../mnist/3.0.1/mnist-train`); its
     features become tfpipe features (see the TFDS guide), and each shard must hold the records
-    `dataset_info.json` lists. A folder with several splits and no split given is an error
-    listing them, never one merged dataset.
+    `dataset_info.json` lists. A folder (or its `dataset_info.json`) with several splits and
+    no split given, or a glob matching shards of several splits, is an error listing them,
+    never one merged dataset.
 
     Examples:
         >>> ds = tfpipe.read_tfrecords("out/train")
@@ -137,7 +138,7 @@ def read_tfrecords(
             whose scheme TensorFlow cannot open.
         DecodeError: the first record does not match the schema, or a file is not a TFRecord.
         SourceError: a file's size differs from its metadata's, or a file is empty; a TFDS
-            folder holds several splits and none is named.
+            folder holds several splits and none is named, or a glob matches several.
     """
     files, info, count = locate(with_split(path, split))
     if schema is None:

@@ -275,7 +275,8 @@ def from_tfrecords(
     without metadata must all be there (a warning says their counts cannot be checked); a
     zero-byte file is refused unless the metadata declares it empty. A prepared TensorFlow
     Datasets folder is read without TFDS, one split at a time (`split="train"`, or the path
-    `.../mnist-train`), each shard holding the records `dataset_info.json` lists.
+    `.../mnist-train`), each shard holding the records `dataset_info.json` lists; a folder
+    or glob that would merge several splits is an error listing them.
 
     Examples:
         >>> src = tfpipe.from_tfrecords("out/train")
