@@ -395,6 +395,31 @@ def test_tfds_compatible_write_reads_back_in_tfpipe(tmp_path: Path) -> None:
         )
 
 
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.mark.fault(
+    "tfds_compatible write into a folder whose features.json describes another schema",
+    reader="write_tfrecords",
+    outcome="SchemaError naming features.json before any shard is written; folder untouched",
+)
+def test_a_write_with_other_features_is_refused_before_writing(tmp_path: Path) -> None:
+    _write(tmp_path, "train", 4)
+    before = _contents(tmp_path)
+    other = tfpipe.Schema({"x": tfpipe.Tensor()})
+    for split in ("train", "test"):  # replacing the split, or adding one
+        with pytest.raises(tfpipe.SchemaError, match=r"features.json' describes other features"):
+            tfpipe.write_tfrecords(
+                tfpipe.from_arrays({"x": np.arange(3.0)}, other),
+                tmp_path / split,
+                num_shards=1,
+                progress=False,
+                tfds_compatible=True,
+            )
+        assert _contents(tmp_path) == before
+
+
 def _tfds() -> Any:
     return pytest.importorskip("tensorflow_datasets")
 

@@ -381,8 +381,17 @@ def _label_file(path: tuple[str, ...]) -> str:
 # ---- writing: the files `tfds.builder_from_directory` reads beside tfpipe shards ----
 
 
-def check_writable(schema: Schema, split: str, compression: str | None) -> None:
-    """Raises before a write when TFDS could not read what `tfds_compatible=True` writes."""
+def check_writable(
+    directory: fs.AnyPath, split: str, schema: Schema, compression: str | None
+) -> None:
+    """Raises before a write when TFDS could not read what `tfds_compatible=True` would write
+    into `directory`, so that a refused write leaves the folder as it was.
+
+    Raises:
+        ValueError: compression is not None, or `split` is not a TFDS split name.
+        SchemaError: a feature has no TFDS counterpart, the folder's `features.json`
+            describes other features, or its `dataset_info.json` is not valid.
+    """
     if compression is not None:
         raise ValueError(
             f"tfds_compatible=True needs compression=None: TFDS reads uncompressed TFRecords "
@@ -393,7 +402,19 @@ def check_writable(schema: Schema, split: str, compression: str | None) -> None:
             f"tfds_compatible=True: the prefix's name {split!r} is the TFDS split name, which "
             "takes letters, digits and underscores only; write to a prefix such as out/train"
         )
-    _features_json(schema)
+    _check_features(directory, split, _features_json(schema))
+    if (directory / INFO_FILE).is_file():
+        _read_json(directory / INFO_FILE)
+
+
+def _check_features(directory: fs.AnyPath, split: str, features: dict[str, Any]) -> None:
+    features_path = directory / FEATURES_FILE
+    if features_path.is_file() and _read_json(features_path) != features:
+        raise SchemaError(
+            f"{str(features_path)!r} describes other features than the schema written to "
+            f"{str(directory / split)!r}: every split of a TFDS dataset has the same features; "
+            "write the splits with one schema, or into another folder"
+        )
 
 
 def save(
@@ -411,13 +432,7 @@ def save(
         SchemaError: the folder holds a TFDS dataset with other features.
     """
     features = _features_json(schema)
-    features_path = directory / FEATURES_FILE
-    if features_path.is_file() and _read_json(features_path) != features:
-        raise SchemaError(
-            f"{str(features_path)!r} describes other features than the schema written to "
-            f"{str(directory / split)!r}: every split of a TFDS dataset has the same features; "
-            "write the splits with one schema, or into another folder"
-        )
+    _check_features(directory, split, features)  # again: another split may have been written
     info_path = directory / INFO_FILE
     info = _read_json(info_path) if info_path.is_file() else _new_info(directory)
     entry = {
@@ -429,7 +444,7 @@ def save(
     info["splits"] = [s for s in info.get("splits", []) if s.get("name") != split] + [entry]
     for path, names in _label_files(schema).items():
         _write_atomically(directory / f"{path}.labels.txt", "".join(f"{n}\n" for n in names))
-    _write_atomically(features_path, json.dumps(features, indent=2))
+    _write_atomically(directory / FEATURES_FILE, json.dumps(features, indent=2))
     _write_atomically(info_path, json.dumps(info, indent=2))
 
 

@@ -519,8 +519,9 @@ def write_tfrecords(
         tfds_compatible: also write what `tfds.builder_from_directory(<prefix folder>)` reads
             (`dataset_info.json`, `features.json`, `<label>.labels.txt`), with the prefix's
             name as the split ("out/train" -> split "train"; write "out/test" the same way to
-            add a split). The folder then reads as a TFDS folder in tfpipe too: name a split.
-            Needs compression=None (TFDS reads uncompressed TFRecords). Defaults to False.
+            add a split; all splits need the same schema). The folder then reads as a TFDS
+            folder in tfpipe too: name a split. Needs compression=None (TFDS reads
+            uncompressed TFRecords). Defaults to False.
 
     Returns:
         The `DatasetInfo` that was saved beside the shards.
@@ -530,7 +531,8 @@ def write_tfrecords(
             example was skipped.
         SourceError: the source is empty or not indexable.
         SchemaError: there is no schema, or its class labels cannot be matched by name to the
-            source's (listing both).
+            source's (listing both); with `tfds_compatible`, the folder's `features.json`
+            describes other features (refused before anything is written).
         TfpipeError: another write to the same local prefix is running (naming its pid).
         DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
@@ -540,7 +542,7 @@ def write_tfrecords(
     schema = _check_source(source, schema)
     path = _check_prefix(prefix)
     if tfds_compatible:
-        tfds_format.check_writable(schema, path.name, options.compression)
+        tfds_format.check_writable(path.parent, path.name, schema, options.compression)
     check_num_shards(options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(path):
