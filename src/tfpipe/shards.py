@@ -6,9 +6,9 @@ declares (a stat: truncated, zero-byte and appended-to shards fail at once), and
 counts records (the random-access index) compares them with `num_examples`. Without metadata,
 all N of N shards of a group must be there (else an interrupted write is reported), and a
 warning says that counts cannot be checked. Shards of a prepared TensorFlow Datasets folder
-(`mnist-train.tfrecord-00000-of-00004` beside `dataset_info.json`) are checked against the
-shard lengths it lists (see `tfpipe.tfds_format.check_split`). Other files are only refused
-when they are empty.
+(`mnist-train.tfrecord-00000-of-00004`, or tfpipe-named shards of a `tfds_compatible` write,
+beside `dataset_info.json`) are checked against the shard lengths it lists (see
+`tfpipe.tfds_format.check_split`). Other files are only refused when they are empty.
 """
 
 from __future__ import annotations
