@@ -380,6 +380,13 @@ def test_tfds_compatible_write_reads_back_in_tfpipe(tmp_path: Path) -> None:
     train = tfpipe.from_tfrecords(folder / "train")  # the split named by its path
     assert tfpipe.DatasetInfo.load(folder / "train").class_names == {"label": NAMES}
     assert [int(train.schema.load(train[i])["meta/id"]) for i in range(len(train))] == [*range(6)]
+    assert len(tfpipe.read_tfrecords(f"{folder}/train-*")) == 6  # a glob: counts known, too
+    shard = folder / "train-00001-of-00002.tfrecord"
+    records = list(tf.data.TFRecordDataset(str(shard)).as_numpy_iterator())
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        writer.write(records[0])  # one record of three: dataset_info.json tells
+    with pytest.raises(tfpipe.SourceError, match=rf"{shard.name}' holds 1 records, .* lists 3"):
+        tfpipe.read_tfrecords(f"{folder}/train-*")
     plain = tmp_path / "plain"  # split= also names a tfpipe prefix in a folder
     numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, tfpipe.Schema({"x": tfpipe.Tensor()}))
     tfpipe.write_tfrecords(numbers, plain / "train", num_shards=1, progress=False)
