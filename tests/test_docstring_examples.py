@@ -169,6 +169,9 @@ def test_example_runs(entry: Entry, world: dict[str, Any], monkeypatch: pytest.M
     monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.05)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.05)
     monkeypatch.setattr(model_probe, "SHORT_STEP_S", 0.0)  # no steps_per_execution trials
+    # A seeded tf.data shuffle's order also depends on TensorFlow's global seed, which a test
+    # run earlier in this process may have set (keras.utils.set_random_seed in the demo).
+    tf.random.set_seed(None)
     globs = {"tfpipe": tfpipe, "np": np, "tf": tf, "keras": keras, "pd": pd}
     globs["model"] = world["model"]
     source_file, line = where(entry)
