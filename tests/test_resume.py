@@ -237,9 +237,10 @@ def test_backup_from_other_input_is_refused(tmp_path: Path) -> None:
     position.write_text(position.read_text()[:40])
     with pytest.raises(SourceError, match=f"{re.escape(str(position))} cannot be read: JSONDecode"):
         tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=unreadable, report=False, verbose=0)
-    history = tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, report=False,
-                         verbose=0)  # fmt: skip
+    history = tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, verbose=0)
     assert len(history.history["loss"]) == 2  # the rest of epoch 0, then epoch 1
+    saves = history.report.breakdown["backup saves"]  # after steps 10 and 20: its own line
+    assert saves.callback and saves.detail.startswith("2 saves, ") and saves.seconds > 0
     assert not list(backup.iterdir())  # removed once every epoch is trained
 
 

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from tfpipe.timing import (
+    BACKUP_SAVES,
     COMPUTE,
     END,
     HOST,
@@ -38,9 +39,10 @@ class BreakdownPart:
 
     Attributes:
         name: "start-up", "compute", "input wait", "host overhead", "validation",
-            "epoch restarts", "end of training", a callback's class name ("ModelCheckpoint",
-            "ProgbarLogger" for Keras's progress bar, ...), or "other callbacks" (tfpipe's
-            own and the History and ProgbarLogger instances given to `callbacks`).
+            "epoch restarts", "end of training", "backup saves" (`backup_dir`), a callback's
+            class name ("ModelCheckpoint", "ProgbarLogger" for Keras's progress bar, ...), or
+            "other callbacks" (tfpipe's own and the History and ProgbarLogger instances given
+            to `callbacks`).
         seconds: the seconds it took.
         share: its share of the wall time of training.
         callback: True for a callback's part.
@@ -217,6 +219,9 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
     saves = _saves(name, timings)
     if saves is not None:
         return f"about {saves} saves"
+    if name == BACKUP_SAVES:
+        saved = _backups(timings)
+        return f"{saved} saves, {1000 * seconds / max(saved, 1):.0f} ms each"
     return _costliest_hook(name, timings)
 
 
@@ -241,6 +246,11 @@ def _saves(name: str, timings: Timings) -> int | None:
     return min(timings.steps // max(int(freq), 1), batch_ends)  # at most once per execution
 
 
+def _backups(timings: Timings) -> int:
+    """How many backups `tfpipe.fit(backup_dir=...)` saved."""
+    return int(getattr(timings.callbacks.get(BACKUP_SAVES), "saves", 0))
+
+
 def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> str | None:
     """What to do about a part that took at least `ADVICE_SHARE` of the run."""
     took = f"took {part.share:.0%} of the run ({part.seconds:.1f} s)"
@@ -257,6 +267,12 @@ def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> 
             f"ModelCheckpoint saved about {_saves(part.name, timings)} times (save_freq={freq}) "
             f"and {took}: save once per epoch (save_freq='epoch') or every 500 steps "
             "(save_freq=500)"
+        )
+    if part.name == BACKUP_SAVES:
+        every = getattr(timings.callbacks.get(BACKUP_SAVES), "save_every", None)
+        return (
+            f"backup saves (backup_dir, {_backups(timings)} saves every {every} batches) "
+            f"{took}: save less often (a larger save_every); a kill then repeats more batches"
         )
     if part.name == "TensorBoard":
         freq = getattr(callback, "update_freq", "epoch")

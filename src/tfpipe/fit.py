@@ -36,13 +36,12 @@ from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.model_probe import (
     REPLICATED_NOTE,
     Probe,
-    StepTimer,
     describe_structure,
     probe_model,
     set_steps_per_execution,
 )
 from tfpipe.report import FitReport
-from tfpipe.resume import Backups, Resumable, check_backup, fit_from
+from tfpipe.resume import BackupCallback, Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
 from tfpipe.stages import input_stages
 from tfpipe.timing import Clock
@@ -230,10 +229,15 @@ def fit(
         and not steps  # epochs of one pass each, all ending with the same short batch
         and bool(train.examples and train.examples % size)
     )
-    timer = StepTimer(short_last_compiles=short_last_compiles)
-    # With the report, every callback is timed by class name (tfpipe.timing).
+    saver = None
+    if resumable is not None:
+        with naming(*inputs):
+            identity = resumable.loader.identity()
+        backups = Backups(backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
+        saver = BackupCallback(backups, save_every or resumable.steps)
+    # With the report, every callback is timed by class name (tfpipe.timing), each step once.
     clock = Clock(probe.step_seconds, short_last_compiles) if report else None
-    run_callbacks = [timer, *(callbacks or [])]
+    run_callbacks = [*([saver] if saver else []), *(callbacks or [])]  # saved before the user's
     if clock is not None:
         run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
     if multi_worker:
@@ -244,15 +248,11 @@ def fit(
         clock.start()
     try:
         with naming(*inputs):
-            if resumable is not None:
-                identity = resumable.loader.identity()
-                strategy = strategy_of(model)
-                backups = Backups(backup_dir, identity, resumable.steps, strategy)  # type: ignore[arg-type]
+            if resumable is not None and saver is not None:
                 history = fit_from(
                     model,
                     resumable,
-                    backups,
-                    save_every,
+                    saver,
                     epochs=epochs,
                     callbacks=run_callbacks,
                     **fit_kwargs,
@@ -286,6 +286,7 @@ def fit(
     service_notes = _check_passes(train, passes, epochs * (steps or 0))
     history.report = None
     if timings is not None:
+        step_seconds = timings.step_seconds or math.nan  # None: no step ran
         # Timed after training: iterating the input before fit left its threads and buffers
         # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
         with naming(train):
@@ -298,13 +299,13 @@ def fit(
             stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
         history.report = FitReport.build(
             input_alone=input_alone,
-            model_examples_per_s=size / (probe.step_seconds or timer.step_seconds),
+            model_examples_per_s=size / (probe.step_seconds or step_seconds),
             achieved_examples_per_s=(
                 distributed.global_batch_size
                 if distributed is not None
                 else _examples_per_step(train, size)
             )
-            / (timings.step_seconds or timer.step_seconds),
+            / step_seconds,
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,

@@ -39,6 +39,7 @@ from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.position import Identity
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.timing import BACKUP_SAVES
 
 WEIGHTS = "model.weights.h5"
 POSITION = "position.json"
@@ -225,14 +226,22 @@ def _sync(path: Path) -> None:
 
 class BackupCallback(keras.callbacks.Callback):
     """Saves a backup every `save_every` batches trained (counted from the run's start, so the
-    save points are the same in every run)."""
+    save points are the same in every run), from the position given to `start_at` on.
+    The report times it as its own part, `BACKUP_SAVES`."""
 
-    def __init__(self, backups: Backups, save_every: int, start: Position) -> None:
+    report_name = BACKUP_SAVES
+
+    def __init__(self, backups: Backups, save_every: int) -> None:
         super().__init__()
         self.backups = backups
         self.save_every = save_every
+        self.saves = 0
+        self.start_at(Position(0, 0))
+
+    def start_at(self, start: Position) -> None:
+        """Training goes on at `start` (the position of the backup restored)."""
         self.first_batch = start.batch  # the first Keras batch of this epoch is this one
-        self.done = start.epoch * backups.steps + start.batch
+        self.done = start.epoch * self.backups.steps + start.batch
         self.epoch = start.epoch
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -251,6 +260,7 @@ class BackupCallback(keras.callbacks.Callback):
                 else Position(self.epoch, trained)
             )
             self.backups.save(self.model, position)
+            self.saves += 1
         self.done = done
 
 
@@ -336,18 +346,16 @@ def check_backup(backup_dir: Any, save_every: Any, model: keras.Model) -> int | 
 def fit_from(
     model: keras.Model,
     resumable: Resumable,
-    backups: Backups,
-    save_every: int | None,
+    saver: BackupCallback,
     *,
     epochs: int,
     callbacks: list[keras.callbacks.Callback],
     **fit_kwargs: Any,
 ) -> keras.callbacks.History:
     """Restores the newest backup, trains the rest of its epoch, then the next epochs, saving
-    every `save_every` batches; removes the backups when every epoch is trained."""
-    start = backups.restore(model)
-    saver = BackupCallback(backups, save_every or resumable.steps, start)
-    callbacks = [callbacks[0], saver, *callbacks[1:]]  # saved before user callbacks run
+    with `saver` (one of `callbacks`); removes the backups when every epoch is trained."""
+    start = saver.backups.restore(model)
+    saver.start_at(start)
     logs: dict[str, list[Any]] = {}
     epoch = start.epoch
     history = None
@@ -373,5 +381,5 @@ def fit_from(
         )
         for name, values in logs.items():
             history.history[name] = [*values, *history.history.get(name, [])]
-    backups.remove()
+    saver.backups.remove()
     return history

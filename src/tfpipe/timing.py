@@ -39,6 +39,7 @@ OTHER_CALLBACKS = "other callbacks"
 END = "end of training"
 UNEXPLAINED = "unexplained"
 PROGRESS_BAR = "ProgbarLogger"
+BACKUP_SAVES = "backup saves"  # tfpipe.fit(backup_dir=...)
 _STEP = "step"  # a train step in progress: split into the parts above when it ends
 
 _HOOKS = (
@@ -115,6 +116,9 @@ class Timings:
         hooks: callback class name -> hook name -> its calls and seconds.
         steps: train steps.
         timed_steps: train steps after the first execution of the run (tracing, start-up).
+        first_steps: train steps of the first execution of the run (and, under JAX, of the
+            execution that compiled the first epoch's short last batch).
+        first_seconds: the seconds of those executions.
         executions: train executions (calls of the train function, `steps_per_execution`
             steps each).
         epochs: epochs started.
@@ -131,16 +135,19 @@ class Timings:
     epochs: int
     validations: int
     callbacks: dict[str, keras.callbacks.Callback]
+    first_steps: int = 0
+    first_seconds: float = 0.0
 
     @property
     def step_seconds(self) -> float | None:
         """Seconds per train step after the first execution of the run: the input and the
         model together, the restart of the input at each epoch included, callbacks, host
-        overhead and validation not; None when only one execution ran."""
+        overhead and validation not. When only the first execution ran, its seconds per step
+        (tracing included); None when no step ran."""
         if not self.timed_steps:
-            return None
-        spent = sum(self.seconds.get(part, 0.0) for part in (COMPUTE, INPUT_WAIT, RESTARTS))
-        return spent / self.timed_steps
+            return self.first_seconds / self.first_steps if self.first_steps else None
+        parts = (COMPUTE, INPUT_WAIT, RESTARTS)
+        return sum(self.seconds.get(part, 0.0) for part in parts) / self.timed_steps
 
 
 class Clock(keras.callbacks.Callback):
@@ -166,6 +173,7 @@ class Clock(keras.callbacks.Callback):
         self.step_seconds = step_seconds or None
         self.short_last_compiles = short_last_compiles
         self.steps = self.timed_steps = self.executions = self.epochs = self.validations = 0
+        self.first_steps, self.first_seconds = 0, 0.0
         self._started = False  # a train step ended in this run
         self._epoch_started = False  # a train step ended in this epoch
         self._begin = 0
@@ -177,15 +185,17 @@ class Clock(keras.callbacks.Callback):
     ) -> list[keras.callbacks.Callback]:
         """The callbacks to give `model.fit`: this clock, each of `callbacks` timed by its
         class name (History and ProgbarLogger, which Keras looks for by type, and tfpipe's
-        own are left as they are: "other callbacks"), Keras's progress bar timed when
-        `verbose` shows one, and the closing mark."""
+        own are left as they are: "other callbacks"; one of tfpipe's with a `report_name`,
+        e.g. `BACKUP_SAVES`, is timed under it), Keras's progress bar timed when `verbose`
+        shows one, and the closing mark."""
         timed: list[keras.callbacks.Callback] = [self]
         for callback in callbacks:
+            own = type(callback).__module__.startswith("tfpipe.")
+            name = getattr(callback, "report_name", None) if own else type(callback).__name__
             keep = isinstance(callback, keras.callbacks.History | keras.callbacks.ProgbarLogger)
-            if keep or type(callback).__module__.startswith("tfpipe."):
+            if keep or name is None:
                 timed.append(callback)
             else:
-                name = type(callback).__name__
                 self._timed.setdefault(name, callback)
                 timed.append(_Timed(callback, self.ledger, name))
         if verbose != 0 and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in timed):
@@ -209,6 +219,8 @@ class Clock(keras.callbacks.Callback):
             epochs=self.epochs,
             validations=self.validations,
             callbacks=dict(self._timed),
+            first_steps=self.first_steps,
+            first_seconds=self.first_seconds,
         )
 
     def _switch(self, part: str | None = None) -> None:
@@ -241,6 +253,8 @@ class Clock(keras.callbacks.Callback):
         )
         if not self._started or compiled:
             self.ledger.add(START_UP, seconds)
+            self.first_steps += steps
+            self.first_seconds += seconds
         else:
             compute = seconds if self.step_seconds is None else steps * self.step_seconds
             compute = min(seconds, compute)
