@@ -19,6 +19,7 @@ from tfpipe.timing import (
     PROGRESS_BAR,
     RESTARTS,
     START_UP,
+    STEPS_UNSPLIT,
     UNEXPLAINED,
     VALIDATION,
     HookCalls,
@@ -30,7 +31,7 @@ ADVICE_SHARE = 0.05
 START_UP_SHARE = 0.25
 MAPS_SHARE = 0.25
 """User maps get advice when they take at least this share of the input's CPU time."""
-_PHASES = (START_UP, COMPUTE, INPUT_WAIT, HOST, VALIDATION, RESTARTS, END)
+_PHASES = (START_UP, COMPUTE, INPUT_WAIT, STEPS_UNSPLIT, HOST, VALIDATION, RESTARTS, END)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,11 +39,12 @@ class BreakdownPart:
     """One cause of training time.
 
     Attributes:
-        name: "start-up", "compute", "input wait", "host overhead", "validation",
-            "epoch restarts", "end of training", "backup saves" (`backup_dir`), a callback's
-            class name ("ModelCheckpoint", "ProgbarLogger" for Keras's progress bar, ...), or
-            "other callbacks" (tfpipe's own and the History and ProgbarLogger instances given
-            to `callbacks`).
+        name: "start-up", "compute", "input wait" ("train steps" in place of both when the
+            model alone was not timed, under a multi-replica strategy: input wait not
+            measured), "host overhead", "validation", "epoch restarts", "end of training",
+            "backup saves" (`backup_dir`), a callback's class name ("ModelCheckpoint",
+            "ProgbarLogger" for Keras's progress bar, ...), or "other callbacks" (tfpipe's
+            own and the History and ProgbarLogger instances given to `callbacks`).
         seconds: the seconds it took.
         share: its share of the wall time of training.
         callback: True for a callback's part.
@@ -206,6 +208,8 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
         return f"{steps} steps of the model alone"
     if name == INPUT_WAIT:
         return f"{1000 * seconds / max(steps, 1):.1f} ms per step"
+    if name == STEPS_UNSPLIT:
+        return "compute and input wait together: input wait not measured (no model probe)"
     if name == HOST:
         return f"{1000 * seconds / executions:.2f} ms between executions of the train step"
     if name == VALIDATION:

@@ -92,8 +92,9 @@ def fit(
     split over the workers by its `build_distributed`: each worker reads its own part, all run
     the same number of steps of the global batch, and the examples of a last partial global
     batch are left out of each epoch with a `TfpipeWarning` counting them. The model is then
-    built on one batch instead of probed, and two failures of Keras 3's `fit` under several
-    workers are worked around for the call (see the multi-worker guide).
+    built on one batch instead of probed (so the report does not split its steps into compute
+    and input wait: input wait not measured, verdict "unknown"), and two failures of Keras 3's
+    `fit` under several workers are worked around for the call (see the multi-worker guide).
     A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
     one pass only while no service worker fails: it is repeated pass after pass with
     `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
@@ -286,7 +287,6 @@ def fit(
     service_notes = _check_passes(train, passes, epochs * (steps or 0))
     history.report = None
     if timings is not None:
-        step_seconds = timings.step_seconds or math.nan  # None: no step ran
         # Timed after training: iterating the input before fit left its threads and buffers
         # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
         with naming(train):
@@ -299,13 +299,13 @@ def fit(
             stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
         history.report = FitReport.build(
             input_alone=input_alone,
-            model_examples_per_s=size / (probe.step_seconds or step_seconds),
+            model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
             achieved_examples_per_s=(
                 distributed.global_batch_size
                 if distributed is not None
                 else _examples_per_step(train, size)
             )
-            / step_seconds,
+            / (timings.step_seconds or math.nan),  # None: no step ran
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,

@@ -11,12 +11,13 @@ Every second between `Clock.start()` and `Clock.stop()` is booked to exactly one
      to the phase it ended)                      by class name)           event (a step, ...)
 
 A train step is the time from the mark's `on_train_batch_begin` to the clock's
-`on_train_batch_end`: nothing but Keras's train function (input and compute). It is split
-into compute (the model alone's step time from the probe) and input wait (the rest); the
-first step of the run is start-up (tracing, first batch), the first of each later epoch part
-of the epoch restarts. The time between a step's last hook and the next step's first is host
-overhead; after the last hook until `fit` returns, the end of training. Nothing here patches
-Keras: only public hooks are used.
+`on_train_batch_end`: nothing but Keras's train function (input and compute). It is split into
+compute (the model alone's step time from the probe) and input wait (the rest), or left whole
+as "train steps" when the model alone was not timed; the first step of the run is start-up
+(tracing, first batch), the first of each later epoch part of the epoch restarts. The time
+between a step's last hook and the next step's first is host overhead; after the last hook
+until `fit` returns, the end of training. Nothing here patches Keras: only public hooks are
+used.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import keras
 START_UP = "start-up"
 COMPUTE = "compute"
 INPUT_WAIT = "input wait"
+STEPS_UNSPLIT = "train steps"  # compute and input wait, when the model alone was not timed
 HOST = "host overhead"
 VALIDATION = "validation"
 RESTARTS = "epoch restarts"
@@ -146,7 +148,7 @@ class Timings:
         (tracing included); None when no step ran."""
         if not self.timed_steps:
             return self.first_seconds / self.first_steps if self.first_steps else None
-        parts = (COMPUTE, INPUT_WAIT, RESTARTS)
+        parts = (COMPUTE, INPUT_WAIT, STEPS_UNSPLIT, RESTARTS)
         return sum(self.seconds.get(part, 0.0) for part in parts) / self.timed_steps
 
 
@@ -162,7 +164,8 @@ class Clock(keras.callbacks.Callback):
 
     Args:
         step_seconds: seconds per train step of the model alone (its probe); None when not
-            measured (every step then counts as compute).
+            measured (every step then counts whole as "train steps": compute and input wait
+            are not told apart).
         short_last_compiles: the first epoch's short last batch compiles the step again for
             its shape (JAX): that execution counts as start-up. Defaults to False.
     """
@@ -255,9 +258,11 @@ class Clock(keras.callbacks.Callback):
             self.ledger.add(START_UP, seconds)
             self.first_steps += steps
             self.first_seconds += seconds
+        elif self.step_seconds is None:
+            self.ledger.add(STEPS_UNSPLIT if self._epoch_started else RESTARTS, seconds)
+            self.timed_steps += steps
         else:
-            compute = seconds if self.step_seconds is None else steps * self.step_seconds
-            compute = min(seconds, compute)
+            compute = min(seconds, steps * self.step_seconds)
             self.ledger.add(COMPUTE, compute)
             self.ledger.add(INPUT_WAIT if self._epoch_started else RESTARTS, seconds - compute)
             self.timed_steps += steps
