@@ -30,6 +30,7 @@ breakdown_module = importlib.import_module("tfpipe.breakdown")
 SIZE = (16, 16)
 NUM_CLASSES = 3
 SLEEP_S = 0.05
+INPUT_SLEEP_S = 0.05
 
 
 @pytest.fixture(autouse=True)
@@ -94,6 +95,31 @@ def test_a_sleeping_callback_is_named_with_its_share(capsys: pytest.CaptureFixtu
     printed = capsys.readouterr().out
     assert f"where the {breakdown.wall_s:.2f} s of training went" in printed
     assert "Sleepy" in printed and "unexplained" in printed
+
+
+class SlowBatches(keras.utils.PyDataset):
+    """12 batches of 8 rows of 4 features, each taking at least INPUT_SLEEP_S to make."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        time.sleep(INPUT_SLEEP_S)
+        return np.full((8, 4), index, np.float32), np.arange(8) % NUM_CLASSES
+
+
+def test_a_slow_input_is_booked_as_input_wait_and_found_input_bound() -> None:
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(NUM_CLASSES)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = tfpipe.fit(model, SlowBatches(), epochs=2, verbose=0)
+    report, breakdown = history.report, history.report.breakdown
+    check_sums(breakdown)
+    assert report.verdict == "input-bound" and report.input_wait_fraction > 0.5, report
+    # Every step after each epoch's first waited for a batch that took INPUT_SLEEP_S to make
+    # (less the little time between steps in which the next one was being made).
+    waited = breakdown[INPUT_WAIT].seconds
+    assert waited >= 0.5 * (2 * 12 - 2) * INPUT_SLEEP_S, breakdown.lines()
+    assert waited > 3 * (breakdown["compute"].seconds + breakdown["host overhead"].seconds)
 
 
 def test_a_checkpoint_every_step_is_named_with_advice(

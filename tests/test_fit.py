@@ -562,8 +562,14 @@ MIRRORED = textwrap.dedent(
     count = Count()
     history = tfpipe.fit(model, data, epochs=2, callbacks=[count], verbose=0)
     assert (count.total == 2).all(), count.total
-    assert history.report.batch_size == 8
-    print("OK", history.report.verdict)
+    report = history.report
+    assert report.batch_size == 8
+    # No model probe under several replicas: the input wait is not measured, nor shown as 0%.
+    assert report.input_wait_fraction is None and report.verdict == "unknown", report
+    assert "input wait       not measured" in str(report), report
+    parts = report.breakdown.seconds()
+    assert "input wait" not in parts and "compute" not in parts and "train steps" in parts
+    print("OK", report.verdict)
     """
 )
 

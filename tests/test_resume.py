@@ -6,6 +6,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -230,9 +231,16 @@ def test_backup_from_other_input_is_refused(tmp_path: Path) -> None:
         with pytest.raises(SourceError, match=difference) as caught:
             tfpipe.fit(_model(), data, epochs=2, backup_dir=backup, report=False, verbose=0)
         assert "backup-000000000006" in str(caught.value)
-    history = tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, report=False,
-                         verbose=0)  # fmt: skip
+    unreadable = tmp_path / "unreadable"
+    shutil.copytree(backup, unreadable)
+    position = next(unreadable.glob("backup-*/position.json"))
+    position.write_text(position.read_text()[:40])
+    with pytest.raises(SourceError, match=f"{re.escape(str(position))} cannot be read: JSONDecode"):
+        tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=unreadable, report=False, verbose=0)
+    history = tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, verbose=0)
     assert len(history.history["loss"]) == 2  # the rest of epoch 0, then epoch 1
+    saves = history.report.breakdown["backup saves"]  # after steps 10 and 20: its own line
+    assert saves.callback and saves.detail.startswith("2 saves, ") and saves.seconds > 0
     assert not list(backup.iterdir())  # removed once every epoch is trained
 
 
@@ -418,6 +426,11 @@ def _run_workers(
     reader="tfpipe.fit(backup_dir=...)",
     outcome="SourceError on every worker listing the backup each found; no hang",
 )
+@pytest.mark.fault(
+    "the agreed backup's weights file cut short on one of 2 workers only",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError on every worker naming that worker, the file and its error; no hang",
+)
 def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
     """Two workers killed with SIGKILL in epoch 1 (the second) after the save at step 16, then
     restarted: per epoch, every example is used exactly once over both workers and both runs,
@@ -445,6 +458,16 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
     for code, stderr in _run_workers(data, [backup, tmp_path / "other"], logs):
         assert code == 1 and "SourceError" in stderr, stderr[-3000:]
         assert "(worker 0: backup-000000000016, worker 1: none)" in stderr
+    # Worker 1 reads a copy whose weights are cut short: the backup agreed on, its load fails
+    # on worker 1 only, and both stop naming its error (worker 0 waited at its first step).
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(backup, corrupt)
+    weights = next(corrupt.glob("backup-*/model.weights.h5"))
+    weights.write_bytes(weights.read_bytes()[:100])
+    logs = [tmp_path / f"corrupt{w}.log" for w in range(2)]
+    for code, stderr in _run_workers(data, [backup, corrupt], logs):
+        assert code == 1 and "not every worker could restore the backup" in stderr, stderr[-3000:]
+        assert f"(worker 1: SourceError: {weights} cannot be loaded: OSError" in stderr
     for code, stderr in _run_workers(data, [backup, backup], resumed):
         assert code == 0, stderr[-3000:]
     assert not list(backup.iterdir())  # removed by the chief when every epoch was trained

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from tfpipe.timing import (
+    BACKUP_SAVES,
     COMPUTE,
     END,
     HOST,
@@ -18,6 +19,7 @@ from tfpipe.timing import (
     PROGRESS_BAR,
     RESTARTS,
     START_UP,
+    STEPS_UNSPLIT,
     UNEXPLAINED,
     VALIDATION,
     HookCalls,
@@ -29,7 +31,7 @@ ADVICE_SHARE = 0.05
 START_UP_SHARE = 0.25
 MAPS_SHARE = 0.25
 """User maps get advice when they take at least this share of the input's CPU time."""
-_PHASES = (START_UP, COMPUTE, INPUT_WAIT, HOST, VALIDATION, RESTARTS, END)
+_PHASES = (START_UP, COMPUTE, INPUT_WAIT, STEPS_UNSPLIT, HOST, VALIDATION, RESTARTS, END)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +39,10 @@ class BreakdownPart:
     """One cause of training time.
 
     Attributes:
-        name: "start-up", "compute", "input wait", "host overhead", "validation",
-            "epoch restarts", "end of training", a callback's class name ("ModelCheckpoint",
+        name: "start-up", "compute", "input wait" ("train steps" in place of both when the
+            model alone was not timed, under a multi-replica strategy: input wait not
+            measured), "host overhead", "validation", "epoch restarts", "end of training",
+            "backup saves" (`backup_dir`), a callback's class name ("ModelCheckpoint",
             "ProgbarLogger" for Keras's progress bar, ...), or "other callbacks" (tfpipe's
             own and the History and ProgbarLogger instances given to `callbacks`).
         seconds: the seconds it took.
@@ -204,6 +208,8 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
         return f"{steps} steps of the model alone"
     if name == INPUT_WAIT:
         return f"{1000 * seconds / max(steps, 1):.1f} ms per step"
+    if name == STEPS_UNSPLIT:
+        return "compute and input wait together: input wait not measured (no model probe)"
     if name == HOST:
         return f"{1000 * seconds / executions:.2f} ms between executions of the train step"
     if name == VALIDATION:
@@ -217,6 +223,9 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
     saves = _saves(name, timings)
     if saves is not None:
         return f"about {saves} saves"
+    if name == BACKUP_SAVES:
+        saved = _backups(timings)
+        return f"{saved} saves, {1000 * seconds / max(saved, 1):.0f} ms each"
     return _costliest_hook(name, timings)
 
 
@@ -241,6 +250,11 @@ def _saves(name: str, timings: Timings) -> int | None:
     return min(timings.steps // max(int(freq), 1), batch_ends)  # at most once per execution
 
 
+def _backups(timings: Timings) -> int:
+    """How many backups `tfpipe.fit(backup_dir=...)` saved."""
+    return int(getattr(timings.callbacks.get(BACKUP_SAVES), "saves", 0))
+
+
 def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> str | None:
     """What to do about a part that took at least `ADVICE_SHARE` of the run."""
     took = f"took {part.share:.0%} of the run ({part.seconds:.1f} s)"
@@ -257,6 +271,12 @@ def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> 
             f"ModelCheckpoint saved about {_saves(part.name, timings)} times (save_freq={freq}) "
             f"and {took}: save once per epoch (save_freq='epoch') or every 500 steps "
             "(save_freq=500)"
+        )
+    if part.name == BACKUP_SAVES:
+        every = getattr(timings.callbacks.get(BACKUP_SAVES), "save_every", None)
+        return (
+            f"backup saves (backup_dir, {_backups(timings)} saves every {every} batches) "
+            f"{took}: save less often (a larger save_every); a kill then repeats more batches"
         )
     if part.name == "TensorBoard":
         freq = getattr(callback, "update_freq", "epoch")

@@ -36,13 +36,12 @@ from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.model_probe import (
     REPLICATED_NOTE,
     Probe,
-    StepTimer,
     describe_structure,
     probe_model,
     set_steps_per_execution,
 )
 from tfpipe.report import FitReport
-from tfpipe.resume import Backups, Resumable, check_backup, fit_from
+from tfpipe.resume import BackupCallback, Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
 from tfpipe.stages import input_stages
 from tfpipe.timing import Clock
@@ -93,8 +92,9 @@ def fit(
     split over the workers by its `build_distributed`: each worker reads its own part, all run
     the same number of steps of the global batch, and the examples of a last partial global
     batch are left out of each epoch with a `TfpipeWarning` counting them. The model is then
-    built on one batch instead of probed, and two failures of Keras 3's `fit` under several
-    workers are worked around for the call (see the multi-worker guide).
+    built on one batch instead of probed (so the report does not split its steps into compute
+    and input wait: input wait not measured, verdict "unknown"), and two failures of Keras 3's
+    `fit` under several workers are worked around for the call (see the multi-worker guide).
     A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
     one pass only while no service worker fails: it is repeated pass after pass with
     `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
@@ -230,10 +230,15 @@ def fit(
         and not steps  # epochs of one pass each, all ending with the same short batch
         and bool(train.examples and train.examples % size)
     )
-    timer = StepTimer(short_last_compiles=short_last_compiles)
-    # With the report, every callback is timed by class name (tfpipe.timing).
+    saver = None
+    if resumable is not None:
+        with naming(*inputs):
+            identity = resumable.loader.identity()
+        backups = Backups(backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
+        saver = BackupCallback(backups, save_every or resumable.steps)
+    # With the report, every callback is timed by class name (tfpipe.timing), each step once.
     clock = Clock(probe.step_seconds, short_last_compiles) if report else None
-    run_callbacks = [timer, *(callbacks or [])]
+    run_callbacks = [*([saver] if saver else []), *(callbacks or [])]  # saved before the user's
     if clock is not None:
         run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
     if multi_worker:
@@ -244,15 +249,11 @@ def fit(
         clock.start()
     try:
         with naming(*inputs):
-            if resumable is not None:
-                identity = resumable.loader.identity()
-                strategy = strategy_of(model)
-                backups = Backups(backup_dir, identity, resumable.steps, strategy)  # type: ignore[arg-type]
+            if resumable is not None and saver is not None:
                 history = fit_from(
                     model,
                     resumable,
-                    backups,
-                    save_every,
+                    saver,
                     epochs=epochs,
                     callbacks=run_callbacks,
                     **fit_kwargs,
@@ -298,13 +299,13 @@ def fit(
             stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
         history.report = FitReport.build(
             input_alone=input_alone,
-            model_examples_per_s=size / (probe.step_seconds or timer.step_seconds),
+            model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
             achieved_examples_per_s=(
                 distributed.global_batch_size
                 if distributed is not None
                 else _examples_per_step(train, size)
             )
-            / (timings.step_seconds or timer.step_seconds),
+            / (timings.step_seconds or math.nan),  # None: no step ran
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,

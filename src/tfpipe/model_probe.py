@@ -34,7 +34,7 @@ UNKNOWN_LENGTH_NOTE = (
 REPLICATED_NOTE = (
     "the model alone was not timed before training: under a multi-replica strategy (with "
     "several workers, a probe stopped after a set time would stop each at a different step, "
-    "leaving the others waiting at an all-reduce); the model's rate given is training's own"
+    "leaving the others waiting at an all-reduce), so the input wait is not measured"
 )
 
 

@@ -79,7 +79,8 @@ class FitReport:
 
     Attributes:
         input_examples_per_s: the input iterated alone, without the model.
-        model_examples_per_s: train steps on one batch held in memory (no input cost).
+        model_examples_per_s: train steps on one batch held in memory (no input cost); None
+            when the model alone was not timed (under a multi-replica strategy).
         achieved_examples_per_s: the rate of the train steps during `fit`, without its first
             execution (tracing and start-up), validation, callbacks and the host's work
             between steps (all in `breakdown`); the restart of an input at each epoch counts.
@@ -87,12 +88,13 @@ class FitReport:
             known (a short last batch counts as what it holds), else as `batch_size`.
         input_wait_fraction: share of the train steps' time lost to the input,
             `1 - achieved / model` clipped to [0, 1]; `breakdown` gives it in seconds. An estimate
-            from short probes, not a measured wait.
+            from short probes, not a measured wait. None when not measured (no model rate).
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
             input alone is less than 1.5x as fast as the model (an input with little headroom
             is likely to fall behind when it shares the CPU with training), else
-            "compute-bound". A rule over the estimates above, not a proof: near the
-            thresholds, repeated runs can disagree.
+            "compute-bound"; "unknown" when the input wait was not measured (the advice then
+            compares the input alone with what fit achieved). A rule over the estimates above,
+            not a proof: near the thresholds, repeated runs can disagree.
         advice: suggested next steps, built from the numbers above, then what `fit` decided
             and why (e.g. that `steps_per_execution` stayed 1 for an epoch of unknown length).
         input_kind: "Pipeline", "tf.data", "PyDataset" or "TFRecords".
@@ -121,9 +123,9 @@ class FitReport:
     """
 
     input_examples_per_s: float
-    model_examples_per_s: float
+    model_examples_per_s: float | None
     achieved_examples_per_s: float
-    input_wait_fraction: float
+    input_wait_fraction: float | None
     verdict: str
     advice: tuple[str, ...]
     input_kind: str
@@ -142,7 +144,7 @@ class FitReport:
         cls,
         *,
         input_alone: Throughput,
-        model_examples_per_s: float,
+        model_examples_per_s: float | None,
         achieved_examples_per_s: float,
         input_kind: str,
         batch_size: int,
@@ -162,7 +164,9 @@ class FitReport:
         input-bound run on a saturated CPU (`cpu_busy`) is pointed at the tf.data service, one
         on the service (`service`, the dispatcher's address) at more workers. The `breakdown`'s
         advice (per costly part of training) follows, and `notes` (what `fit` decided and
-        why, e.g. why `steps_per_execution` stayed 1) end the advice.
+        why, e.g. why `steps_per_execution` stayed 1) end the advice. Without
+        `model_examples_per_s` (the model alone not timed) the input wait is not measured: the
+        verdict is "unknown", and the advice compares the input alone with what fit achieved.
 
         Examples:
             >>> from tfpipe.bench import Throughput
@@ -177,46 +181,49 @@ class FitReport:
             >>> print(report.advice[1])
             the input alone is slower than the model: store raw pixels at training size ...
         """
-        wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
-        headroom = input_alone.examples_per_s / model_examples_per_s
-        input_bound = wait > INPUT_BOUND_WAIT or (wait > SHARED_CPU_WAIT and headroom < _HEADROOM)
-        verdict = "input-bound" if input_bound else "compute-bound"
-        rates = (
-            f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
-            f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
-            f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of the train steps' time "
-            "waiting for input)"
-        )
-        advice = [rates]
         if data_kind == "tensors":
             decode_less, speedups = _PARSE_LESS, _SPEEDUPS_TENSORS
         else:
             decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
             speedups = _SPEEDUPS
-        if verdict == "input-bound" and service is not None:
-            advice.extend(_placement(service, cpu_busy))
-        elif verdict == "input-bound":
-            if input_alone.examples_per_s < model_examples_per_s:
-                advice.append(
-                    "the input alone is slower than the model: "
-                    + speedups.get(input_kind, decode_less)
-                )
+        if model_examples_per_s is None:
+            wait, verdict = None, "unknown"
+            advice = _unmeasured(input_alone.examples_per_s, achieved_examples_per_s, decode_less)
+        else:
+            wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
+            headroom = input_alone.examples_per_s / model_examples_per_s
+            slow_input = wait > SHARED_CPU_WAIT and headroom < _HEADROOM
+            verdict = "input-bound" if wait > INPUT_BOUND_WAIT or slow_input else "compute-bound"
+            advice = [
+                f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
+                f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
+                f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of the train steps' "
+                "time waiting for input)"
+            ]
+            if verdict == "input-bound" and service is not None:
+                advice.extend(_placement(service, cpu_busy))
+            elif verdict == "input-bound":
+                if input_alone.examples_per_s < model_examples_per_s:
+                    advice.append(
+                        "the input alone is slower than the model: "
+                        + speedups.get(input_kind, decode_less)
+                    )
+                else:
+                    advice.append(
+                        "the input is fast enough alone but competes with the model for the "
+                        "CPU: " + decode_less
+                    )
+                advice.extend(_placement(service, cpu_busy))
             else:
                 advice.append(
-                    "the input is fast enough alone but competes with the model for the CPU: "
-                    + decode_less
+                    "the input keeps up: speed up the model itself (larger batches, mixed "
+                    "precision, jit_compile=True) or train on an accelerator"
                 )
-            advice.extend(_placement(service, cpu_busy))
-        else:
-            advice.append(
-                "the input keeps up: speed up the model itself (larger batches, mixed "
-                "precision, jit_compile=True) or train on an accelerator"
-            )
-            if headroom < _HEADROOM:
-                advice.append(
-                    f"the input is only {headroom:.1f}x faster than the model: it becomes the "
-                    f"limit on faster hardware; {decode_less}"
-                )
+                if headroom < _HEADROOM:
+                    advice.append(
+                        f"the input is only {headroom:.1f}x faster than the model: it becomes "
+                        f"the limit on faster hardware; {decode_less}"
+                    )
         if breakdown is not None:
             advice.extend(breakdown.advice)
         advice.extend(notes)
@@ -246,9 +253,14 @@ class FitReport:
             f"steps_per_execution={self.steps_per_execution}, {chosen})",
             f"  input alone      {self.input_examples_per_s:>12,.1f} examples/s "
             f"(first batch after {self.input_first_batch_s:.2f} s)",
-            f"  model alone      {self.model_examples_per_s:>12,.1f} examples/s",
-            f"  achieved in fit  {self.achieved_examples_per_s:>12,.1f} examples/s",
-            f"  input wait       {self.input_wait_fraction:>12.0%} of the train steps' time",
+            f"  model alone      {_rate(self.model_examples_per_s)}",
+            f"  achieved in fit  {_rate(self.achieved_examples_per_s)}",
+            "  input wait       "
+            + (
+                f"{self.input_wait_fraction:>12.0%} of the train steps' time"
+                if self.input_wait_fraction is not None
+                else "not measured (the model alone was not timed)"
+            ),
             *(
                 [f"  CPU busy         {self.cpu_busy:>12.0%} of this host's cores"]
                 if self.cpu_busy is not None
@@ -283,21 +295,24 @@ class FitReport:
             The path written.
         """
         if self.breakdown is None:
-            wait = self.input_wait_fraction
+            wait = self.input_wait_fraction or 0.0
             names, shares = ["computing", "waiting"], [1 - wait, wait]
+            if self.input_wait_fraction is None:
+                names, shares = ["training (input wait not measured)"], [1.0]
         else:
             shares_by_name = self.breakdown.shares()
             names, shares = list(shares_by_name), list(shares_by_name.values())
         height = max(2.8, 0.25 * len(names) + 0.6)  # the legend lists every part
         figure, (rates, split) = _plot.new_figure(12, height, columns=2)
+        measured = {
+            "input alone": self.input_examples_per_s,
+            "model alone": self.model_examples_per_s,
+            "achieved in fit": self.achieved_examples_per_s,
+        }
         _plot.throughput_bars(
             rates,
-            ["input alone", "model alone", "achieved in fit"],
-            [
-                self.input_examples_per_s,
-                self.model_examples_per_s,
-                self.achieved_examples_per_s,
-            ],
+            [name for name, rate in measured.items() if rate is not None],
+            [rate for rate in measured.values() if rate is not None],
             f"{self.input_kind} input, batches of {self.batch_size}",
         )
         _plot.stacked_bar(split, names, shares, f"training time by part; verdict: {self.verdict}")
@@ -316,3 +331,24 @@ def _placement(service: str | None, cpu_busy: float | None) -> list[str]:
     if cpu_busy is not None and cpu_busy >= CPU_SATURATED:
         return [f"this host's CPU is saturated ({cpu_busy:.0%} busy during training): {_SERVICE}"]
     return []
+
+
+def _rate(examples_per_s: float | None) -> str:
+    if examples_per_s is None:
+        return "not measured"
+    return f"{examples_per_s:>12,.1f} examples/s"
+
+
+def _unmeasured(input_alone: float, achieved: float, decode_less: str) -> list[str]:
+    """The advice when the input wait was not measured: the input alone against fit."""
+    headroom = input_alone / max(achieved, 1e-9)
+    reading = (
+        f"it may be what limits training; {decode_less}"
+        if headroom < _HEADROOM
+        else "it is unlikely to be what limits training"
+    )
+    return [
+        f"input wait was not measured (the model alone was not timed), so the verdict is "
+        f"unknown: the input alone delivers {input_alone:,.0f} examples/s, {headroom:.1f}x the "
+        f"{achieved:,.0f} examples/s fit achieved; {reading}"
+    ]

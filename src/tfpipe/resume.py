@@ -14,7 +14,8 @@ batch, and each worker starts at its part of that step: `build_distributed`). Ev
 saves, as Keras's checkpoint callbacks do (reading the weights may take part in collective
 ops), but only the chief's copy is kept: the others write to a temporary folder and delete it.
 On restart every worker reads the same `backup_dir` (a folder on storage they all see), and
-they check together that they restored the same backup before training.
+they check together that they found the same backup, then that every one of them loaded it,
+before training: a worker that failed alone would leave the others waiting at an all-reduce.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ import keras
 import tensorflow as tf
 
 from tfpipe._checks import check_int
-from tfpipe.distribute.agreement import gather
+from tfpipe.distribute.agreement import gather, gather_text
 from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.position import Identity
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.timing import BACKUP_SAVES
 
 WEIGHTS = "model.weights.h5"
 POSITION = "position.json"
@@ -88,13 +90,41 @@ class Backups:
         """Loads the newest backup into `model` (weights and optimizer state) and returns its
         position; `Position(0, 0)` when there is no backup. Refuses a backup made for another
         input or another number of workers, naming what differs, and (with several workers)
-        workers that found different backups."""
+        workers that found different backups. With several workers, when one fails to load
+        the backup, all fail together, each naming that worker's error (the others would
+        otherwise wait for it at their first all-reduce)."""
         folder = self.latest()
         if self.workers > 1:
             self._check_same_backup(folder)
         if folder is None:
             return Position(0, 0)
-        saved = json.loads((folder / POSITION).read_text())
+        if self.workers == 1:
+            return self._load(folder, model)
+        position, failure = None, None
+        try:
+            position = self._load(folder, model)
+        except Exception as error:  # re-raised below, on every worker
+            failure = error
+        problems = gather_text(self.strategy, "" if failure is None else _describe(failure))
+        failed = "; ".join(f"worker {w}: {p}" for w, p in enumerate(problems) if p)
+        if failed:
+            raise SourceError(
+                f"backup_dir={os.fspath(self.directory)!r}: not every worker could restore "
+                f"the backup {folder.name}, so none trains ({failed})"
+            ) from failure
+        assert position is not None
+        return position
+
+    def _load(self, folder: Path, model: keras.Model) -> Position:
+        """Loads the backup in `folder` into `model` after checking that it was made for this
+        run; its position."""
+        path = folder / POSITION
+        try:
+            saved = json.loads(path.read_text())
+            saved_identity = Identity.from_dict(saved["identity"])
+            position = Position(int(saved["epoch"]), int(saved["batch"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SourceError(f"{path} cannot be read: {_describe(e)}") from e
         differences = []
         workers = saved.get("workers", 1)
         if workers != self.workers:
@@ -102,9 +132,9 @@ class Backups:
                 f"workers: saved {workers}, now {self.workers} (the global batch is split over "
                 "the workers, each reading its own part of the data)"
             )
-        differences += self.identity.differences(Identity.from_dict(saved["identity"]))
-        if saved["steps"] != self.steps:
-            differences.append(f"batches per epoch: saved {saved['steps']}, now {self.steps}")
+        differences += self.identity.differences(saved_identity)
+        if saved.get("steps") != self.steps:
+            differences.append(f"batches per epoch: saved {saved.get('steps')}, now {self.steps}")
         if differences:
             raise SourceError(
                 f"backup_dir={os.fspath(self.directory)!r}: the backup {folder.name} was made "
@@ -112,8 +142,12 @@ class Backups:
                 f"{'; '.join(differences)}. Train with the same data, batch size, seed and "
                 "number of workers, or pass another backup_dir (delete this one to start over)"
             )
-        model.load_weights(folder / WEIGHTS)
-        return Position(saved["epoch"], saved["batch"])
+        weights = folder / WEIGHTS
+        try:
+            model.load_weights(weights)
+        except (OSError, ValueError, KeyError) as e:
+            raise SourceError(f"{weights} cannot be loaded: {_describe(e)}") from e
+        return position
 
     def _check_same_backup(self, folder: Path | None) -> None:
         """Refuses to train when the workers found different newest backups (all call it)."""
@@ -172,6 +206,10 @@ class Backups:
                     shutil.rmtree(path, ignore_errors=True)
 
 
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
 def _save_weights(model: keras.Model, path: Path) -> None:
     with warnings.catch_warnings():  # Keras 3.15's h5 writer, once per variable
         warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
@@ -188,14 +226,22 @@ def _sync(path: Path) -> None:
 
 class BackupCallback(keras.callbacks.Callback):
     """Saves a backup every `save_every` batches trained (counted from the run's start, so the
-    save points are the same in every run)."""
+    save points are the same in every run), from the position given to `start_at` on.
+    The report times it as its own part, `BACKUP_SAVES`."""
 
-    def __init__(self, backups: Backups, save_every: int, start: Position) -> None:
+    report_name = BACKUP_SAVES
+
+    def __init__(self, backups: Backups, save_every: int) -> None:
         super().__init__()
         self.backups = backups
         self.save_every = save_every
+        self.saves = 0
+        self.start_at(Position(0, 0))
+
+    def start_at(self, start: Position) -> None:
+        """Training goes on at `start` (the position of the backup restored)."""
         self.first_batch = start.batch  # the first Keras batch of this epoch is this one
-        self.done = start.epoch * backups.steps + start.batch
+        self.done = start.epoch * self.backups.steps + start.batch
         self.epoch = start.epoch
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -214,6 +260,7 @@ class BackupCallback(keras.callbacks.Callback):
                 else Position(self.epoch, trained)
             )
             self.backups.save(self.model, position)
+            self.saves += 1
         self.done = done
 
 
@@ -299,18 +346,16 @@ def check_backup(backup_dir: Any, save_every: Any, model: keras.Model) -> int | 
 def fit_from(
     model: keras.Model,
     resumable: Resumable,
-    backups: Backups,
-    save_every: int | None,
+    saver: BackupCallback,
     *,
     epochs: int,
     callbacks: list[keras.callbacks.Callback],
     **fit_kwargs: Any,
 ) -> keras.callbacks.History:
     """Restores the newest backup, trains the rest of its epoch, then the next epochs, saving
-    every `save_every` batches; removes the backups when every epoch is trained."""
-    start = backups.restore(model)
-    saver = BackupCallback(backups, save_every or resumable.steps, start)
-    callbacks = [callbacks[0], saver, *callbacks[1:]]  # saved before user callbacks run
+    with `saver` (one of `callbacks`); removes the backups when every epoch is trained."""
+    start = saver.backups.restore(model)
+    saver.start_at(start)
     logs: dict[str, list[Any]] = {}
     epoch = start.epoch
     history = None
@@ -336,5 +381,5 @@ def fit_from(
         )
         for name, values in logs.items():
             history.history[name] = [*values, *history.history.get(name, [])]
-    backups.remove()
+    saver.backups.remove()
     return history

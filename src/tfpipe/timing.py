@@ -11,12 +11,13 @@ Every second between `Clock.start()` and `Clock.stop()` is booked to exactly one
      to the phase it ended)                      by class name)           event (a step, ...)
 
 A train step is the time from the mark's `on_train_batch_begin` to the clock's
-`on_train_batch_end`: nothing but Keras's train function (input and compute). It is split
-into compute (the model alone's step time from the probe) and input wait (the rest); the
-first step of the run is start-up (tracing, first batch), the first of each later epoch part
-of the epoch restarts. The time between a step's last hook and the next step's first is host
-overhead; after the last hook until `fit` returns, the end of training. Nothing here patches
-Keras: only public hooks are used.
+`on_train_batch_end`: nothing but Keras's train function (input and compute). It is split into
+compute (the model alone's step time from the probe) and input wait (the rest), or left whole
+as "train steps" when the model alone was not timed; the first step of the run is start-up
+(tracing, first batch), the first of each later epoch part of the epoch restarts. The time
+between a step's last hook and the next step's first is host overhead; after the last hook
+until `fit` returns, the end of training. Nothing here patches Keras: only public hooks are
+used.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import keras
 START_UP = "start-up"
 COMPUTE = "compute"
 INPUT_WAIT = "input wait"
+STEPS_UNSPLIT = "train steps"  # compute and input wait, when the model alone was not timed
 HOST = "host overhead"
 VALIDATION = "validation"
 RESTARTS = "epoch restarts"
@@ -39,6 +41,7 @@ OTHER_CALLBACKS = "other callbacks"
 END = "end of training"
 UNEXPLAINED = "unexplained"
 PROGRESS_BAR = "ProgbarLogger"
+BACKUP_SAVES = "backup saves"  # tfpipe.fit(backup_dir=...)
 _STEP = "step"  # a train step in progress: split into the parts above when it ends
 
 _HOOKS = (
@@ -115,6 +118,9 @@ class Timings:
         hooks: callback class name -> hook name -> its calls and seconds.
         steps: train steps.
         timed_steps: train steps after the first execution of the run (tracing, start-up).
+        first_steps: train steps of the first execution of the run (and, under JAX, of the
+            execution that compiled the first epoch's short last batch).
+        first_seconds: the seconds of those executions.
         executions: train executions (calls of the train function, `steps_per_execution`
             steps each).
         epochs: epochs started.
@@ -131,16 +137,19 @@ class Timings:
     epochs: int
     validations: int
     callbacks: dict[str, keras.callbacks.Callback]
+    first_steps: int = 0
+    first_seconds: float = 0.0
 
     @property
     def step_seconds(self) -> float | None:
         """Seconds per train step after the first execution of the run: the input and the
         model together, the restart of the input at each epoch included, callbacks, host
-        overhead and validation not; None when only one execution ran."""
+        overhead and validation not. When only the first execution ran, its seconds per step
+        (tracing included); None when no step ran."""
         if not self.timed_steps:
-            return None
-        spent = sum(self.seconds.get(part, 0.0) for part in (COMPUTE, INPUT_WAIT, RESTARTS))
-        return spent / self.timed_steps
+            return self.first_seconds / self.first_steps if self.first_steps else None
+        parts = (COMPUTE, INPUT_WAIT, STEPS_UNSPLIT, RESTARTS)
+        return sum(self.seconds.get(part, 0.0) for part in parts) / self.timed_steps
 
 
 class Clock(keras.callbacks.Callback):
@@ -155,7 +164,8 @@ class Clock(keras.callbacks.Callback):
 
     Args:
         step_seconds: seconds per train step of the model alone (its probe); None when not
-            measured (every step then counts as compute).
+            measured (every step then counts whole as "train steps": compute and input wait
+            are not told apart).
         short_last_compiles: the first epoch's short last batch compiles the step again for
             its shape (JAX): that execution counts as start-up. Defaults to False.
     """
@@ -166,6 +176,7 @@ class Clock(keras.callbacks.Callback):
         self.step_seconds = step_seconds or None
         self.short_last_compiles = short_last_compiles
         self.steps = self.timed_steps = self.executions = self.epochs = self.validations = 0
+        self.first_steps, self.first_seconds = 0, 0.0
         self._started = False  # a train step ended in this run
         self._epoch_started = False  # a train step ended in this epoch
         self._begin = 0
@@ -177,15 +188,17 @@ class Clock(keras.callbacks.Callback):
     ) -> list[keras.callbacks.Callback]:
         """The callbacks to give `model.fit`: this clock, each of `callbacks` timed by its
         class name (History and ProgbarLogger, which Keras looks for by type, and tfpipe's
-        own are left as they are: "other callbacks"), Keras's progress bar timed when
-        `verbose` shows one, and the closing mark."""
+        own are left as they are: "other callbacks"; one of tfpipe's with a `report_name`,
+        e.g. `BACKUP_SAVES`, is timed under it), Keras's progress bar timed when `verbose`
+        shows one, and the closing mark."""
         timed: list[keras.callbacks.Callback] = [self]
         for callback in callbacks:
+            own = type(callback).__module__.startswith("tfpipe.")
+            name = getattr(callback, "report_name", None) if own else type(callback).__name__
             keep = isinstance(callback, keras.callbacks.History | keras.callbacks.ProgbarLogger)
-            if keep or type(callback).__module__.startswith("tfpipe."):
+            if keep or name is None:
                 timed.append(callback)
             else:
-                name = type(callback).__name__
                 self._timed.setdefault(name, callback)
                 timed.append(_Timed(callback, self.ledger, name))
         if verbose != 0 and not any(isinstance(c, keras.callbacks.ProgbarLogger) for c in timed):
@@ -209,6 +222,8 @@ class Clock(keras.callbacks.Callback):
             epochs=self.epochs,
             validations=self.validations,
             callbacks=dict(self._timed),
+            first_steps=self.first_steps,
+            first_seconds=self.first_seconds,
         )
 
     def _switch(self, part: str | None = None) -> None:
@@ -241,9 +256,13 @@ class Clock(keras.callbacks.Callback):
         )
         if not self._started or compiled:
             self.ledger.add(START_UP, seconds)
+            self.first_steps += steps
+            self.first_seconds += seconds
+        elif self.step_seconds is None:
+            self.ledger.add(STEPS_UNSPLIT if self._epoch_started else RESTARTS, seconds)
+            self.timed_steps += steps
         else:
-            compute = seconds if self.step_seconds is None else steps * self.step_seconds
-            compute = min(seconds, compute)
+            compute = min(seconds, steps * self.step_seconds)
             self.ledger.add(COMPUTE, compute)
             self.ledger.add(INPUT_WAIT if self._epoch_started else RESTARTS, seconds - compute)
             self.timed_steps += steps
