@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib
 import itertools
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,16 +23,48 @@ from apache_beam.metrics.metric import MetricsFilter
 import tfpipe
 import tfpipe.beam
 from tfpipe import cli
+from tfpipe.beam import _finish, _Plan, _write_shard
+from tfpipe.records.writer import WriteOptions, _ShardWriter, _writer_lock
 from tfpipe.synthetic import make_image_folder
 
 # One process: a DirectRunner with worker processes takes ~30 s to start (each imports
 # TensorFlow); `tfpipe write --runner direct` uses them, tested in test_pipeline_options.
 IN_PROCESS = ["--direct_running_mode=in_memory"]
+_X = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
 
 
 def _records(prefix: Path) -> list[bytes]:
+    return [r for shard in _shards(prefix) for r in shard]
+
+
+def _shards(prefix: Path) -> list[list[bytes]]:
+    """The records of each shard of a dataset, in order."""
     info = tfpipe.DatasetInfo.load(prefix)
-    return [r.numpy() for r in tf.data.TFRecordDataset([str(f) for f in info.files])]
+    return [list(tf.data.TFRecordDataset(str(f)).as_numpy_iterator()) for f in info.files]
+
+
+@dataclasses.dataclass
+class _OneUnreadable:
+    """A source whose example `bad` cannot be read (its file went away), the others as
+    `source` gives them."""
+
+    source: Any
+    bad: int
+
+    @property
+    def schema(self) -> tfpipe.Schema:
+        return self.source.schema
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if index == self.bad:
+            raise FileNotFoundError(f"{self.origin(index)} is gone")
+        return self.source[index]
+
+    def origin(self, index: int) -> str:
+        return self.source.origin(index)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +119,13 @@ def test_beam_output_is_globally_shuffled_and_read_unchanged(written: dict[str, 
     outcome="EncodeError naming the file, no metadata, no shard; re-run with on_error='skip': "
     "counted in the Beam counter and the metadata",
 )
+@pytest.mark.fault(
+    "an example a Beam write's source cannot give (source[i] raises FileNotFoundError), "
+    "with on_error='skip'",
+    reader="tfpipe.beam.ReadSource, WriteTFRecords",
+    outcome="skipped: counted in the Beam counter, listed in the metadata as write_tfrecords "
+    "lists it",
+)
 def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path) -> None:
     folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=10, size=(32, 32))
     broken = sorted((folder / "circle").iterdir())[4]
@@ -95,44 +136,202 @@ def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path
         tfpipe.beam.write_tfrecords(source, prefix, workers=1, args=IN_PROCESS)
     assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
 
-    write = tfpipe.beam.WriteTFRecords(prefix, source.schema, num_shards=3, on_error="skip")
+    # Example 16 cannot be read either; without shuffle the shards are write_tfrecords's.
+    unreadable = _OneUnreadable(source, 16)
+    write = tfpipe.beam.WriteTFRecords(
+        prefix, source.schema, num_shards=3, shuffle=False, on_error="skip"
+    )
     pipeline = beam.Pipeline(options=tfpipe.beam.pipeline_options("direct", IN_PROCESS, 1))
-    _ = pipeline | tfpipe.beam.ReadSource(source) | write
+    _ = pipeline | tfpipe.beam.ReadSource(unreadable) | write
     result = pipeline.run()
     result.wait_until_finish()
     counters = {
         c.key.metric.name: c.committed
         for c in result.metrics().query(MetricsFilter().with_namespace("tfpipe"))["counters"]
     }
-    assert counters == {"skipped_examples": 1, "encoded_examples": 19}
+    assert counters == {"skipped_examples": 2, "encoded_examples": 18}
     info = tfpipe.DatasetInfo.load(prefix)
-    assert info.num_examples == 19
-    assert [(s.origin, s.index) for s in info.skipped] == [(str(broken), 4)]
+    assert info.num_examples == 18
+    gone = unreadable.origin(16)
+    assert [(s.index, s.origin) for s in info.skipped] == [(4, str(broken)), (16, gone)]
+    assert "is gone" in info.skipped[1].error
+    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 2 of 20"):
+        local = tfpipe.write_tfrecords(
+            unreadable,
+            tmp_path / "local" / "train",
+            num_shards=3,
+            shuffle=False,
+            on_error="skip",
+            progress=False,
+        )
+    assert [(s.index, s.origin) for s in local.skipped] == [(4, str(broken)), (16, gone)]
+    assert info.skipped[1] == local.skipped[1]  # (PIL names a BytesIO object in the first)
+    # Indices 0-6, 7-12 and 13-19: as write_tfrecords cuts 20 positions, skipped ones too.
+    assert _shards(prefix) == _shards(tmp_path / "local" / "train")
     assert sorted(p.name for p in prefix.parent.iterdir()) == [
         *(f"train-0000{k}-of-00003.tfrecord" for k in range(3)),
         "train.json",
     ]
-    assert len(next(iter(tfpipe.read_tfrecords(prefix).batch(50)))["label"]) == 19
+    assert len(next(iter(tfpipe.read_tfrecords(prefix).batch(50)))["label"]) == 18
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a class index out of range of the source's classes, in a Beam worker process",
+    reader="tfpipe.beam.write_tfrecords",
+    outcome="EncodeError naming the example (read from the worker's traceback); no metadata",
+)
+def test_an_example_the_source_cannot_give_fails_the_run_naming_it(tmp_path: Path) -> None:
+    def schema(names: list[str]) -> tfpipe.Schema:
+        x = tfpipe.Tensor(shape=(), dtype="int64")
+        return tfpipe.Schema({"x": x, "label": tfpipe.ClassLabel(names=names)})
+
+    labels = np.array([0, 1] * 5)
+    labels[6] = 7
+    source = tfpipe.from_arrays({"x": np.arange(10), "label": labels}, schema(["cat", "dog"]))
+    # Written with the classes in another order, labels are matched by name as they are read.
+    with pytest.raises(
+        tfpipe.EncodeError,
+        match=r"^label: class index 7 is out of range \[0, 2\) of the source's classes in "
+        r"example 6 .*\(writing '.*train' with Beam\)$",
+    ):
+        tfpipe.beam.write_tfrecords(source, tmp_path / "train", schema(["dog", "cat"]), workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a source that raises an unexpected error (RuntimeError) in a Beam worker process",
+    reader="tfpipe.beam.write_tfrecords",
+    outcome="TfpipeError naming the prefix and the error (the worker's last exception line)",
+)
+def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(tmp_path: Path) -> None:
+    class Failing:  # defined here, so that it is pickled by value to the worker process
+        schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
+
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, index: int) -> dict[str, int]:
+            if index == 2:
+                raise RuntimeError("the disk went away")
+            return {"x": index}
+
+    with pytest.raises(tfpipe.TfpipeError) as raised:
+        tfpipe.beam.write_tfrecords(Failing(), tmp_path / "train", workers=1)
+    assert type(raised.value) is tfpipe.TfpipeError
+    assert str(raised.value).startswith(
+        f"the Beam pipeline writing {str(tmp_path / 'train')!r} failed: RuntimeError: the disk "
+        "went away"
+    )
+
+
+@pytest.mark.fault(
+    "two elements of a WriteTFRecords input share an index, in different bundles",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="EncodeError naming the index and both origins; no metadata",
+)
+def test_an_index_two_examples_share_fails_the_run(tmp_path: Path) -> None:
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
+    first = [tfpipe.beam.SourceExample(i, f"a{i}", {"x": i}) for i in range(5)]
+    second = [tfpipe.beam.SourceExample(i, f"b{i}", {"x": i}) for i in (3, 7)]
+    options = tfpipe.beam.pipeline_options("direct", IN_PROCESS, 1)
+    with (
+        pytest.raises(
+            tfpipe.EncodeError,
+            match=r"examples share an index: index 3 \(2 examples: '[ab]3', '[ab]3'\)\. ",
+        ),
+        beam.Pipeline(options=options) as pipeline,
+    ):
+        _ = (
+            (pipeline | "A" >> beam.Create(first), pipeline | "B" >> beam.Create(second))
+            | beam.Flatten()
+            | tfpipe.beam.WriteTFRecords(tmp_path / "train", schema)
+        )
+    assert not (tmp_path / "train.json").exists()
+
+
+def _two_shards(prefix: Path, first: int = 0) -> list[Any]:
+    """Shards 0 and 1 of 2, 3 records each ({"x": first} and {"x": first + 1}), under their
+    temporary names: what the shard writing step gives the last step."""
+    writer = _ShardWriter(prefix, [0, 1, 2], None, unique=True)
+    return [_write_shard(writer, k, [_X.encode({"x": first + k})] * 3) for k in range(2)]
 
 
 def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     """A runner retries a failed step with the same input: shards renamed by the first attempt
     are taken as they are, the metadata is saved again."""
-    from tfpipe.beam import _finish, _Plan
-    from tfpipe.records.writer import WriteOptions, _ShardWriter
-
-    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
     prefix = tmp_path / "train"
-    writer = _ShardWriter(prefix, [0, 1, 2], None, unique=True)
-    written = [(k, writer.write_whole(k, [schema.encode({"x": k})] * 3)) for k in range(2)]
-    plan, options = _Plan(2, 2**64, 6, 0), WriteOptions(workers=1)
-    first = _finish(written, [], plan, prefix, schema, options)
+    written = _two_shards(prefix)
+    plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
+    first = _finish(written, [], [], plan, prefix, _X, options)
     (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
-    again = _finish(written, [], plan, prefix, schema, options)
+    again = _finish(written, [], [], plan, prefix, _X, options)
     assert again.shards == first.shards == tfpipe.DatasetInfo.load(prefix).shards
     assert [s.num_examples for s in again.shards] == [3, 3]
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == [*(s.file for s in first.shards), "train.json"]
+
+
+@pytest.mark.fault(
+    "a shard whose temporary file is gone at a Beam write's last step, and a final file of the "
+    "same size with other records (a stale shard)",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="TfpipeError naming the prefix and the shard; nothing renamed, no metadata",
+)
+def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path: Path) -> None:
+    prefix = tmp_path / "train"
+    written = _two_shards(prefix)
+    stale = _two_shards(prefix, first=5)[0].entry  # {"x": 5}: as many bytes as {"x": 0}
+    _ShardWriter(prefix, [0, 1, 2], None).commit(0, stale)
+    (tmp_path / written[0].entry.file).unlink()
+    assert (tmp_path / "train-00000-of-00002.tfrecord").stat().st_size == stale.num_bytes
+    assert stale.num_bytes == written[0].entry.num_bytes
+    with pytest.raises(
+        tfpipe.TfpipeError,
+        match=r"'.*train'\): the temporary file of shard 0 \(.*\) is gone and "
+        r"train-00000-of-00002\.tfrecord does not hold its records",
+    ):
+        _finish(written, [], [], _Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+    assert (tmp_path / written[1].entry.file).exists()  # not renamed
+    assert not (tmp_path / "train.json").exists()
+
+
+@pytest.mark.fault(
+    "another write to the prefix finishes while a Beam write runs (its clean-up removes the "
+    "Beam write's temporary shards)",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="TfpipeError naming the prefix at the last step; the other write's dataset is "
+    "left whole",
+)
+def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> None:
+    prefix = tmp_path / "train"
+    written = _two_shards(prefix)
+    source = tfpipe.from_arrays({"x": np.arange(10, 16)}, _X)
+    other = tfpipe.write_tfrecords(source, prefix, num_shards=2, shuffle=False, progress=False)
+    with pytest.raises(tfpipe.TfpipeError, match="another write to this prefix ran meanwhile"):
+        _finish(written, [], [], _Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+    assert tfpipe.DatasetInfo.load(prefix).shards == other.shards
+    assert _records(prefix) == [_X.encode({"x": x}) for x in range(10, 16)]
+
+
+@pytest.mark.fault(
+    "a write_tfrecords holds the local prefix when a WriteTFRecords in a user's pipeline "
+    "reaches its last step",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="TfpipeError naming the prefix and the lock holder's pid; nothing renamed",
+)
+def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
+    prefix = tmp_path / "train"
+    written = _two_shards(prefix)
+    plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
+    with (
+        _writer_lock(prefix),
+        pytest.raises(tfpipe.TfpipeError, match=r"prefix '.*train' is being written by another"),
+    ):
+        _finish(written, [], [], plan, prefix, _X, options)
+    assert list(tmp_path.glob("train*")) == []
+    assert _finish(written, [], [], plan, prefix, _X, options).num_examples == 6
 
 
 @pytest.mark.fault(
@@ -141,18 +340,13 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     outcome="TfpipeError naming the prefix and both counts; no metadata",
 )
 def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path) -> None:
-    from tfpipe.beam import _finish, _Plan
-    from tfpipe.records.writer import WriteOptions, _ShardWriter
-
-    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
     prefix = tmp_path / "train"
-    writer = _ShardWriter(prefix, [0, 1, 2], None, unique=True)
-    written = [(k, writer.write_whole(k, [schema.encode({"x": k})] * 3)) for k in range(2)]
+    written = _two_shards(prefix)
     options = WriteOptions(workers=1)
     with pytest.raises(tfpipe.TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
-        _finish(written, [], _Plan(2, 2**64, 7, 0), prefix, schema, options)
+        _finish(written, [], [], _Plan(2, 7, 0), prefix, _X, options)
     with pytest.raises(tfpipe.TfpipeError, match=r"in shards \[0, 1\]"):
-        _finish(written, [], _Plan(1, 2**64, 6, 0), prefix, schema, options)
+        _finish(written, [], [], _Plan(1, 6, 0), prefix, _X, options)
     assert not (tmp_path / "train.json").exists()
 
 
@@ -197,7 +391,16 @@ def test_cli_writes_with_beam_and_passes_beam_options(
     info = tfpipe.DatasetInfo.load(out)
     assert (info.num_examples, info.shuffled) == (200, False)
     assert info.schema["image"].shape == (16, 16, 3)
-    assert [s.num_examples for s in info.shards] == [67, 67, 66]  # ranges of indices, in order
+    local = tfpipe.write_tfrecords(
+        tfpipe.from_directory(written["images"], image_shape=(16, 16, 3)),
+        tmp_path / "local" / "train",
+        info.schema,  # raw images, as --image-size stores them
+        num_shards=3,
+        shuffle=False,
+        progress=False,
+    )
+    assert [s.num_examples for s in local.shards] == [67, 66, 67]
+    assert _shards(out) == _shards(tmp_path / "local" / "train")  # the same shards, in order
     source = tfpipe.from_tfrecords(out)
     assert [int(source[i]["label"]) for i in range(200)] == [i // 50 for i in range(200)]
     assert "200 examples" in capsys.readouterr().out

@@ -9,14 +9,20 @@ cluster). An optional extra: `pip install 'tfpipe[beam]'`.
         encode (schema.encode, on the workers) ──▶ (key, record); key: a seeded hash
         examples and bytes ──▶ the number of shards (as write_tfrecords plans it)
         shard = key range ──GroupByKey──▶ records sorted by key ──▶ .<shard>.tmp-<token>
-        one last step: rename every shard, write <prefix>.json last, remove stale files
+        indices ──CombinePerKey──▶ any index two examples share
+        one last step (locked): rename every shard, write <prefix>.json last, remove stale files
 
 Shards are renamed only when every one of them is written, by one last step, so a failed
 run leaves hidden temporary files at most: no shard and no metadata that looks complete.
+That step renames a shard whose temporary file is gone (renamed by an earlier attempt of the
+step) only if the final file holds the same records (a digest): else another write removed it.
 """
 
 from __future__ import annotations
 
+import bisect
+import collections
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -24,10 +30,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample, tf_compression
 from tfpipe.records.writer import (
     _CHUNK,
     WriteOptions,
@@ -42,6 +49,7 @@ from tfpipe.records.writer import (
     check_num_shards,
     dataset_info,
     plan_shards,
+    shard_bounds,
 )
 from tfpipe.schema import Schema
 
@@ -71,6 +79,7 @@ RUNNERS = {
     "spark": "SparkRunner",
 }
 _SKIPPED = "skipped"
+_SHOWN_REPEATED = 3
 _KEY_SPACE = 2**64
 
 
@@ -78,7 +87,9 @@ _KEY_SPACE = 2**64
 class SourceExample:
     """One example of a source in a PCollection: `index` (a number unique in the dataset: its
     position in the source), `origin` (what names it in errors, e.g. "cats/017.jpg") and
-    `example` (a dict the schema encodes, e.g. {"image": "<path>", "label": 3}).
+    `example` (a dict the schema encodes, e.g. {"image": "<path>", "label": 3}). `error` says
+    why the source could not give it (then `example` is empty): `WriteTFRecords` raises it, or
+    skips the example with `on_error="skip"`.
 
     Examples:
         >>> SourceExample(17, "cats/017.jpg", {"image": "cats/017.jpg", "label": 0}).index
@@ -88,6 +99,7 @@ class SourceExample:
     index: int
     origin: str
     example: Mapping[str, Any]
+    error: str | None = None
 
 
 class _ReadRange(beam.DoFn):
@@ -103,7 +115,13 @@ class _ReadRange(beam.DoFn):
 
     def process(self, bounds: tuple[int, int]) -> Iterator[SourceExample]:
         for index in range(*bounds):
-            yield SourceExample(index, self.encoder.origin_of(index), self.encoder.read(index))
+            origin = self.encoder.origin_of(index)
+            try:
+                example = self.encoder.read(index)
+            except EncodeError as e:  # raised or skipped by WriteTFRecords, as on_error says
+                yield SourceExample(index, origin, {}, str(e))
+                continue
+            yield SourceExample(index, origin, example)
 
 
 class ReadSource(beam.PTransform):
@@ -112,7 +130,10 @@ class ReadSource(beam.PTransform):
     The indices are cut into ranges that the runner spreads over its workers; each worker
     reads its own examples (`source[i]`, with class labels matched to `schema` by name), and
     `WriteTFRecords` encodes them there: images are read where they are encoded. The source
-    is pickled once to each worker, so its files must be where the workers run.
+    is pickled once to each worker, so its files must be where the workers run. An example
+    the source cannot give (`source[i]` raises an OSError, ValueError, TypeError or
+    LookupError, or a class index out of range) comes with its `error`, for `WriteTFRecords`
+    to raise or skip.
 
     Examples:
         >>> with beam.Pipeline() as p:
@@ -160,7 +181,8 @@ class ReadSource(beam.PTransform):
 
 
 class _Batch:
-    """Elements of a PCollection as a source by their own indices, for `_Encoder`."""
+    """Elements of a PCollection as a source by their own indices, for `_Encoder`: those it
+    can encode (`readable`) and those the source could not give (`unreadable`)."""
 
     def __init__(self, elements: Sequence[Any]) -> None:
         self.by_index: dict[int, SourceExample] = {}
@@ -172,6 +194,8 @@ class _Batch:
                     f"two examples have the index {example.index} ({first.origin!r} and "
                     f"{example.origin!r}): each SourceExample needs an index of its own"
                 )
+        self.readable = [i for i, example in self.by_index.items() if example.error is None]
+        self.unreadable = [e for e in self.by_index.values() if e.error is not None]
 
     def __getitem__(self, index: int) -> Mapping[str, Any]:
         return self.by_index[index].example
@@ -211,14 +235,16 @@ class _Encode(beam.DoFn):
 
     def process(self, elements: Sequence[Any]) -> Iterator[Any]:
         batch = _Batch(elements)
-        encoder = _Encoder(
-            batch, self.schema, self.options.on_error == "skip", self.options.check_copies
-        )
-        indices = list(batch.by_index)
-        for index, result in zip(indices, encoder(np.asarray(indices)), strict=True):
+        skip = self.options.on_error == "skip"
+        for example in batch.unreadable:
+            if not skip:
+                raise EncodeError(example.error)
+            yield self._skip(SkippedExample(example.index, example.origin, str(example.error)))
+        encoder = _Encoder(batch, self.schema, skip, self.options.check_copies)
+        indices = batch.readable
+        for index, result in zip(indices, encoder(np.asarray(indices, np.int64)), strict=True):
             if isinstance(result, SkippedExample):
-                self.skipped.inc()
-                yield beam.pvalue.TaggedOutput(_SKIPPED, result)
+                yield self._skip(result)
                 continue
             self.encoded.inc()
             if self.options.shuffle:
@@ -227,33 +253,86 @@ class _Encode(beam.DoFn):
                 key = index
             yield key, result
 
+    def _skip(self, skipped: SkippedExample) -> Any:
+        self.skipped.inc()
+        return beam.pvalue.TaggedOutput(_SKIPPED, skipped)
+
 
 @dataclasses.dataclass(frozen=True)
 class _Plan:
-    """How records are cut into shards: shard = key * num_shards // key_space."""
+    """How records are cut into shards. With shuffle, by their keys (hashes): shard k holds the
+    k-th of `num_shards` equal ranges of [0, 2**64). Without, the key is the index and shard k
+    holds the indices [bounds[k], bounds[k + 1]): the positions `write_tfrecords` puts there."""
 
     num_shards: int
-    key_space: int
     num_records: int
     num_skipped: int
+    bounds: tuple[int, ...] | None = None
 
     def shard_of(self, key: int) -> int:
-        return key * self.num_shards // self.key_space
+        if self.bounds is None:
+            return key * self.num_shards // _KEY_SPACE
+        return bisect.bisect_right(self.bounds, key) - 1
 
 
-def _totals(values: Iterable[tuple[int, int, int]]) -> tuple[int, int, int]:
-    """Records, bytes and the largest key, over partial totals."""
-    records, size, largest = 0, 0, -1
-    for count, more, key in values:
-        records, size, largest = records + count, size + more, max(largest, key)
-    return records, size, largest
+def _totals(values: Iterable[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """Records, skipped examples, bytes and the largest index (the key without shuffle), over
+    partial totals."""
+    records, skipped, size, largest = 0, 0, 0, -1
+    for more, fewer, more_bytes, index in values:
+        records, skipped = records + more, skipped + fewer
+        size, largest = size + more_bytes, max(largest, index)
+    return records, skipped, size, largest
 
 
-def _plan(totals: tuple[int, int, int], skipped: int, options: WriteOptions) -> _Plan:
-    records, size, largest = totals
-    num_shards = options.num_shards or plan_shards(records, size)
-    key_space = _KEY_SPACE if options.shuffle else largest + 1
-    return _Plan(max(num_shards, 1), max(key_space, 1), records, skipped)
+def _plan(totals: tuple[int, int, int, int], options: WriteOptions) -> _Plan:
+    """The shards `write_tfrecords` plans for as many examples (skipped ones too) and bytes."""
+    records, skipped, size, largest = totals
+    examples = records + skipped
+    num_shards = max(
+        options.num_shards or plan_shards(examples, size / max(records, 1) * examples), 1
+    )
+    if options.shuffle:
+        return _Plan(num_shards, records, skipped)
+    bounds = tuple(shard_bounds(largest + 1, num_shards))
+    return _Plan(num_shards, records, skipped, bounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """A shard written under its temporary name (`entry.file`) and a digest of its records:
+    what the last step renames, and how it knows the shard once renamed."""
+
+    shard: int
+    entry: ShardInfo
+    digest: str
+
+
+def _hashed(records: Iterable[bytes], digest: Any) -> Iterator[bytes]:
+    """The records, each added to `digest` (its length, then its bytes) as it passes."""
+    for record in records:
+        digest.update(len(record).to_bytes(8, "little"))
+        digest.update(record)
+        yield record
+
+
+def _write_shard(writer: _ShardWriter, shard: int, records: Iterable[bytes]) -> _Written:
+    digest = hashlib.blake2b(digest_size=16)
+    entry = writer.write_whole(shard, _hashed(records, digest))
+    return _Written(shard, entry, digest.hexdigest())
+
+
+def _holds(path: fs.AnyPath, written: _Written, compression: str | None) -> bool:
+    """Whether the file at `path` holds the records of `written`, the same bytes in order."""
+    if not path.is_file() or path.stat().st_size != written.entry.num_bytes:
+        return False
+    digest = hashlib.blake2b(digest_size=16)
+    records = tf.data.TFRecordDataset(str(path), tf_compression(compression))
+    try:
+        collections.deque(_hashed(records.as_numpy_iterator(), digest), maxlen=0)
+    except tf.errors.OpError:  # not a TFRecord file (with this compression)
+        return False
+    return digest.hexdigest() == written.digest
 
 
 class _WriteShard(beam.DoFn):
@@ -266,56 +345,111 @@ class _WriteShard(beam.DoFn):
 
     def process(
         self, shard: tuple[int, Iterable[tuple[int, bytes]]], plan: _Plan
-    ) -> Iterator[tuple[int, ShardInfo]]:
+    ) -> Iterator[_Written]:
         index, keyed = shard
         writer = _ShardWriter(
             self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
         )
         records = (record for _, record in sorted(keyed, key=lambda pair: pair[0]))
-        yield index, writer.write_whole(index, records)
+        yield _write_shard(writer, index, records)
+
+
+_Uses = tuple[int, tuple[str, ...]]
+
+
+def _index_use(element: Any) -> tuple[int, _Uses]:
+    """An element's index, used once, by its origin."""
+    example = _as_source_example(element)
+    return example.index, (1, (example.origin,))
+
+
+def _merge_uses(uses: Iterable[_Uses]) -> _Uses:
+    """How many examples use an index, and the origins of the first two."""
+    count = 0
+    origins: tuple[str, ...] = ()
+    for more, names in uses:
+        count, origins = count + more, (*origins, *names)[:2]
+    return count, origins
 
 
 def _finish(
-    written: list[tuple[int, ShardInfo]],
+    written: list[_Written],
     skipped: list[SkippedExample],
+    repeated: list[tuple[int, _Uses]],
     plan: _Plan,
     path: fs.AnyPath,
     schema: Schema,
     options: WriteOptions,
+    lock: bool = True,
 ) -> DatasetInfo:
-    """The last step, once every shard is written: renames them in order, writes empty shards
-    for empty key ranges, saves the metadata last and removes stale files."""
+    """The last step, once every shard is written: checks that no two examples share an index
+    and that the shards hold every encoded record, then, holding the prefix's lock (when
+    `lock`, on a local prefix), renames the shards in order (empty ones are written for empty
+    key ranges), saves the metadata last and removes stale files."""
     total = plan.num_records + plan.num_skipped
     if total == 0:
         raise SourceError(f"WriteTFRecords({str(path)!r}) received no examples to write")
+    if repeated:
+        shown = "; ".join(
+            f"index {index} ({count} examples: {', '.join(map(repr, origins))})"
+            for index, (count, origins) in repeated
+        )
+        raise EncodeError(
+            f"WriteTFRecords({str(path)!r}): examples share an index: {shown}. Each "
+            "SourceExample needs an index of its own; no metadata was written"
+        )
     skipped = sorted(skipped, key=lambda s: s.index)
     check_not_all_skipped(skipped, total)
-    writer = _ShardWriter(path, list(range(plan.num_shards + 1)), options.compression, unique=True)
-    temporary = dict(written)
-    written_examples = sum(entry.num_examples for entry in temporary.values())
-    if set(temporary) - set(range(plan.num_shards)) or written_examples != plan.num_records:
+    by_shard = {item.shard: item for item in written}
+    written_examples = sum(item.entry.num_examples for item in written)
+    if set(by_shard) - set(range(plan.num_shards)) or written_examples != plan.num_records:
         raise TfpipeError(
             f"WriteTFRecords({str(path)!r}): the shards written hold {written_examples} "
-            f"examples in shards {sorted(temporary)}, but {plan.num_records} were encoded for "
+            f"examples in shards {sorted(by_shard)}, but {plan.num_records} were encoded for "
             f"shards 0..{plan.num_shards - 1}; no metadata was written"
         )
-    for shard in range(plan.num_shards):
-        entry = temporary.get(shard) or writer.write_whole(shard, [])
-        writer.shards.append(_commit_once(writer, shard, entry))
-    info = dataset_info(path, schema, writer.shards, skipped, options)
-    info.save()
-    writer.remove_stale(every_writer=True)
+    with _writer_lock(path) if lock else contextlib.nullcontext():
+        writer = _ShardWriter(
+            path, list(range(plan.num_shards + 1)), options.compression, unique=True
+        )
+        for shard in range(plan.num_shards):
+            if shard not in by_shard:
+                by_shard[shard] = _write_shard(writer, shard, [])
+        writer.shards += _commit(writer, path, by_shard, options.compression)
+        info = dataset_info(path, schema, writer.shards, skipped, options)
+        info.save()
+        writer.remove_stale(every_writer=True)
     return info
 
 
-def _commit_once(writer: _ShardWriter, shard: int, entry: ShardInfo) -> ShardInfo:
-    """`writer.commit`, or the shard an earlier attempt of this step renamed already (a runner
-    retries a failed step with the same input)."""
-    final = writer.final_path(shard)
-    renamed = not (writer.directory / entry.file).exists() and final.is_file()
-    if renamed and final.stat().st_size == entry.num_bytes:
-        return ShardInfo(final.name, entry.num_examples, entry.num_bytes)
-    return writer.commit(shard, entry)
+def _commit(
+    writer: _ShardWriter,
+    path: fs.AnyPath,
+    written: dict[int, _Written],
+    compression: str | None,
+) -> list[ShardInfo]:
+    """Renames every shard, in order, once all are known to be this write's. A shard whose
+    temporary file is gone must hold its records under its final name already: an earlier
+    attempt of this step renamed it (a runner retries a failed step with the same input).
+    Else another write to the prefix removed it, and nothing is renamed."""
+    renamed = {}
+    for shard, item in sorted(written.items()):
+        final = writer.final_path(shard)
+        if (writer.directory / item.entry.file).exists():
+            continue
+        if not _holds(final, item, compression):
+            raise TfpipeError(
+                f"WriteTFRecords({str(path)!r}): the temporary file of shard {shard} "
+                f"({item.entry.file}) is gone and {final.name} does not hold its records: "
+                "another write to this prefix ran meanwhile (a finished write removes the "
+                "temporary files it finds). This step renamed nothing and wrote no metadata; "
+                "write again, one write to a prefix at a time"
+            )
+        renamed[shard] = ShardInfo(final.name, item.entry.num_examples, item.entry.num_bytes)
+    return [
+        renamed.get(shard) or writer.commit(shard, item.entry)
+        for shard, item in sorted(written.items())
+    ]
 
 
 class WriteTFRecords(beam.PTransform):
@@ -328,10 +462,19 @@ class WriteTFRecords(beam.PTransform):
     of keys, sorted by key, so the shards in order are one global random order that no
     machine holds in memory (a shard's records are sorted in one worker's memory: ~128 MiB by
     default). It is not the permutation `write_tfrecords` draws for the same seed: the same
-    examples in another random order. With `shuffle=False` the order is by index.
+    examples in another random order. With `shuffle=False` the order is by index and the
+    shards are those `write_tfrecords` writes: shard k of n holds the indices
+    [round(k·N/n), round((k+1)·N/n)), N the largest index + 1.
 
     The output is one `DatasetInfo`, once the metadata is saved. Counters "tfpipe" /
-    "encoded_examples" and "skipped_examples" count examples in the runner's metrics.
+    "encoded_examples" and "skipped_examples" count examples in the runner's metrics. Two
+    examples with one index fail the run, naming both.
+
+    The last step holds a local prefix's lock (as `write_tfrecords` does) while it renames the
+    shards. A write to the prefix that finished meanwhile removed this one's temporary files:
+    the step then fails naming the prefix and leaves that write's dataset whole. On URLs
+    (`gs://`) there is no lock, and two last steps running at the same moment could mix their
+    shards: write a prefix from one run at a time.
 
     Examples:
         >>> with beam.Pipeline() as p:
@@ -348,15 +491,17 @@ class WriteTFRecords(beam.PTransform):
         shuffle: write the examples in a random global order. Defaults to True.
         seed: the seed of that order. Defaults to 0.
         compression: None or "gzip" (or "zlib"). Defaults to None.
-        on_error: "raise" fails the run at the first example that cannot be encoded, naming
-            it; "skip" leaves it out, counts it and lists it in the metadata. Defaults to
-            "raise".
+        on_error: "raise" fails the run at the first example that cannot be read or encoded,
+            naming it; "skip" leaves it out, counts it and lists it in the metadata. Defaults
+            to "raise".
         check_copies: decode each JPEG/PNG stored byte for byte once with TensorFlow's
             decoder, so that a corrupt file fails (or is skipped) here. Defaults to True.
 
     Raises:
-        EncodeError: (in the run) an example cannot be encoded, naming it, or every example
-            was skipped.
+        EncodeError: (in the run) an example cannot be read or encoded, naming it, two share
+            an index, or every example was skipped.
+        TfpipeError: (in the run) another write holds the local prefix, or removed this
+            write's temporary files.
     """
 
     def __init__(
@@ -380,6 +525,7 @@ class WriteTFRecords(beam.PTransform):
         if not isinstance(schema, Schema):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
         self.schema = schema
+        self._lock = True  # False: the caller holds the prefix's lock for the whole run
 
     def expand(self, examples: Any) -> Any:
         options = self.options
@@ -390,14 +536,20 @@ class WriteTFRecords(beam.PTransform):
             >> beam.ParDo(_Encode(self.schema, options)).with_outputs(_SKIPPED, main="records")
         )
         records, skipped = encoded.records, encoded[_SKIPPED]
-        totals = (
-            records
-            | "Sizes" >> beam.Map(lambda pair: (1, len(pair[1]), pair[0]))
-            | "Totals" >> beam.CombineGlobally(_totals)
-        )
-        num_skipped = skipped | "CountSkipped" >> beam.combiners.Count.Globally()
+        sizes = records | "Sizes" >> beam.Map(lambda pair: (1, 0, len(pair[1]), pair[0]))
+        skips = skipped | "SkipSizes" >> beam.Map(lambda skip: (0, 1, 0, skip.index))
         plan = beam.pvalue.AsSingleton(
-            totals | "Plan" >> beam.Map(_plan, beam.pvalue.AsSingleton(num_skipped), options)
+            (sizes, skips)
+            | "AllSizes" >> beam.Flatten()
+            | "Totals" >> beam.CombineGlobally(_totals)
+            | "Plan" >> beam.Map(_plan, options)
+        )
+        repeated = (
+            examples
+            | "Indices" >> beam.Map(_index_use)
+            | "CountIndices" >> beam.CombinePerKey(_merge_uses)
+            | "Repeated" >> beam.Filter(lambda use: use[1][0] > 1)
+            | "FirstRepeated" >> beam.combiners.Top.Smallest(_SHOWN_REPEATED)
         )
         written = (
             records
@@ -409,7 +561,16 @@ class WriteTFRecords(beam.PTransform):
             written
             | "AllShards" >> beam.combiners.ToList()
             | "Commit"
-            >> beam.Map(_finish, beam.pvalue.AsList(skipped), plan, self.path, self.schema, options)
+            >> beam.Map(
+                _finish,
+                beam.pvalue.AsList(skipped),
+                beam.pvalue.AsSingleton(repeated),
+                plan,
+                self.path,
+                self.schema,
+                options,
+                self._lock,
+            )
         )
 
 
@@ -498,6 +659,7 @@ def write_tfrecords(
     write = WriteTFRecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
+    write._lock = False  # held here, for the whole run
     check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(path):
@@ -515,12 +677,24 @@ def write_tfrecords(
 
 
 def _failure(error: Exception, path: fs.AnyPath) -> TfpipeError:
-    """A runner's error as tfpipe's: an EncodeError raised on a worker stays one (its message
-    naming the example); anything else names the prefix."""
-    text = str(error)
+    """A runner's error as tfpipe's: an EncodeError or SourceError raised on a worker stays one
+    (its message naming the example); anything else names the prefix and what was raised."""
+    name, message = _raised(error)
     for kind in (EncodeError, SourceError):
-        marker = f"{kind.__name__}: "
-        if marker in text:
-            message = text[text.rindex(marker) + len(marker) :].strip().splitlines()[0]
+        if name == kind.__name__:
             return kind(f"{message} (writing {str(path)!r} with Beam)")
-    return TfpipeError(f"the Beam pipeline writing {str(path)!r} failed: {text[:2000]}")
+    return TfpipeError(f"the Beam pipeline writing {str(path)!r} failed: {name}: {message[:2000]}")
+
+
+def _raised(error: Exception) -> tuple[str, str]:
+    """The type name and message of what a worker raised. Worker processes pass it on as the
+    text of their traceback: its last exception line ("tfpipe.errors.EncodeError: ...")."""
+    text = str(error)
+    marker = "Traceback (most recent call last):"
+    if marker in text:
+        tail = text[text.rindex(marker) + len(marker) :].splitlines()
+        raised = next((line for line in tail if line and not line[0].isspace()), "")
+        name, _, message = raised.partition(": ")
+        if name:
+            return name.rpartition(".")[2], message
+    return type(error).__name__, text

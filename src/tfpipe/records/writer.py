@@ -233,6 +233,12 @@ def plan_shards(num_examples: int, num_bytes: float) -> int:
     return max(math.ceil(num_bytes / TARGET_SHARD_BYTES), min(MIN_SHARDS, num_examples))
 
 
+def shard_bounds(total: int, num_shards: int) -> list[int]:
+    """Where each of `num_shards` shards of `total` positions of the order starts, and the end:
+    shard k holds positions [bounds[k], bounds[k + 1]), as even as can be."""
+    return [round(k * total / num_shards) for k in range(num_shards + 1)]
+
+
 class _ShardWriter:
     """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically.
 
@@ -574,8 +580,7 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
     sample = [len(r) for r in head if isinstance(r, bytes)]
     num_shards = options.num_shards or plan_shards(total, sum(sample) / max(len(sample), 1) * total)
-    bounds = [round(k * total / num_shards) for k in range(num_shards + 1)]
-    shards = _ShardWriter(path, bounds, options.compression)
+    shards = _ShardWriter(path, shard_bounds(total, num_shards), options.compression)
     skipped: list[SkippedExample] = []
     bar = tqdm(total=total, unit="ex", desc=f"writing {path.name}", disable=not options.progress)
     try:
