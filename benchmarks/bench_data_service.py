@@ -12,7 +12,11 @@ Pipeline (shuffle, batch 64, as_supervised) is read in-process and through the s
   rescaled in the model), each paired with the same input in-process.
 
 Throughput is timed within one pass (`first_batch_s` includes starting the service job:
-every epoch on the service starts one).
+every epoch on the service starts one). Each run also records `cpu_ms_per_batch`, the CPU time
+of all the process's threads per timed batch: worker, gRPC and trainer alike here, so the
+served cases show what the hop adds in CPU, a figure the other jobs on the machine disturb far
+less than the throughput. Throughput itself varied 2x between runs of the same case on this
+shared machine, hence 5 repeats.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def pipeline(prefix: str, served: bool, resize: bool, rescale: bool = True) -> d
         "examples_per_s": result.examples_per_s,
         "first_batch_s": result.first_batch_s,
         "batches": result.batches,
+        "cpu_ms_per_batch": 1000 * result.cpu_s / result.batches,
     }
 
 
@@ -107,6 +112,7 @@ def main() -> None:
                 )
             },
             extra=extra,
+            repeats=5,
         )
         raw_cases = {
             "Pipeline in-process, raw 128x128 float32 (baseline)": (pipeline, (raw, False, False)),
@@ -127,6 +133,7 @@ def main() -> None:
             baseline=names[0],
             pairs={names[1]: names[0], names[3]: names[2]},
             extra=extra,
+            repeats=5,
         )
 
 

@@ -85,6 +85,12 @@ def table(report: dict[str, Any]) -> str:
             for row in report["rows"]
         )
         lines.append(f"\nCPU time per run (user + system, median): {cpu}.")
+    if all("cpu_ms_per_batch" in r for row in report["rows"] for r in row["runs"]):
+        cpu = "; ".join(
+            f"*{row['case']}* {statistics.median(r['cpu_ms_per_batch'] for r in row['runs']):.1f}"
+            for row in report["rows"]
+        )
+        lines.append(f"\nCPU time per batch, all threads of the process (ms, median): {cpu}.")
     if "goal_s" in report["extra"]:  # a wall time goal, for the last case (bench_cli.py)
         seconds, goal = 1 / report["rows"][-1][report["metric"]], report["extra"]["goal_s"]
         lines.append(
