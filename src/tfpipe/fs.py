@@ -336,9 +336,12 @@ class _GFileReader:
 
     A GFile's own stream buffers 512 KiB, refilled by every read at a random offset: 125 µs
     for an 800-byte record on a local disk (measured), against 2-3 µs with a buffer the size
-    of the largest record (one fill per record). A seek past the buffer still costs the
-    stream a 1-byte probe read (TensorFlow's `RandomAccessInputStream::SkipNBytes`): on local
-    files that path reads at ~0.7x the speed of `os.pread`, which is why local paths use it.
+    of the largest record (one fill per record). TensorFlow's Python API has no read at an
+    offset: every seek past the buffer costs the stream a 1-byte probe read (TensorFlow's
+    `RandomAccessInputStream::SkipNBytes`) and the read copies the bytes twice more, ~1.7 µs
+    per record over `os.pread`, which is why local paths use `os.pread`.
+    `tf_record_random_reader` is no way around it: its RecordReader seeks a 16 MiB buffered
+    stream, refilled at every backward seek (~120 µs per record of an 8 MB shard).
     """
 
     def __init__(self, file: GPath, block: int) -> None:
