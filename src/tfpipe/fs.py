@@ -320,6 +320,10 @@ class RandomReader(Protocol):
 class _LocalReader:
     """`os.pread` on one descriptor: no seek, so threads share it."""
 
+    # Kept by the class: a source alive until the interpreter exits is closed after the
+    # module's globals (`os`) are gone.
+    _close = staticmethod(os.close)
+
     def __init__(self, file: Path) -> None:
         self._fd = os.open(file, os.O_RDONLY)
 
@@ -327,7 +331,7 @@ class _LocalReader:
         return os.pread(self._fd, size, offset)
 
     def close(self) -> None:
-        os.close(self._fd)
+        self._close(self._fd)
 
 
 class _GFileReader:
@@ -344,10 +348,12 @@ class _GFileReader:
     stream, refilled at every backward seek (~120 µs per record of an 8 MB shard).
     """
 
+    _new_local = threading.local  # kept by the class, as `_LocalReader._close`
+
     def __init__(self, file: GPath, block: int) -> None:
         self._file = file
         self._block = min(max(block, _MIN_BLOCK), _MAX_BLOCK)
-        self._local = threading.local()
+        self._local = self._new_local()
 
     def pread(self, size: int, offset: int) -> bytes:
         try:
@@ -361,7 +367,7 @@ class _GFileReader:
             raise _failed(str(self._file), "read", e) from e
 
     def close(self) -> None:
-        self._local = threading.local()  # the streams of every thread go with the old one
+        self._local = self._new_local()  # the streams of every thread go with the old one
 
 
 def random_reader(file: AnyPath, block: int) -> RandomReader:
