@@ -342,8 +342,9 @@ class _GFileReader:
     for an 800-byte record on a local disk (measured), against 2-3 µs with a buffer the size
     of the largest record (one fill per record). TensorFlow's Python API has no read at an
     offset: every seek past the buffer costs the stream a 1-byte probe read (TensorFlow's
-    `RandomAccessInputStream::SkipNBytes`) and the read copies the bytes twice more, ~1.7 µs
-    per record over `os.pread`, which is why local paths use `os.pread`.
+    `RandomAccessInputStream::SkipNBytes`) and the read copies the bytes twice more: 2.4 µs
+    per 3 KB record against 0.7 µs for `os.pread` (benchmarks/bench_filesystems.py), which is
+    why local paths use `os.pread`.
     `tf_record_random_reader` is no way around it: its RecordReader seeks a 16 MiB buffered
     stream, refilled at every backward seek (~120 µs per record of an 8 MB shard).
     """
