@@ -33,6 +33,8 @@ ORDER = (
 
 # `extra` entries of ratios measured in one process, the cases taking turns: what one ratio is.
 _TAKING_TURNS = {"_batch_by_batch": "each epoch", "_turn_by_turn": "each turn"}
+# `extra` entries of µs per record of reads timed outside the cases: the floor of one path.
+_PER_RECORD = "_us_per_record"
 
 
 def _figure(value: float) -> str:
@@ -116,6 +118,9 @@ def table(report: dict[str, Any]) -> str:
                     f"\n{name.replace('_', ' ')}, {case}, {unit}: "
                     f"{each}; median **{result['median']:.3f}**."
                 )
+        if name.endswith(_PER_RECORD):  # bare reads timed beside the cases (bench_filesystems)
+            each = ", ".join(f"*{case}* {us:.2f}" for case, us in by_case.items())
+            lines.append(f"\n{name[: -len(_PER_RECORD)].replace('_', ' ')}, µs per record: {each}.")
     return "\n".join(lines)
 
 

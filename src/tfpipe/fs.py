@@ -320,6 +320,10 @@ class RandomReader(Protocol):
 class _LocalReader:
     """`os.pread` on one descriptor: no seek, so threads share it."""
 
+    # Kept by the class: a source alive until the interpreter exits is closed after the
+    # module's globals (`os`) are gone.
+    _close = staticmethod(os.close)
+
     def __init__(self, file: Path) -> None:
         self._fd = os.open(file, os.O_RDONLY)
 
@@ -327,7 +331,7 @@ class _LocalReader:
         return os.pread(self._fd, size, offset)
 
     def close(self) -> None:
-        os.close(self._fd)
+        self._close(self._fd)
 
 
 class _GFileReader:
@@ -336,15 +340,21 @@ class _GFileReader:
 
     A GFile's own stream buffers 512 KiB, refilled by every read at a random offset: 125 µs
     for an 800-byte record on a local disk (measured), against 2-3 µs with a buffer the size
-    of the largest record (one fill per record). A seek past the buffer still costs the
-    stream a 1-byte probe read (TensorFlow's `RandomAccessInputStream::SkipNBytes`): on local
-    files that path reads at ~0.7x the speed of `os.pread`, which is why local paths use it.
+    of the largest record (one fill per record). TensorFlow's Python API has no read at an
+    offset: every seek past the buffer costs the stream a 1-byte probe read (TensorFlow's
+    `RandomAccessInputStream::SkipNBytes`) and the read copies the bytes twice more: 2.4 µs
+    per 3 KB record against 0.7 µs for `os.pread` (benchmarks/bench_filesystems.py), which is
+    why local paths use `os.pread`.
+    `tf_record_random_reader` is no way around it: its RecordReader seeks a 16 MiB buffered
+    stream, refilled at every backward seek (~120 µs per record of an 8 MB shard).
     """
+
+    _new_local = threading.local  # kept by the class, as `_LocalReader._close`
 
     def __init__(self, file: GPath, block: int) -> None:
         self._file = file
         self._block = min(max(block, _MIN_BLOCK), _MAX_BLOCK)
-        self._local = threading.local()
+        self._local = self._new_local()
 
     def pread(self, size: int, offset: int) -> bytes:
         try:
@@ -358,7 +368,7 @@ class _GFileReader:
             raise _failed(str(self._file), "read", e) from e
 
     def close(self) -> None:
-        self._local = threading.local()  # the streams of every thread go with the old one
+        self._local = self._new_local()  # the streams of every thread go with the old one
 
 
 def random_reader(file: AnyPath, block: int) -> RandomReader:

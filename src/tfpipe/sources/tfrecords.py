@@ -7,10 +7,10 @@ A TFRecord file is a sequence of frames::
 Scanning the frames once gives the byte offset of every record; the offsets are saved in an
 index file per shard (`out/.tfpipe-index/<shard>.idx`, or in a cache folder when the shard's
 folder is not writable), keyed by the shard's size and modification time so that a changed
-shard is indexed again. Records are then read with one `os.pread` each (a seek + read on a
-`tf.io.gfile.GFile` for URLs such as `gs://`), which makes a true global shuffle of TFRecords
-possible every epoch; each read verifies the frame's CRC-32C checksums (google-crc32c, a few
-µs for a 50 KB record).
+shard is indexed again. Records are then read with one `os.pread` each (a seek + read on
+TensorFlow's file stream for URLs such as `gs://`), which makes a true global shuffle of
+TFRecords possible every epoch; each read verifies the frame's CRC-32C checksums
+(google-crc32c, a few µs for a 50 KB record).
 """
 
 from __future__ import annotations
