@@ -20,39 +20,44 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
+from tfpipe import _gc
 
-from tfpipe import fs
-from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
-from tfpipe.records.writer import (
-    _CHUNK,
-    WriteOptions,
-    _check_prefix,
-    _check_source,
-    _Encoder,
-    _positive_int,
-    _ShardWriter,
-    _warn_skipped,
-    _writer_lock,
-    check_not_all_skipped,
-    check_num_shards,
-    dataset_info,
-    plan_shards,
-)
-from tfpipe.schema import Schema
+# A worker imports this module first, unpickling its first DoFn: TensorFlow loads here.
+with _gc.paused():
+    import numpy as np
 
-try:
-    import apache_beam as beam
-    from apache_beam.metrics import Metrics
-    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
-except ImportError as e:
-    raise ImportError(
-        "tfpipe.beam needs Apache Beam. You can install it via `pip install 'tfpipe[beam]'`."
-    ) from e
+    from tfpipe import fs
+    from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
+    from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+    from tfpipe.records.writer import (
+        _CHUNK,
+        WriteOptions,
+        _check_prefix,
+        _check_source,
+        _Encoder,
+        _positive_int,
+        _ShardWriter,
+        _warn_skipped,
+        _writer_lock,
+        check_not_all_skipped,
+        check_num_shards,
+        dataset_info,
+        plan_shards,
+    )
+    from tfpipe.schema import Schema
+
+    try:
+        import apache_beam as beam
+        from apache_beam.metrics import Metrics
+        from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+    except ImportError as e:
+        raise ImportError(
+            "tfpipe.beam needs Apache Beam. You can install it via `pip install 'tfpipe[beam]'`."
+        ) from e
 
 __all__ = [
     "ReadSource",
@@ -72,6 +77,11 @@ RUNNERS = {
 }
 _SKIPPED = "skipped"
 _KEY_SPACE = 2**64
+# The main module of a Python SDK worker process (DirectRunner processes, Dataflow, ...).
+_SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
+
+if getattr(sys.modules["__main__"].__spec__, "name", None) == _SDK_WORKER_MAIN:
+    _gc.freeze()  # a process that only runs Beam work: see tfpipe._gc
 
 
 @dataclasses.dataclass(frozen=True)
