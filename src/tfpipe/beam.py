@@ -2,7 +2,7 @@
 from as many workers as the runner has (DirectRunner here; Dataflow, Flink or Spark on a
 cluster). An optional extra: `pip install 'tfpipe[beam]'`.
 
-    ReadSource(source)     index ranges ──Reshuffle──▶ each worker reads its own examples
+    ReadSource(source)     index ranges, reshuffled ──▶ each worker reads its own examples
         │ SourceExample(index, origin, example)
         ▼
     WriteTFRecords(prefix, schema)
@@ -163,8 +163,7 @@ class ReadSource(beam.PTransform):
         ranges = [(start, min(start + size, total)) for start in range(0, total, size)]
         return (
             pbegin
-            | "Ranges" >> beam.Create(ranges)
-            | "Spread" >> beam.Reshuffle()
+            | "Ranges" >> beam.Create(ranges, reshuffle=True)  # spread over the workers
             | "Read" >> beam.ParDo(_ReadRange(self.source, self.schema))
         )
 
