@@ -1,5 +1,6 @@
 """The start of a Beam worker process: TensorFlow imported with the garbage collector paused,
-and the heap frozen in SDK worker processes only (never in a user's process)."""
+and the heap frozen in SDK worker processes only (never in a user's process); worker
+processes write what one process writes."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import gc
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("apache_beam")
 
+import tensorflow as tf
+
+import tfpipe
 import tfpipe.beam
 from tfpipe import _gc
+from tfpipe.synthetic import make_image_folder
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -42,3 +48,28 @@ def test_only_a_beam_sdk_worker_freezes_its_heap_on_import(
     importlib.import_module("tfpipe.beam")
     assert frozen == ([True] if main else [])
     assert gc.isenabled()
+
+
+@pytest.mark.slow
+def test_worker_processes_write_the_same_shards_as_one_process(tmp_path: Path) -> None:
+    folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=20, size=(16, 16))
+    source = tfpipe.from_directory(folder, image_shape=(16, 16, 3))
+    infos = {
+        mode: tfpipe.beam.write_tfrecords(
+            source,
+            tmp_path / mode / "train",
+            workers=2 if mode == "processes" else 1,
+            args=[] if mode == "processes" else ["--direct_running_mode=in_memory"],
+        )
+        for mode in ("processes", "in_memory")
+    }
+    # Examples compared parsed: a process may serialize the features map in another order.
+    shards = {
+        mode: [
+            [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(f))]
+            for f in info.files
+        ]
+        for mode, info in infos.items()
+    }
+    assert infos["processes"].num_examples == sum(map(len, shards["processes"])) == 40
+    assert shards["processes"] == shards["in_memory"]
