@@ -14,9 +14,10 @@ Issue 2, section 8. On 256x256 JPEGs (6 class folders):
   disk holds N images): it should stay flat, since the writer only keeps a bounded window.
 
 Issue 14: the same resize written by `tfpipe.beam.write_tfrecords` on the DirectRunner with 2
-worker processes, against `write_tfrecords` with 2 workers (goal >= 0.5x, run by run). Where
-its time goes: the start-up of the runner (2 processes that each import TensorFlow and Beam,
-measured by a run of 32 examples first) and the write itself.
+worker processes, against `write_tfrecords` with 2 workers (goal >= 0.5x, run by run). The
+timed Beam run starts its 2 worker processes again, as every run does: `startup_s` is the time
+of a 32-example run (the runner's start-up, mostly the workers' import of Beam and TensorFlow);
+docs/guides/beam.md breaks one run down stage by stage.
 """
 
 from __future__ import annotations

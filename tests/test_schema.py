@@ -222,3 +222,12 @@ def test_images_stored_at_the_requested_size_are_not_resized(batched: bool) -> N
 
     assert resize_ops((8, 6)) == []
     assert resize_ops((4, 3)) != []
+
+
+def test_encoded_bytes_do_not_depend_on_the_process() -> None:
+    # A protobuf map serializes in its hash order, which differs from process to process: the
+    # features map is written sorted by name, so the same example gives the same bytes anywhere.
+    names = [f"f{i}" for i in range(12)]
+    schema = tfpipe.Schema({name: tfpipe.Tensor(shape=(), dtype="int64") for name in names})
+    data = schema.encode({name: i for i, name in enumerate(names)})
+    assert data == tf.train.Example.FromString(data).SerializeToString(deterministic=True)

@@ -2,7 +2,7 @@
 from as many workers as the runner has (DirectRunner here; Dataflow, Flink or Spark on a
 cluster). An optional extra: `pip install 'tfpipe[beam]'`.
 
-    ReadSource(source)     index ranges ──Reshuffle──▶ each worker reads its own examples
+    ReadSource(source)     index ranges, reshuffled ──▶ each worker reads its own examples
         │ SourceExample(index, origin, example)
         ▼
     WriteTFRecords(prefix, schema)
@@ -26,41 +26,46 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
+from tfpipe import _gc
 
-from tfpipe import fs
-from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample, tf_compression
-from tfpipe.records.writer import (
-    _CHUNK,
-    WriteOptions,
-    _check_prefix,
-    _check_source,
-    _Encoder,
-    _positive_int,
-    _ShardWriter,
-    _warn_skipped,
-    _writer_lock,
-    check_not_all_skipped,
-    check_num_shards,
-    dataset_info,
-    plan_shards,
-    shard_bounds,
-)
-from tfpipe.schema import Schema
+# A worker imports this module first, unpickling its first DoFn: TensorFlow loads here.
+with _gc.paused():
+    import numpy as np
+    import tensorflow as tf
 
-try:
-    import apache_beam as beam
-    from apache_beam.metrics import Metrics
-    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
-except ImportError as e:
-    raise ImportError(
-        "tfpipe.beam needs Apache Beam. You can install it via `pip install 'tfpipe[beam]'`."
-    ) from e
+    from tfpipe import fs
+    from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
+    from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample, tf_compression
+    from tfpipe.records.writer import (
+        _CHUNK,
+        WriteOptions,
+        _check_prefix,
+        _check_source,
+        _Encoder,
+        _positive_int,
+        _ShardWriter,
+        _warn_skipped,
+        _writer_lock,
+        check_not_all_skipped,
+        check_num_shards,
+        dataset_info,
+        plan_shards,
+        shard_bounds,
+    )
+    from tfpipe.schema import Schema
+
+    try:
+        import apache_beam as beam
+        from apache_beam.metrics import Metrics
+        from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+    except ImportError as e:
+        raise ImportError(
+            "tfpipe.beam needs Apache Beam. You can install it via `pip install 'tfpipe[beam]'`."
+        ) from e
 
 __all__ = [
     "ReadSource",
@@ -81,6 +86,11 @@ RUNNERS = {
 _SKIPPED = "skipped"
 _SHOWN_REPEATED = 3
 _KEY_SPACE = 2**64
+# The main module of a Python SDK worker process (DirectRunner processes, Dataflow, ...).
+_SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
+
+if getattr(sys.modules["__main__"].__spec__, "name", None) == _SDK_WORKER_MAIN:
+    _gc.freeze()  # a process that only runs Beam work: see tfpipe._gc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,8 +184,7 @@ class ReadSource(beam.PTransform):
         ranges = [(start, min(start + size, total)) for start in range(0, total, size)]
         return (
             pbegin
-            | "Ranges" >> beam.Create(ranges)
-            | "Spread" >> beam.Reshuffle()
+            | "Ranges" >> beam.Create(ranges, reshuffle=True)  # spread over the workers
             | "Read" >> beam.ParDo(_ReadRange(self.source, self.schema))
         )
 

@@ -160,7 +160,7 @@ class Schema(Mapping[str, Feature]):
                 feature.encode_into(example[name], entries[name])
             except (TypeError, ValueError, OSError) as e:
                 raise EncodeError(f"{name}: {e} in {_where(where)}") from e
-        return proto.SerializeToString()
+        return proto.SerializeToString(deterministic=True)  # map keys sorted: same bytes anywhere
 
     def stored(self, serialized: bytes, *, where: Where = "record") -> dict[str, Any]:
         """The stored values of one serialized example (bytes for images, ints for labels).
