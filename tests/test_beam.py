@@ -39,8 +39,11 @@ def _records(prefix: Path) -> list[bytes]:
 
 def _shards(prefix: Path) -> list[list[bytes]]:
     """The records of each shard of a dataset, in order."""
-    info = tfpipe.DatasetInfo.load(prefix)
-    return [list(tf.data.TFRecordDataset(str(f)).as_numpy_iterator()) for f in info.files]
+    return [_file_records(f) for f in tfpipe.DatasetInfo.load(prefix).files]
+
+
+def _file_records(path: Path) -> list[bytes]:
+    return list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
 
 
 @dataclasses.dataclass
@@ -251,18 +254,31 @@ def test_an_index_two_examples_share_fails_the_run(tmp_path: Path) -> None:
     assert not (tmp_path / "train.json").exists()
 
 
-def _two_shards(prefix: Path, first: int = 0) -> list[Any]:
-    """Shards 0 and 1 of 2, 3 records each ({"x": first} and {"x": first + 1}), under their
+def _temporary_shards(prefix: Path, first: int = 0, count: int = 2) -> list[Any]:
+    """Every shard of `count` (2), 3 records each ({"x": first + k} in shard k), under their
     temporary names: what the shard writing step gives the last step."""
-    writer = _ShardWriter(prefix, [0, 1, 2], None, unique=True)
-    return [_write_shard(writer, k, [_X.encode({"x": first + k})] * 3) for k in range(2)]
+    return [_temporary_shard(prefix, k, count, first + k) for k in range(count)]
+
+
+def _temporary_shard(prefix: Path, shard: int, count: int, x: int) -> Any:
+    """Shard `shard` of `count`, 3 records {"x": x}, under its temporary name."""
+    writer = _ShardWriter(prefix, list(range(count + 1)), None, unique=True)
+    return _write_shard(writer, shard, [_X.encode({"x": x})] * 3)
+
+
+def _in_the_way(prefix: Path, shard: int, count: int) -> Path:
+    """A directory where shard `shard`'s final file goes: renaming that shard fails."""
+    final = _ShardWriter(prefix, list(range(count + 1)), None).final_path(shard)
+    final.unlink(missing_ok=True)
+    final.mkdir()
+    return final
 
 
 def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     """A runner retries a failed step with the same input: shards renamed by the first attempt
     are taken as they are, the metadata is saved again."""
     prefix = tmp_path / "train"
-    written = _two_shards(prefix)
+    written = _temporary_shards(prefix)
     plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
     first = _finish(written, [], [], plan, prefix, _X, options)
     (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
@@ -273,6 +289,49 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     assert files == [*(s.file for s in first.shards), "train.json"]
 
 
+def test_a_retry_of_the_last_step_renames_what_the_first_attempt_left(tmp_path: Path) -> None:
+    """The first attempt renamed shard 0 and failed at shard 1: the retry takes shard 0 as
+    renamed (its records), renames shards 1 and 2 and saves the metadata."""
+    prefix = tmp_path / "train"
+    written = _temporary_shards(prefix, count=3)
+    plan, options = _Plan(3, 9, 0), WriteOptions(workers=1)
+    blocked = _in_the_way(prefix, 1, 3)
+    with pytest.raises(IsADirectoryError):
+        _finish(written, [], [], plan, prefix, _X, options)
+    assert not (tmp_path / written[0].entry.file).exists()  # renamed
+    assert (tmp_path / written[1].entry.file).exists()  # not yet
+    blocked.rmdir()
+    info = _finish(written, [], [], plan, prefix, _X, options)
+    assert info == tfpipe.DatasetInfo.load(prefix)
+    assert [s.num_examples for s in info.shards] == [3, 3, 3]
+    assert _shards(prefix) == [[_X.encode({"x": k})] * 3 for k in range(3)]
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == [*(s.file for s in info.shards), "train.json"]
+
+
+@pytest.mark.fault(
+    "a write to the prefix finishes while a Beam write writes its shards (its clean-up removes "
+    "the Beam write's temporary shard 0, whose records its own shard 0 holds), then the Beam "
+    "write's last step stops after renaming some shards",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="the other write's metadata is removed before the first rename: no metadata "
+    "describes the mixed shards",
+)
+def test_the_last_step_removes_old_metadata_even_with_shard_0_renamed(tmp_path: Path) -> None:
+    prefix = tmp_path / "train"
+    first = _temporary_shard(prefix, 0, 3, 0)
+    source = tfpipe.from_arrays({"x": np.array([0, 0, 0, 5, 5, 5, 6, 6, 6])}, _X)
+    tfpipe.write_tfrecords(source, prefix, num_shards=3, shuffle=False, progress=False)
+    assert not (tmp_path / first.entry.file).exists()  # removed by that write's clean-up
+    written = [first, *(_temporary_shard(prefix, k, 3, k) for k in (1, 2))]
+    _in_the_way(prefix, 2, 3)  # the step stops after renaming shard 1 (as if killed)
+    with pytest.raises(IsADirectoryError):
+        _finish(written, [], [], _Plan(3, 9, 0), prefix, _X, WriteOptions(workers=1))
+    final = _ShardWriter(prefix, [0, 1, 2, 3], None).final_path(1)
+    assert _file_records(final) == [_X.encode({"x": 1})] * 3  # the Beam write's, over the other's
+    assert not (tmp_path / "train.json").exists()
+
+
 @pytest.mark.fault(
     "a shard whose temporary file is gone at a Beam write's last step, and a final file of the "
     "same size with other records (a stale shard)",
@@ -281,8 +340,8 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
 )
 def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
-    written = _two_shards(prefix)
-    stale = _two_shards(prefix, first=5)[0].entry  # {"x": 5}: as many bytes as {"x": 0}
+    written = _temporary_shards(prefix)
+    stale = _temporary_shards(prefix, first=5)[0].entry  # {"x": 5}: as many bytes as {"x": 0}
     _ShardWriter(prefix, [0, 1, 2], None).commit(0, stale)
     (tmp_path / written[0].entry.file).unlink()
     assert (tmp_path / "train-00000-of-00002.tfrecord").stat().st_size == stale.num_bytes
@@ -306,7 +365,7 @@ def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path:
 )
 def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
-    written = _two_shards(prefix)
+    written = _temporary_shards(prefix)
     source = tfpipe.from_arrays({"x": np.arange(10, 16)}, _X)
     other = tfpipe.write_tfrecords(source, prefix, num_shards=2, shuffle=False, progress=False)
     with pytest.raises(tfpipe.TfpipeError, match="another write to this prefix ran meanwhile"):
@@ -323,7 +382,7 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
 )
 def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
-    written = _two_shards(prefix)
+    written = _temporary_shards(prefix)
     plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
     with (
         _writer_lock(prefix),
@@ -341,7 +400,7 @@ def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
 )
 def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
-    written = _two_shards(prefix)
+    written = _temporary_shards(prefix)
     options = WriteOptions(workers=1)
     with pytest.raises(tfpipe.TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
         _finish(written, [], [], _Plan(2, 7, 0), prefix, _X, options)

@@ -39,7 +39,13 @@ with _gc.paused():
 
     from tfpipe import fs
     from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-    from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample, tf_compression
+    from tfpipe.info import (
+        DatasetInfo,
+        ShardInfo,
+        SkippedExample,
+        metadata_path,
+        tf_compression,
+    )
     from tfpipe.records.writer import (
         _CHUNK,
         WriteOptions,
@@ -440,7 +446,9 @@ def _commit(
     """Renames every shard, in order, once all are known to be this write's. A shard whose
     temporary file is gone must hold its records under its final name already: an earlier
     attempt of this step renamed it (a runner retries a failed step with the same input).
-    Else another write to the prefix removed it, and nothing is renamed."""
+    Else another write to the prefix removed it, and nothing is renamed. The metadata of an
+    earlier write goes before the first rename, even when no shard is left to rename: from
+    there on it would describe a mix of its shards and this write's."""
     renamed = {}
     for shard, item in sorted(written.items()):
         final = writer.final_path(shard)
@@ -455,6 +463,7 @@ def _commit(
                 "write again, one write to a prefix at a time"
             )
         renamed[shard] = ShardInfo(final.name, item.entry.num_examples, item.entry.num_bytes)
+    metadata_path(path).unlink(missing_ok=True)
     return [
         renamed.get(shard) or writer.commit(shard, item.entry)
         for shard, item in sorted(written.items())
