@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import itertools
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -252,6 +253,31 @@ def test_an_index_two_examples_share_fails_the_run(tmp_path: Path) -> None:
             | tfpipe.beam.WriteTFRecords(tmp_path / "train", schema)
         )
     assert not (tmp_path / "train.json").exists()
+
+
+@pytest.mark.fault(
+    'a SourceExample whose index is negative, not an int (1.5, "3") or a bool, fed to '
+    "WriteTFRecords by a user's pipeline",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="EncodeError naming the index and the example's origin; no shard -1",
+)
+@pytest.mark.parametrize("index", [-1, 1.5, "3", True, np.float64(2)])
+def test_an_index_that_is_not_an_int_from_0_fails_naming_the_example(index: Any) -> None:
+    example = tfpipe.beam.SourceExample(index, "cats/017.jpg", {"x": 1})
+    encode = tfpipe.beam._Encode(_X, WriteOptions(shuffle=False, workers=1))
+    expected = rf"int >= 0 .* Received: index={re.escape(repr(index))} .* in 'cats/017\.jpg'$"
+    with pytest.raises(tfpipe.EncodeError, match=expected):
+        list(encode.process([example]))
+    with pytest.raises(tfpipe.EncodeError, match=expected):
+        tfpipe.beam._index_use(example)
+
+
+def test_numpy_indices_are_taken_as_ints() -> None:
+    examples = [tfpipe.beam.SourceExample(np.int64(k), f"a{k}", {"x": k}) for k in (1, 0)]
+    encode = tfpipe.beam._Encode(_X, WriteOptions(shuffle=False, workers=1))
+    assert list(encode.process(examples)) == [(1, _X.encode({"x": 1})), (0, _X.encode({"x": 0}))]
+    index, _ = tfpipe.beam._index_use(examples[0])
+    assert type(index) is int  # counted by key with the int 1 of any other example
 
 
 def _temporary_shards(prefix: Path, first: int = 0, count: int = 2) -> list[Any]:

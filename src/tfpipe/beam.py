@@ -101,8 +101,8 @@ if getattr(sys.modules["__main__"].__spec__, "name", None) == _SDK_WORKER_MAIN:
 
 @dataclasses.dataclass(frozen=True)
 class SourceExample:
-    """One example of a source in a PCollection: `index` (a number unique in the dataset: its
-    position in the source), `origin` (what names it in errors, e.g. "cats/017.jpg") and
+    """One example of a source in a PCollection: `index` (an int >= 0 unique in the dataset:
+    its position in the source), `origin` (what names it in errors, e.g. "cats/017.jpg") and
     `example` (a dict the schema encodes, e.g. {"image": "<path>", "label": 3}). `error` says
     why the source could not give it (then `example` is empty): `WriteTFRecords` raises it, or
     skips the example with `on_error="skip"`.
@@ -200,15 +200,8 @@ class _Batch:
     can encode (`readable`) and those the source could not give (`unreadable`)."""
 
     def __init__(self, elements: Sequence[Any]) -> None:
-        self.by_index: dict[int, SourceExample] = {}
-        for element in elements:
-            example = _as_source_example(element)
-            first = self.by_index.setdefault(example.index, example)
-            if first is not example:
-                raise EncodeError(
-                    f"two examples have the index {example.index} ({first.origin!r} and "
-                    f"{example.origin!r}): each SourceExample needs an index of its own"
-                )
+        # Two examples with one index keep one here; the last step fails the run, naming both.
+        self.by_index = {e.index: e for e in map(_as_source_example, elements)}
         self.readable = [i for i, example in self.by_index.items() if example.error is None]
         self.unreadable = [e for e in self.by_index.values() if e.error is not None]
 
@@ -220,12 +213,21 @@ class _Batch:
 
 
 def _as_source_example(element: Any) -> SourceExample:
-    if isinstance(element, SourceExample):
-        return element
-    raise EncodeError(
-        "WriteTFRecords writes SourceExample(index, origin, example) elements (what ReadSource "
-        f"gives). Received: {type(element).__name__} {str(element)[:80]}"
-    )
+    """The element, checked: a SourceExample whose index is an int >= 0 (a NumPy one becomes
+    an int, as the indices' count by key needs)."""
+    if not isinstance(element, SourceExample):
+        raise EncodeError(
+            "WriteTFRecords writes SourceExample(index, origin, example) elements (what "
+            f"ReadSource gives). Received: {type(element).__name__} {str(element)[:80]}"
+        )
+    index = element.index
+    if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
+        raise EncodeError(
+            "WriteTFRecords needs the index of each SourceExample to be an int >= 0 (its "
+            f"position in the dataset). Received: index={index!r} ({type(index).__name__}) "
+            f"in {element.origin!r}"
+        )
+    return element if type(index) is int else dataclasses.replace(element, index=int(index))
 
 
 def shuffle_key(seed: int, index: int, origin: str) -> int:
