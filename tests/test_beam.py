@@ -230,6 +230,36 @@ def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(tmp_path: 
     )
 
 
+def _worker_error(last_line: str) -> RuntimeError:
+    """A runner's error carrying a worker's traceback text, as the DirectRunner's processes
+    pass it on."""
+    return RuntimeError(
+        "Pipeline failed: Traceback (most recent call last):\n"
+        '  File "worker.py", line 1, in process\n    raise error\n'
+        f"{last_line}\n"
+    )
+
+
+@pytest.mark.fault(
+    "another library's exception class named EncodeError or SourceError, raised in a Beam "
+    "worker process",
+    reader="tfpipe.beam.write_tfrecords",
+    outcome="TfpipeError naming the prefix and the other class by its module, never tfpipe's "
+    "EncodeError",
+)
+def test_only_tfpipes_own_errors_from_a_worker_keep_their_type() -> None:
+    path = Path("out/train")
+    ours = tfpipe.beam._failure(_worker_error("tfpipe.errors.EncodeError: x: bad in 4"), path)
+    assert type(ours) is tfpipe.EncodeError
+    assert str(ours) == "x: bad in 4 (writing 'out/train' with Beam)"
+    source = tfpipe.beam._failure(_worker_error("tfpipe.errors.SourceError: empty"), path)
+    assert type(source) is tfpipe.SourceError
+    for name in ("otherlib.errors.EncodeError", "SourceError", "otherlib.SourceError"):
+        other = tfpipe.beam._failure(_worker_error(f"{name}: not ours"), path)
+        assert type(other) is tfpipe.TfpipeError
+        assert str(other).endswith(f"'out/train' failed: {name}: not ours")
+
+
 @pytest.mark.fault(
     "two elements of a WriteTFRecords input share an index, in different bundles",
     reader="tfpipe.beam.WriteTFRecords",

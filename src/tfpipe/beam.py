@@ -701,14 +701,15 @@ def _failure(error: Exception, path: fs.AnyPath) -> TfpipeError:
     (its message naming the example); anything else names the prefix and what was raised."""
     name, message = _raised(error)
     for kind in (EncodeError, SourceError):
-        if name == kind.__name__:
+        if name == _qualified(kind):
             return kind(f"{message} (writing {str(path)!r} with Beam)")
     return TfpipeError(f"the Beam pipeline writing {str(path)!r} failed: {name}: {message[:2000]}")
 
 
 def _raised(error: Exception) -> tuple[str, str]:
-    """The type name and message of what a worker raised. Worker processes pass it on as the
-    text of their traceback: its last exception line ("tfpipe.errors.EncodeError: ...")."""
+    """The qualified type name and message of what a worker raised. Worker processes pass it
+    on as the text of their traceback: its last exception line ("tfpipe.errors.EncodeError:
+    ..."), that names a type as `_qualified` does."""
     text = str(error)
     marker = "Traceback (most recent call last):"
     if marker in text:
@@ -716,5 +717,13 @@ def _raised(error: Exception) -> tuple[str, str]:
         raised = next((line for line in tail if line and not line[0].isspace()), "")
         name, _, message = raised.partition(": ")
         if name:
-            return name.rpartition(".")[2], message
-    return type(error).__name__, text
+            return name, message
+    return _qualified(type(error)), text
+
+
+def _qualified(kind: type) -> str:
+    """A type's name as a traceback shows it: with its module, unless built in or __main__'s
+    (so another library's EncodeError is never taken for tfpipe's)."""
+    if kind.__module__ in ("builtins", "__main__"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
