@@ -48,6 +48,22 @@ def test_only_a_beam_sdk_worker_freezes_its_heap_on_import(
     assert gc.isenabled()
 
 
+@pytest.mark.parametrize("main", ["missing", "not a module"])
+def test_a_host_without_a_main_module_imports_tfpipe_beam(
+    main: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frozen: list[bool] = []
+    monkeypatch.setattr(_gc, "freeze", lambda: frozen.append(True))
+    if main == "missing":
+        monkeypatch.delitem(sys.modules, "__main__")
+    else:
+        monkeypatch.setitem(sys.modules, "__main__", object())
+    monkeypatch.setattr(tfpipe, "beam", tfpipe.beam)
+    monkeypatch.delitem(sys.modules, "tfpipe.beam")
+    assert importlib.import_module("tfpipe.beam").WriteTFRecords
+    assert frozen == []
+
+
 @pytest.mark.slow
 def test_worker_processes_write_the_same_shards_as_one_process(tmp_path: Path) -> None:
     folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=20, size=(16, 16))

@@ -95,7 +95,15 @@ _KEY_SPACE = 2**64
 # The main module of a Python SDK worker process (DirectRunner processes, Dataflow, ...).
 _SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
 
-if getattr(sys.modules["__main__"].__spec__, "name", None) == _SDK_WORKER_MAIN:
+
+def _in_sdk_worker() -> bool:
+    """Whether this process is a Beam SDK worker (a host may have no __main__ module, or an
+    object without `__spec__` there)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == _SDK_WORKER_MAIN
+
+
+if _in_sdk_worker():
     _gc.freeze()  # a process that only runs Beam work: see tfpipe._gc
 
 
