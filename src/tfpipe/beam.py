@@ -301,8 +301,9 @@ class _Plan:
 
 
 def _totals(values: Iterable[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
-    """Records, skipped examples, bytes and the largest index (the key without shuffle), over
-    partial totals."""
+    """Records, skipped examples, bytes and the largest key, over partial totals. Without
+    shuffle the key is the index, and `_plan` cuts [0, largest] into shards; with shuffle it
+    is a hash (or a skipped example's index), and unused."""
     records, skipped, size, largest = 0, 0, 0, -1
     for more, fewer, more_bytes, index in values:
         records, skipped = records + more, skipped + fewer
@@ -490,9 +491,11 @@ class WriteTFRecords(beam.PTransform):
     of keys, sorted by key, so the shards in order are one global random order that no
     machine holds in memory (a shard's records are sorted in one worker's memory: ~128 MiB by
     default). It is not the permutation `write_tfrecords` draws for the same seed: the same
-    examples in another random order. With `shuffle=False` the order is by index and the
-    shards are those `write_tfrecords` writes: shard k of n holds the indices
-    [round(k·N/n), round((k+1)·N/n)), N the largest index + 1.
+    examples in another random order. With `shuffle=False` the order is by index: shard k of
+    n holds the indices [round(k·N/n), round((k+1)·N/n)), N the largest index + 1. With the
+    same `num_shards` these are the shards `write_tfrecords` writes (the default count can
+    differ above ~128 MiB: Beam measures every record, `write_tfrecords` its first 32); indices
+    with gaps can leave shards empty.
 
     The output is one `DatasetInfo`, once the metadata is saved. Counters "tfpipe" /
     "encoded_examples" and "skipped_examples" count examples in the runner's metrics. Two
