@@ -133,8 +133,21 @@ class Folder:
 
 
 def is_folder(directory: fs.AnyPath) -> bool:
-    """Whether `directory` holds a TFDS `dataset_info.json`."""
-    return (directory / INFO_FILE).is_file()
+    """Whether `directory` holds a TFDS `dataset_info.json`: one that lists its `splits` (a
+    list; other tools' files of that name, such as Hugging Face's, keep them in a mapping or
+    have none), or that is not a JSON object at all (`load` names the fault)."""
+    path = directory / INFO_FILE
+    if not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return True
+    return not isinstance(data, dict) or _lists_splits(data)
+
+
+def _lists_splits(info: Mapping[str, Any]) -> bool:
+    return isinstance(info.get("splits"), list)
 
 
 def load(directory: fs.AnyPath) -> Folder:
@@ -388,9 +401,10 @@ def check_writable(
     into `directory`, so that a refused write leaves the folder as it was.
 
     Raises:
-        ValueError: compression is not None, or `split` is not a TFDS split name.
+        ValueError: compression is not None, or `split` is not a TFDS split name (or is
+            "dataset_info" or "features": its tfpipe metadata would replace TFDS's file).
         SchemaError: a feature has no TFDS counterpart, the folder's `features.json`
-            describes other features, or its `dataset_info.json` is not valid.
+            describes other features, or its `dataset_info.json` is not valid or not TFDS's.
     """
     if compression is not None:
         raise ValueError(
@@ -402,9 +416,21 @@ def check_writable(
             f"tfds_compatible=True: the prefix's name {split!r} is the TFDS split name, which "
             "takes letters, digits and underscores only; write to a prefix such as out/train"
         )
+    if f"{split}.json" in (INFO_FILE, FEATURES_FILE):
+        raise ValueError(
+            f"tfds_compatible=True: the prefix {str(directory / split)!r} names the split "
+            f"{split!r}, whose tfpipe metadata file {split}.json is also the name of a TFDS "
+            "metadata file of the folder, so one would replace the other; write to a prefix "
+            "with another name, such as out/train"
+        )
     _check_features(directory, split, _features_json(schema))
-    if (directory / INFO_FILE).is_file():
-        _read_json(directory / INFO_FILE)
+    info_path = directory / INFO_FILE
+    if info_path.is_file() and not _lists_splits(_read_json(info_path)):
+        raise SchemaError(
+            f"{str(info_path)!r} is not a TFDS dataset_info.json (it lists no splits; another "
+            f"tool's?), and a tfds_compatible=True write to {str(directory / split)!r} would "
+            "replace it; write into another folder"
+        )
 
 
 def _check_features(directory: fs.AnyPath, split: str, features: dict[str, Any]) -> None:

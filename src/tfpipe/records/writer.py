@@ -538,7 +538,8 @@ def write_tfrecords(
         SourceError: the source is empty or not indexable.
         SchemaError: there is no schema, or its class labels cannot be matched by name to the
             source's (listing both); with `tfds_compatible`, the folder's `features.json`
-            describes other features (refused before anything is written).
+            describes other features, or its `dataset_info.json` is another tool's (refused
+            before anything is written).
         TfpipeError: another write to the same local prefix is running (naming its pid).
         DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
