@@ -453,20 +453,30 @@ def test_a_write_with_other_features_is_refused_before_writing(tmp_path: Path) -
 
 
 @pytest.mark.fault(
-    "tfds_compatible write to a prefix named dataset_info or features (TFDS's own file names)",
+    "write to a prefix named dataset_info or features (TFDS's own file names), tfds_compatible "
+    "or into a TFDS folder",
     reader="write_tfrecords",
-    outcome="ValueError naming the prefix before anything is written",
+    outcome="ValueError naming the prefix before anything is written; also without "
+    "tfds_compatible into a TFDS folder",
 )
-def test_a_split_named_like_a_tfds_file_is_refused_before_writing(tmp_path: Path) -> None:
+def test_a_split_named_like_a_tfds_file_is_refused_before_writing(
+    tfds_folder: Path, tmp_path: Path
+) -> None:
     numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, tfpipe.Schema({"x": tfpipe.Tensor()}))
     for name in ("dataset_info", "features"):
         prefix = tmp_path / name / name
-        message = rf"prefix '{prefix}' names the split '{name}', whose tfpipe metadata file"
+        message = rf"prefix '{prefix}' would write tfpipe's metadata to {name}.json, where"
         with pytest.raises(ValueError, match=message):
             tfpipe.write_tfrecords(
                 numbers, prefix, num_shards=1, progress=False, tfds_compatible=True
             )
         assert not prefix.parent.exists()
+        before = _contents(tfds_folder)  # a plain write into a TFDS folder: refused as well
+        with pytest.raises(ValueError, match=rf"{name}.json, which describes the TFDS dataset"):
+            tfpipe.write_tfrecords(numbers, tfds_folder / name, num_shards=1, progress=False)
+        assert _contents(tfds_folder) == before
+    tfpipe.write_tfrecords(numbers, tmp_path / "dataset_info", num_shards=1, progress=False)
+    assert len(tfpipe.read_tfrecords(tmp_path)) == 3  # in another folder, the name is free
 
 
 def _tfds() -> Any:

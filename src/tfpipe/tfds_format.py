@@ -416,13 +416,7 @@ def check_writable(
             f"tfds_compatible=True: the prefix's name {split!r} is the TFDS split name, which "
             "takes letters, digits and underscores only; write to a prefix such as out/train"
         )
-    if f"{split}.json" in (INFO_FILE, FEATURES_FILE):
-        raise ValueError(
-            f"tfds_compatible=True: the prefix {str(directory / split)!r} names the split "
-            f"{split!r}, whose tfpipe metadata file {split}.json is also the name of a TFDS "
-            "metadata file of the folder, so one would replace the other; write to a prefix "
-            "with another name, such as out/train"
-        )
+    check_metadata_name(directory, split, tfds_compatible=True)
     _check_features(directory, split, _features_json(schema))
     info_path = directory / INFO_FILE
     if info_path.is_file() and not _lists_splits(_read_json(info_path)):
@@ -430,6 +424,30 @@ def check_writable(
             f"{str(info_path)!r} is not a TFDS dataset_info.json (it lists no splits; another "
             f"tool's?), and a tfds_compatible=True write to {str(directory / split)!r} would "
             "replace it; write into another folder"
+        )
+
+
+def check_metadata_name(directory: fs.AnyPath, split: str, *, tfds_compatible: bool) -> None:
+    """Raises when the tfpipe metadata file of the prefix `<directory>/<split>` would replace
+    a TFDS metadata file: a prefix named "dataset_info" or "features", written with
+    `tfds_compatible` or into a TFDS folder.
+
+    Raises:
+        ValueError: naming the prefix and the file it would replace.
+    """
+    metadata = f"{split}.json"
+    if metadata not in (INFO_FILE, FEATURES_FILE):
+        return
+    if tfds_compatible or is_folder(directory):
+        holder = (
+            "where tfds_compatible=True writes TFDS's own"
+            if tfds_compatible
+            else f"which describes the TFDS dataset {str(directory)!r}"
+        )
+        raise ValueError(
+            f"the prefix {str(directory / split)!r} would write tfpipe's metadata to "
+            f"{metadata}, {holder}: one would replace the other. Write to a prefix with "
+            "another name, such as out/train"
         )
 
 
