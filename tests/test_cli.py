@@ -166,6 +166,30 @@ def test_inspect_records_written_by_plain_tensorflow(
         assert re.search(line, report), line
 
 
+@pytest.mark.fault(
+    "a TFRecord file without metadata whose data is damaged after the records sampled for "
+    "its schema",
+    reader="tfpipe inspect",
+    outcome="exit 2, one line naming the record and file; never a count",
+)
+def test_inspect_names_a_damaged_record_past_the_sampled_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "plain.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(150):  # infer_schema samples 100: record 120 is only read to count
+            feature = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=[i]))}
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
+    damaged = bytearray(path.read_bytes())
+    frame = len(damaged) // 150  # a float is 4 bytes: every record is as long
+    damaged[120 * frame + 16] ^= 0xFF  # a byte of record 120's data: its frame header is whole
+    path.write_bytes(bytes(damaged))
+    assert main(["inspect", str(path)]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "inspect", "record 120 of", str(path))
+
+
 @pytest.mark.parametrize(
     ("argv", "fragments"),
     [

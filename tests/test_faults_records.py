@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import tfpipe
+from tfpipe.frames import scan_offsets
 from tfpipe.records.reader import locate
-from tfpipe.sources.tfrecords import scan_offsets
 
 SCHEMA = tfpipe.Schema(
     {"id": tfpipe.Tensor(shape=(), dtype="int64"), "label": tfpipe.ClassLabel(num_classes=3)}

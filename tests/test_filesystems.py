@@ -18,8 +18,8 @@ import tensorflow as tf
 import tfpipe
 from tfpipe import fs
 from tfpipe.cli import main
+from tfpipe.frames import scan_offsets
 from tfpipe.records.writer import _ShardWriter
-from tfpipe.sources.tfrecords import scan_offsets
 
 N = 40
 

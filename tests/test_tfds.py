@@ -226,6 +226,31 @@ def test_a_glob_over_several_splits_is_never_merged(tfds_folder: Path, tmp_path:
     assert len(tfpipe.read_tfrecords(both)) == 6
 
 
+HUGGING_FACE_INFO = {  # the shape of a Hugging Face `datasets` dataset_info.json
+    "description": "numbers",
+    "features": {"x": {"dtype": "float32", "_type": "Value"}},
+    "splits": {"train": {"name": "train", "num_bytes": 36, "num_examples": 3}},
+}
+
+
+def test_another_tools_dataset_info_json_is_not_tfds(tmp_path: Path) -> None:
+    schema = tfpipe.Schema({"x": tfpipe.Tensor()})
+    numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, schema)
+    tfpipe.write_tfrecords(numbers, tmp_path / "train", num_shards=2, progress=False)
+    info_file = tmp_path / "dataset_info.json"
+    for info in (HUGGING_FACE_INFO, {"description": "numbers", "features": {}}):
+        info_file.write_text(json.dumps(info))
+        for path in (tmp_path / "train", f"{tmp_path}/*.tfrecord", tmp_path):
+            assert len(tfpipe.read_tfrecords(path)) == 3
+        assert len(tfpipe.from_tfrecords(tmp_path, split="train")) == 3
+        before = _contents(tmp_path)
+        with pytest.raises(tfpipe.SchemaError, match=r"dataset_info.json' is not a TFDS data"):
+            tfpipe.write_tfrecords(
+                numbers, tmp_path / "test", num_shards=1, progress=False, tfds_compatible=True
+            )
+        assert _contents(tmp_path) == before
+
+
 @pytest.mark.fault(
     "dataset_info.json (or features.json) of a TFDS folder passed as the path",
     reader="read_tfrecords, from_tfrecords, DatasetInfo.load",
@@ -425,6 +450,33 @@ def test_a_write_with_other_features_is_refused_before_writing(tmp_path: Path) -
                 tfds_compatible=True,
             )
         assert _contents(tmp_path) == before
+
+
+@pytest.mark.fault(
+    "write to a prefix named dataset_info or features (TFDS's own file names), tfds_compatible "
+    "or into a TFDS folder",
+    reader="write_tfrecords",
+    outcome="ValueError naming the prefix before anything is written; also without "
+    "tfds_compatible into a TFDS folder",
+)
+def test_a_split_named_like_a_tfds_file_is_refused_before_writing(
+    tfds_folder: Path, tmp_path: Path
+) -> None:
+    numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, tfpipe.Schema({"x": tfpipe.Tensor()}))
+    for name in ("dataset_info", "features"):
+        prefix = tmp_path / name / name
+        message = rf"prefix '{prefix}' would write tfpipe's metadata to {name}.json, where"
+        with pytest.raises(ValueError, match=message):
+            tfpipe.write_tfrecords(
+                numbers, prefix, num_shards=1, progress=False, tfds_compatible=True
+            )
+        assert not prefix.parent.exists()
+        before = _contents(tfds_folder)  # a plain write into a TFDS folder: refused as well
+        with pytest.raises(ValueError, match=rf"{name}.json, which describes the TFDS dataset"):
+            tfpipe.write_tfrecords(numbers, tfds_folder / name, num_shards=1, progress=False)
+        assert _contents(tfds_folder) == before
+    tfpipe.write_tfrecords(numbers, tmp_path / "dataset_info", num_shards=1, progress=False)
+    assert len(tfpipe.read_tfrecords(tmp_path)) == 3  # in another folder, the name is free
 
 
 def _tfds() -> Any:

@@ -133,8 +133,21 @@ class Folder:
 
 
 def is_folder(directory: fs.AnyPath) -> bool:
-    """Whether `directory` holds a TFDS `dataset_info.json`."""
-    return (directory / INFO_FILE).is_file()
+    """Whether `directory` holds a TFDS `dataset_info.json`: one that lists its `splits` (a
+    list; other tools' files of that name, such as Hugging Face's, keep them in a mapping or
+    have none), or that is not a JSON object at all (`load` names the fault)."""
+    path = directory / INFO_FILE
+    if not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return True
+    return not isinstance(data, dict) or _lists_splits(data)
+
+
+def _lists_splits(info: Mapping[str, Any]) -> bool:
+    return isinstance(info.get("splits"), list)
 
 
 def load(directory: fs.AnyPath) -> Folder:
@@ -388,9 +401,10 @@ def check_writable(
     into `directory`, so that a refused write leaves the folder as it was.
 
     Raises:
-        ValueError: compression is not None, or `split` is not a TFDS split name.
+        ValueError: compression is not None, or `split` is not a TFDS split name (or is
+            "dataset_info" or "features": its tfpipe metadata would replace TFDS's file).
         SchemaError: a feature has no TFDS counterpart, the folder's `features.json`
-            describes other features, or its `dataset_info.json` is not valid.
+            describes other features, or its `dataset_info.json` is not valid or not TFDS's.
     """
     if compression is not None:
         raise ValueError(
@@ -402,9 +416,39 @@ def check_writable(
             f"tfds_compatible=True: the prefix's name {split!r} is the TFDS split name, which "
             "takes letters, digits and underscores only; write to a prefix such as out/train"
         )
+    check_metadata_name(directory, split, tfds_compatible=True)
     _check_features(directory, split, _features_json(schema))
-    if (directory / INFO_FILE).is_file():
-        _read_json(directory / INFO_FILE)
+    info_path = directory / INFO_FILE
+    if info_path.is_file() and not _lists_splits(_read_json(info_path)):
+        raise SchemaError(
+            f"{str(info_path)!r} is not a TFDS dataset_info.json (it lists no splits; another "
+            f"tool's?), and a tfds_compatible=True write to {str(directory / split)!r} would "
+            "replace it; write into another folder"
+        )
+
+
+def check_metadata_name(directory: fs.AnyPath, split: str, *, tfds_compatible: bool) -> None:
+    """Raises when the tfpipe metadata file of the prefix `<directory>/<split>` would replace
+    a TFDS metadata file: a prefix named "dataset_info" or "features", written with
+    `tfds_compatible` or into a TFDS folder.
+
+    Raises:
+        ValueError: naming the prefix and the file it would replace.
+    """
+    metadata = f"{split}.json"
+    if metadata not in (INFO_FILE, FEATURES_FILE):
+        return
+    if tfds_compatible or is_folder(directory):
+        holder = (
+            "where tfds_compatible=True writes TFDS's own"
+            if tfds_compatible
+            else f"which describes the TFDS dataset {str(directory)!r}"
+        )
+        raise ValueError(
+            f"the prefix {str(directory / split)!r} would write tfpipe's metadata to "
+            f"{metadata}, {holder}: one would replace the other. Write to a prefix with "
+            "another name, such as out/train"
+        )
 
 
 def _check_features(directory: fs.AnyPath, split: str, features: dict[str, Any]) -> None:

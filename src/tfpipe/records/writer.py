@@ -538,7 +538,10 @@ def write_tfrecords(
         SourceError: the source is empty or not indexable.
         SchemaError: there is no schema, or its class labels cannot be matched by name to the
             source's (listing both); with `tfds_compatible`, the folder's `features.json`
-            describes other features (refused before anything is written).
+            describes other features, or its `dataset_info.json` is another tool's (refused
+            before anything is written).
+        ValueError: the prefix is named "dataset_info" or "features" and written with
+            `tfds_compatible` or into a TFDS folder (its metadata would replace TFDS's).
         TfpipeError: another write to the same local prefix is running (naming its pid).
         DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
@@ -549,6 +552,8 @@ def write_tfrecords(
     path = _check_prefix(prefix)
     if tfds_compatible:
         tfds_format.check_writable(path.parent, path.name, schema, options.compression)
+    else:
+        tfds_format.check_metadata_name(path.parent, path.name, tfds_compatible=False)
     check_num_shards(options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(path):
