@@ -297,15 +297,16 @@ def fit(
                 max_seconds=INPUT_PROBE_SECONDS,
             )
             stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
+        per_step = (
+            distributed.global_batch_size
+            if distributed is not None
+            else _examples_per_step(train, size)
+        )
         history.report = FitReport.build(
             input_alone=input_alone,
             model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
-            achieved_examples_per_s=(
-                distributed.global_batch_size
-                if distributed is not None
-                else _examples_per_step(train, size)
-            )
-            / (timings.step_seconds or math.nan),  # None: no step ran
+            # None: no step was timed (none ran, or only the first execution).
+            achieved_examples_per_s=per_step / step if (step := timings.step_seconds) else None,
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,
