@@ -585,3 +585,39 @@ def test_mirrored_strategy_uses_each_example_once_per_epoch(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "OK" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        # Resuming from a backup saved at the very end of training: no step runs.
+        ({"epochs": 1, "initial_epoch": 1}, "no train step ran"),
+        # One batch: the only execution is the first, whose time is mostly tracing.
+        ({"epochs": 1}, "only the first execution ran"),
+    ],
+)
+def test_a_run_without_timed_steps_claims_no_verdict(kwargs: dict[str, Any], why: str) -> None:
+    history = tfpipe.fit(tiny_cnn(), arrays_dataset(count=8), verbose=0, **kwargs)
+    report = history.report
+    assert report.verdict == "unknown", why
+    assert report.achieved_examples_per_s is None and report.input_wait_fraction is None
+    assert "no train step was timed" in report.advice[0]
+    text = str(report)
+    assert "nan" not in text and "verdict: unknown" in text
+    assert "achieved in fit  not measured" in text
+
+
+def test_report_without_an_achieved_rate_under_replicas_claims_no_verdict() -> None:
+    # Several replicas: the model alone is not timed either; the advice must not divide by
+    # an achieved rate that does not exist.
+    report = tfpipe.FitReport.build(
+        input_alone=Throughput(900.0, 28.1, 0.4, 50, 1600),
+        model_examples_per_s=None,
+        achieved_examples_per_s=None,
+        input_kind="Pipeline",
+        batch_size=32,
+        steps_per_execution=1,
+        steps_per_execution_chosen=False,
+    )
+    assert (report.verdict, report.input_wait_fraction) == ("unknown", None)
+    assert report.advice[0].startswith("no train step was timed") and "nan" not in str(report)

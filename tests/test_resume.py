@@ -244,6 +244,38 @@ def test_backup_from_other_input_is_refused(tmp_path: Path) -> None:
     assert not list(backup.iterdir())  # removed once every epoch is trained
 
 
+class _InterruptSecondEpoch(_Interrupt):
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self.epoch == 1:
+            super().on_train_batch_end(batch, logs)
+
+
+@pytest.mark.fault(
+    "resumed with fewer epochs than the backup has trained already",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="ValueError naming epochs and the backup's position; model and backups untouched",
+)
+def test_backup_past_the_epochs_asked_is_refused(tmp_path: Path) -> None:
+    backup = tmp_path / "backup"
+    with pytest.raises(_Preempted):
+        tfpipe.fit(_model(), _pipeline(), epochs=3, backup_dir=backup, save_every=3,
+                   callbacks=[_InterruptSecondEpoch()], report=False, verbose=0)  # fmt: skip
+    saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
+    assert (saved["epoch"], saved["batch"]) == (1, 5)
+    model = _model()
+    weights = [w.copy() for w in model.get_weights()]
+    message = r"epochs=1, but the backup backup-000000000015 .* 1 epoch\(s\) and 5 batch"
+    with pytest.raises(ValueError, match=message + r".*Pass epochs=2 or more"):
+        tfpipe.fit(model, _pipeline(), epochs=1, backup_dir=backup, report=False, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))
+    assert [p.name for p in backup.iterdir()] == ["backup-000000000015"]  # kept
+    history = tfpipe.fit(model, _pipeline(), epochs=2, backup_dir=backup, report=False, verbose=0)
+    assert len(history.history["loss"]) == 1 and not list(backup.iterdir())
+
+
 def test_backup_needs_a_resumable_input(tmp_path: Path) -> None:
     dataset = tf.data.Dataset.from_tensor_slices((np.ones((8, 1)), np.zeros(8))).batch(4)
     with pytest.raises(ValueError, match="data is a tf\\.data input"):

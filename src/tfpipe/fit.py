@@ -155,8 +155,9 @@ def fit(
             call again after a kill loads the newest one and goes on at the next batch of the
             same epoch, with the batches an uninterrupted run has (`Pipeline.start_at`); a
             backup made with other data, batch size or seed is refused, naming the
-            difference. Needs a seeded Pipeline, path (seed 0) or source, or a
-            `SequenceLoader(seed=...)`, and no `steps_per_epoch`. The backups are removed
+            difference, and one past `epochs` with a ValueError. Needs a seeded Pipeline,
+            path (seed 0) or source, or a `SequenceLoader(seed=...)`, and no
+            `steps_per_epoch`. The backups are removed
             when every epoch is trained. Under a multi-worker strategy the position counts
             global steps and only the chief's backup is kept: give every worker the same
             folder on shared storage; a backup made with another number of workers is
@@ -297,15 +298,16 @@ def fit(
                 max_seconds=INPUT_PROBE_SECONDS,
             )
             stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
+        per_step = (
+            distributed.global_batch_size
+            if distributed is not None
+            else _examples_per_step(train, size)
+        )
         history.report = FitReport.build(
             input_alone=input_alone,
             model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
-            achieved_examples_per_s=(
-                distributed.global_batch_size
-                if distributed is not None
-                else _examples_per_step(train, size)
-            )
-            / (timings.step_seconds or math.nan),  # None: no step ran
+            # None: no step was timed (none ran, or only the first execution).
+            achieved_examples_per_s=per_step / step if (step := timings.step_seconds) else None,
             input_kind=train.kind,
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,

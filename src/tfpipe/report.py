@@ -57,6 +57,11 @@ _SERVICE = (
     "--dispatcher DISPATCHER:5050 --host WORKER` on each machine with spare CPUs, and train on "
     "tfpipe.Pipeline(...).distribute('grpc://DISPATCHER:5050')"
 )
+_NOT_TIMED = (
+    "no train step was timed (none ran, or only the first execution, whose time is mostly "
+    "tracing), so fit's rate, the input wait and the verdict are unknown: train for more "
+    "steps (more epochs, or more batches per epoch) to measure them"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,15 +90,19 @@ class FitReport:
             execution (tracing and start-up), validation, callbacks and the host's work
             between steps (all in `breakdown`); the restart of an input at each epoch counts.
             Examples are counted per step as an epoch's examples over its steps when both are
-            known (a short last batch counts as what it holds), else as `batch_size`.
+            known (a short last batch counts as what it holds), else as `batch_size`. None when
+            no train step was timed: none ran (e.g. resumed at the last epoch), or only the
+            first execution, whose time is mostly tracing.
         input_wait_fraction: share of the train steps' time lost to the input,
             `1 - achieved / model` clipped to [0, 1]; `breakdown` gives it in seconds. An estimate
-            from short probes, not a measured wait. None when not measured (no model rate).
+            from short probes, not a measured wait. None when not measured (no model rate, or
+            no achieved rate).
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
             input alone is less than 1.5x as fast as the model (an input with little headroom
             is likely to fall behind when it shares the CPU with training), else
-            "compute-bound"; "unknown" when the input wait was not measured (the advice then
-            compares the input alone with what fit achieved). A rule over the estimates above,
+            "compute-bound"; "unknown" when the input wait was not measured (without a model
+            rate the advice then compares the input alone with what fit achieved; without an
+            achieved rate it says that no train step was timed). A rule over the estimates above,
             not a proof: near the thresholds, repeated runs can disagree.
         advice: suggested next steps, built from the numbers above, then what `fit` decided
             and why (e.g. that `steps_per_execution` stayed 1 for an epoch of unknown length).
@@ -124,7 +133,7 @@ class FitReport:
 
     input_examples_per_s: float
     model_examples_per_s: float | None
-    achieved_examples_per_s: float
+    achieved_examples_per_s: float | None
     input_wait_fraction: float | None
     verdict: str
     advice: tuple[str, ...]
@@ -145,7 +154,7 @@ class FitReport:
         *,
         input_alone: Throughput,
         model_examples_per_s: float | None,
-        achieved_examples_per_s: float,
+        achieved_examples_per_s: float | None,
         input_kind: str,
         batch_size: int,
         steps_per_execution: int,
@@ -167,6 +176,8 @@ class FitReport:
         why, e.g. why `steps_per_execution` stayed 1) end the advice. Without
         `model_examples_per_s` (the model alone not timed) the input wait is not measured: the
         verdict is "unknown", and the advice compares the input alone with what fit achieved.
+        Without `achieved_examples_per_s` (no train step timed) the verdict is "unknown" too,
+        and the advice says why.
 
         Examples:
             >>> from tfpipe.bench import Throughput
@@ -186,7 +197,9 @@ class FitReport:
         else:
             decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
             speedups = _SPEEDUPS
-        if model_examples_per_s is None:
+        if achieved_examples_per_s is None:
+            wait, verdict, advice = None, "unknown", [_NOT_TIMED]
+        elif model_examples_per_s is None:
             wait, verdict = None, "unknown"
             advice = _unmeasured(input_alone.examples_per_s, achieved_examples_per_s, decode_less)
         else:
@@ -259,6 +272,8 @@ class FitReport:
             + (
                 f"{self.input_wait_fraction:>12.0%} of the train steps' time"
                 if self.input_wait_fraction is not None
+                else "not measured (no train step was timed)"
+                if self.achieved_examples_per_s is None
                 else "not measured (the model alone was not timed)"
             ),
             *(

@@ -61,7 +61,7 @@ class Backups:
 
     Examples:
         >>> backups = Backups("ckpt", pipeline.identity(), steps=63)  # batches per epoch
-        >>> backups.restore(model)
+        >>> backups.restore(model, epochs=3)
         Position(epoch=1, batch=40)
     """
 
@@ -86,10 +86,11 @@ class Backups:
         saved = sorted(p for p in self.directory.glob(f"{_PREFIX}*") if p.is_dir())
         return saved[-1] if saved else None
 
-    def restore(self, model: keras.Model) -> Position:
+    def restore(self, model: keras.Model, *, epochs: int) -> Position:
         """Loads the newest backup into `model` (weights and optimizer state) and returns its
         position; `Position(0, 0)` when there is no backup. Refuses a backup made for another
-        input or another number of workers, naming what differs, and (with several workers)
+        input or another number of workers, naming what differs, one past `epochs` (the run
+        asked for fewer epochs than it trained already), and (with several workers)
         workers that found different backups. With several workers, when one fails to load
         the backup, all fail together, each naming that worker's error (the others would
         otherwise wait for it at their first all-reduce)."""
@@ -99,10 +100,10 @@ class Backups:
         if folder is None:
             return Position(0, 0)
         if self.workers == 1:
-            return self._load(folder, model)
+            return self._load(folder, model, epochs)
         position, failure = None, None
         try:
-            position = self._load(folder, model)
+            position = self._load(folder, model, epochs)
         except Exception as error:  # re-raised below, on every worker
             failure = error
         problems = gather_text(self.strategy, "" if failure is None else _describe(failure))
@@ -115,9 +116,9 @@ class Backups:
         assert position is not None
         return position
 
-    def _load(self, folder: Path, model: keras.Model) -> Position:
+    def _load(self, folder: Path, model: keras.Model, epochs: int) -> Position:
         """Loads the backup in `folder` into `model` after checking that it was made for this
-        run; its position."""
+        run and is not past `epochs`; its position."""
         path = folder / POSITION
         try:
             saved = json.loads(path.read_text())
@@ -141,6 +142,18 @@ class Backups:
                 f"with other input, it cannot resume this run. Differences: "
                 f"{'; '.join(differences)}. Train with the same data, batch size, seed and "
                 "number of workers, or pass another backup_dir (delete this one to start over)"
+            )
+        if (position.epoch, position.batch) > (epochs, 0):
+            trained = f"{position.epoch} epoch(s)" + (
+                f" and {position.batch} batch(es)" if position.batch else ""
+            )
+            raise ValueError(
+                f"epochs={epochs}, but the backup {folder.name} in "
+                f"backup_dir={os.fspath(self.directory)!r} has trained {trained} already "
+                f"(position: epoch {position.epoch}, batch {position.batch}): resuming it "
+                f"would train nothing and return weights trained longer than asked. Pass "
+                f"epochs={position.epoch + 1 if position.batch else position.epoch} or more "
+                "to resume it, or another backup_dir (delete this one to start over)"
             )
         weights = folder / WEIGHTS
         try:
@@ -354,7 +367,7 @@ def fit_from(
 ) -> keras.callbacks.History:
     """Restores the newest backup, trains the rest of its epoch, then the next epochs, saving
     with `saver` (one of `callbacks`); removes the backups when every epoch is trained."""
-    start = saver.backups.restore(model)
+    start = saver.backups.restore(model, epochs=epochs)
     saver.start_at(start)
     logs: dict[str, list[Any]] = {}
     epoch = start.epoch

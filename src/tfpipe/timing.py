@@ -144,10 +144,10 @@ class Timings:
     def step_seconds(self) -> float | None:
         """Seconds per train step after the first execution of the run: the input and the
         model together, the restart of the input at each epoch included, callbacks, host
-        overhead and validation not. When only the first execution ran, its seconds per step
-        (tracing included); None when no step ran."""
+        overhead and validation not. None when no step was timed: none ran, or only the
+        first execution, whose time is mostly tracing and says nothing of the steps."""
         if not self.timed_steps:
-            return self.first_seconds / self.first_steps if self.first_steps else None
+            return None
         parts = (COMPUTE, INPUT_WAIT, STEPS_UNSPLIT, RESTARTS)
         return sum(self.seconds.get(part, 0.0) for part in parts) / self.timed_steps
 
