@@ -99,8 +99,12 @@ def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     results = []
     for index in range(count):
         path = workdir / f"worker{index}.json"
+        died = workdir / f"worker{index}.died"
         results.append(
-            json.loads(path.read_text()) if path.is_file() else {"worker": index, "died": True}
+            json.loads(path.read_text())
+            if path.is_file()
+            else {"worker": index, "died": True}
+            | ({"died_at": float(died.read_text())} if died.is_file() else {})
         )
     return results
 
@@ -183,7 +187,7 @@ def work(args: argparse.Namespace) -> None:
             )
             callbacks = [epochs]
             if args.die_after is not None:
-                callbacks.append(_die_after(args.die_after))
+                callbacks.append(_die_after(args.die_after, workdir / f"worker{index}.died"))
             xy = {} if name == "loader" else {"x": ["id", "x"], "y": "label"}
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", tfpipe.TfpipeWarning)
@@ -198,6 +202,7 @@ def work(args: argparse.Namespace) -> None:
             }
     except Exception as e:  # reported to the launcher, which says what happened
         result["error"] = f"{type(e).__name__}: {e}"[:2000]
+        result["failed_at"] = time.time()
     result["seconds"] = time.monotonic() - started
     (workdir / f"worker{index}.json").write_text(json.dumps(result))
     sys.stdout.flush()
@@ -205,12 +210,14 @@ def work(args: argparse.Namespace) -> None:
     os._exit(1 if "error" in result else 0)
 
 
-def _die_after(steps: int) -> Any:
-    """A callback that kills its own process, as the kernel kills one out of memory."""
+def _die_after(steps: int, record: Path) -> Any:
+    """A callback that kills its own process, as the kernel kills one out of memory, after
+    writing the time it died to `record`."""
     import keras
 
     def die(batch: int, logs: Any) -> None:
         if batch + 1 >= steps:
+            record.write_text(repr(time.time()))
             os.kill(os.getpid(), signal.SIGKILL)
 
     return keras.callbacks.LambdaCallback(on_train_batch_end=die)
