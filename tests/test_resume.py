@@ -258,6 +258,11 @@ class _InterruptSecondEpoch(_Interrupt):
     reader="tfpipe.fit(backup_dir=...)",
     outcome="ValueError naming epochs and the backup's position; model and backups untouched",
 )
+@pytest.mark.fault(
+    "a folder of the user's named backup-old in backup_dir",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="neither read as a backup (was: its missing position.json) nor removed",
+)
 def test_backup_past_the_epochs_asked_is_refused(tmp_path: Path) -> None:
     backup = tmp_path / "backup"
     with pytest.raises(_Preempted):
@@ -265,15 +270,17 @@ def test_backup_past_the_epochs_asked_is_refused(tmp_path: Path) -> None:
                    callbacks=[_InterruptSecondEpoch()], report=False, verbose=0)  # fmt: skip
     saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
     assert (saved["epoch"], saved["batch"]) == (1, 5)
+    (backup / "backup-old").mkdir()  # a user's folder: neither read as a backup nor removed
     model = _model()
     weights = [w.copy() for w in model.get_weights()]
     message = r"epochs=1, but the backup backup-000000000015 .* 1 epoch\(s\) and 5 batch"
     with pytest.raises(ValueError, match=message + r".*Pass epochs=2 or more"):
         tfpipe.fit(model, _pipeline(), epochs=1, backup_dir=backup, report=False, verbose=0)
     assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))
-    assert [p.name for p in backup.iterdir()] == ["backup-000000000015"]  # kept
+    assert sorted(p.name for p in backup.iterdir()) == ["backup-000000000015", "backup-old"]
     history = tfpipe.fit(model, _pipeline(), epochs=2, backup_dir=backup, report=False, verbose=0)
-    assert len(history.history["loss"]) == 1 and not list(backup.iterdir())
+    assert len(history.history["loss"]) == 1
+    assert [p.name for p in backup.iterdir()] == ["backup-old"]
 
 
 def test_backup_needs_a_resumable_input(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -45,6 +46,10 @@ WEIGHTS = "model.weights.h5"
 POSITION = "position.json"
 _PREFIX = "backup-"
 _TEMPORARY = ".partial-"
+# The names this module gives backups and their temporary folders: nothing else in backup_dir
+# is read or removed (a user's "backup-old" copy is neither a backup nor ours to delete).
+_BACKUP = re.compile(rf"{_PREFIX}\d{{12}}")
+_OURS = re.compile(rf"{_PREFIX}\d{{12}}|{re.escape(_TEMPORARY)}\d{{12}}-\d+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +88,8 @@ class Backups:
         """The folder of the newest complete backup; None when there is none."""
         if not self.directory.is_dir():
             return None
-        saved = sorted(p for p in self.directory.glob(f"{_PREFIX}*") if p.is_dir())
+        backups = (p for p in self.directory.iterdir() if _BACKUP.fullmatch(p.name))
+        saved = sorted(p for p in backups if p.is_dir())
         return saved[-1] if saved else None
 
     def restore(self, model: keras.Model, *, epochs: int) -> Position:
@@ -207,7 +213,7 @@ class Backups:
         os.rename(partial, final)
         _sync(self.directory)
         for older in self.directory.iterdir():
-            if older != final and older.name.startswith((_PREFIX, _TEMPORARY)):
+            if older != final and _OURS.fullmatch(older.name):
                 shutil.rmtree(older, ignore_errors=True)
         return final
 
@@ -215,7 +221,7 @@ class Backups:
         """Removes every backup (training finished); the chief's job under several workers."""
         if self.chief and self.directory.is_dir():
             for path in self.directory.iterdir():
-                if path.name.startswith((_PREFIX, _TEMPORARY)):
+                if _OURS.fullmatch(path.name):
                     shutil.rmtree(path, ignore_errors=True)
 
 
