@@ -34,7 +34,7 @@ import keras
 import tensorflow as tf
 
 from tfpipe._checks import check_int
-from tfpipe.distribute.agreement import gather, gather_text
+from tfpipe.distribute.agreement import gather, gather_text, settle
 from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.loaders.pipeline import Pipeline
@@ -115,6 +115,7 @@ class Backups:
         problems = gather_text(self.strategy, "" if failure is None else _describe(failure))
         failed = "; ".join(f"worker {w}: {p}" for w, p in enumerate(problems) if p)
         if failed:
+            settle(self.strategy)
             raise SourceError(
                 f"backup_dir={os.fspath(self.directory)!r}: not every worker could restore "
                 f"the backup {folder.name}, so none trains ({failed})"
@@ -172,6 +173,7 @@ class Backups:
         """Refuses to train when the workers found different newest backups (all call it)."""
         steps = gather(self.strategy, -1 if folder is None else int(folder.name[len(_PREFIX) :]))
         if len(set(steps)) > 1:
+            settle(self.strategy)
             found = ", ".join(
                 f"worker {w}: {'none' if s < 0 else f'{_PREFIX}{s:012d}'}"
                 for w, s in enumerate(steps)

@@ -9,6 +9,8 @@ another number of steps, or not at all, and leave its peers waiting at an all-re
 
 from __future__ import annotations
 
+import contextlib
+
 import tensorflow as tf
 
 from tfpipe.distribute.sharding import Layout
@@ -41,6 +43,22 @@ def gather_text(strategy: tf.distribute.Strategy, text: str) -> list[str]:
     data = text.encode()[:TEXT_BYTES]
     rows = _gather_rows(strategy, [len(data), *data, *[0] * (TEXT_BYTES - len(data))])
     return [bytes(row[1 : 1 + row[0]]).decode(errors="replace") for row in rows]
+
+
+def settle(strategy: tf.distribute.Strategy) -> None:
+    """Waits, before the workers raise on what a gather showed, until every worker holds it. A
+    worker that raises and exits right after a gather can close its sockets while a peer still
+    fetches its share of it; the peer then fails with UnavailableError ("Socket closed") instead
+    of the error they share. A failure of this wait itself is ignored: by then every worker
+    holds the gathered values. Every worker must call it (a collective operation).
+
+    Examples:
+        >>> if len(set(steps)) > 1:  # on every worker: the same values, the same decision
+        ...     settle(strategy)
+        ...     raise SourceError("the workers found different backups")
+    """
+    with contextlib.suppress(tf.errors.OpError):  # a peer that left had the values already
+        _gather_rows(strategy, [0])
 
 
 def _gather_rows(strategy: tf.distribute.Strategy, row: list[int]) -> list[list[int]]:
