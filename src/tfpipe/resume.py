@@ -49,7 +49,7 @@ _TEMPORARY = ".partial-"
 # The names this module gives backups and their temporary folders: nothing else in backup_dir
 # is read or removed (a user's "backup-old" copy is neither a backup nor ours to delete).
 _BACKUP = re.compile(rf"{_PREFIX}\d{{12}}")
-_OURS = re.compile(rf"{_PREFIX}\d{{12}}|{re.escape(_TEMPORARY)}\d{{12}}-\d+")
+_OURS = re.compile(rf"{_BACKUP.pattern}|{re.escape(_TEMPORARY)}\d{{12}}-\d+")
 
 
 @dataclasses.dataclass(frozen=True)
