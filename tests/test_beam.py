@@ -17,6 +17,7 @@ import pytest
 pytest.importorskip("apache_beam")
 
 import apache_beam as beam
+import google_crc32c as crc32c
 import numpy as np
 import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
@@ -542,3 +543,20 @@ def test_only_tfpipe_beam_uses_beam_and_its_hint_names_the_extra(
     monkeypatch.delitem(sys.modules, "tfpipe.beam")
     with pytest.raises(ImportError, match=r"pip install 'tfpipe\[beam\]'"):
         importlib.import_module("tfpipe.beam")
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_beam_records_the_digests_write_tfrecords_records(
+    tmp_path: Path, compression: str | None
+) -> None:
+    source = tfpipe.from_arrays({"x": np.arange(30)}, _X)
+    options = {"num_shards": 3, "shuffle": False, "compression": compression}
+    beam_info = tfpipe.beam.write_tfrecords(
+        source, tmp_path / "beam" / "train", workers=1, args=IN_PROCESS, **options
+    )
+    local = tfpipe.write_tfrecords(source, tmp_path / "local" / "train", progress=False, **options)
+    assert [f.read_bytes() for f in beam_info.files] == [f.read_bytes() for f in local.files]
+    digests = [shard.crc32c for shard in local.shards]
+    assert [shard.crc32c for shard in beam_info.shards] == digests
+    assert digests == [f"{crc32c.value(f.read_bytes()):08x}" for f in local.files]
+    assert tfpipe.verify(tmp_path / "beam" / "train", progress=False).ok

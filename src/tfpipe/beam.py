@@ -473,7 +473,7 @@ def _commit(
                 "temporary files it finds). This step renamed nothing and wrote no metadata; "
                 "write again, one write to a prefix at a time"
             )
-        renamed[shard] = ShardInfo(final.name, item.entry.num_examples, item.entry.num_bytes)
+        renamed[shard] = dataclasses.replace(item.entry, file=final.name)
     metadata_path(path).unlink(missing_ok=True)
     return [
         renamed.get(shard) or writer.commit(shard, item.entry)

@@ -63,17 +63,26 @@ def compression_of(path: str | os.PathLike[str]) -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class ShardInfo:
-    """One shard: its file name (relative to the metadata file), examples and bytes.
+    """One shard: its file name (relative to the metadata file), examples, bytes and digest.
 
     Examples:
         >>> shard = tfpipe.DatasetInfo.load("out/train").shards[0]
-        >>> shard.file, shard.num_examples
-        ('train-00000-of-00002.tfrecord', 12)
+        >>> shard.file, shard.num_examples, len(shard.crc32c)
+        ('train-00000-of-00002.tfrecord', 12, 8)
+
+    Attributes:
+        file: the shard's file name.
+        num_examples: the records it holds.
+        num_bytes: its size in bytes.
+        crc32c: the CRC-32C of the whole file (8 hex digits), computed as it was written: the
+            content identity `tfpipe verify` checks and resuming compares. None in metadata
+            written before tfpipe kept digests, and for TensorFlow Datasets folders.
     """
 
     file: str
     num_examples: int
     num_bytes: int
+    crc32c: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-import tensorflow as tf
 from tqdm import tqdm
 
 from tfpipe import _decode, fs, tfds_format
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
+from tfpipe.frames import FrameWriter
 from tfpipe.info import (
     DatasetInfo,
     ShardInfo,
@@ -43,7 +43,6 @@ from tfpipe.info import (
     check_compression,
     metadata_path,
     shard_name,
-    tf_compression,
 )
 from tfpipe.labels import Relabeling
 from tfpipe.schema import Schema
@@ -262,8 +261,7 @@ class _ShardWriter:
         self.compression = compression
         self.count = len(bounds) - 1
         self.shards: list[ShardInfo] = []
-        self.writer: tf.io.TFRecordWriter | None = None
-        self.written = 0
+        self.writer: FrameWriter | None = None
 
     def final_path(self, shard: int) -> fs.AnyPath:
         return self.directory / shard_name(self.name, shard, self.count, self.compression)
@@ -277,7 +275,6 @@ class _ShardWriter:
             self._finish()
         if record is not None:
             self._writer().write(record)
-            self.written += 1
 
     def close(self) -> list[ShardInfo]:
         """Finishes every remaining shard (empty ones too) and returns all of them."""
@@ -294,32 +291,29 @@ class _ShardWriter:
         for shard in self.shards:
             (self.directory / shard.file).unlink(missing_ok=True)
 
-    def _writer(self) -> tf.io.TFRecordWriter:
+    def _writer(self) -> FrameWriter:
         if self.writer is None:
-            self.writer = tf.io.TFRecordWriter(
-                str(self.temporary_path(len(self.shards))),
-                options=tf_compression(self.compression),
-            )
-            self.written = 0
+            self.writer = FrameWriter(self.temporary_path(len(self.shards)), self.compression)
         return self.writer
 
     def _finish(self) -> None:
         shard = len(self.shards)
-        self._writer().close()
+        writer = self._writer()
+        writer.close()
         self.writer = None
-        temporary = self.temporary_path(shard)
-        self.shards.append(self.commit(shard, ShardInfo(temporary.name, self.written, 0)))
+        entry = ShardInfo(self.temporary_path(shard).name, writer.num_records, 0, writer.crc32c)
+        self.shards.append(self.commit(shard, entry))
 
     def write_whole(self, shard: int, records: Iterable[bytes]) -> ShardInfo:
         """Writes every record of shard `shard` under its temporary name, named in the result
         (`commit` renames it)."""
         temporary = self.temporary_path(shard)
-        written = 0
-        with tf.io.TFRecordWriter(str(temporary), tf_compression(self.compression)) as writer:
+        with FrameWriter(temporary, self.compression) as writer:
             for record in records:
                 writer.write(record)
-                written += 1
-        return ShardInfo(temporary.name, written, temporary.stat().st_size)
+        return ShardInfo(
+            temporary.name, writer.num_records, temporary.stat().st_size, writer.crc32c
+        )
 
     def commit(self, shard: int, temporary: ShardInfo) -> ShardInfo:
         """Renames the temporary file of shard `shard` to its final name; returns its entry."""
@@ -328,7 +322,7 @@ class _ShardWriter:
             # The old metadata would describe a mix of old and new shards from here on.
             metadata_path(self.directory / self.name).unlink(missing_ok=True)
         (self.directory / temporary.file).replace(final)  # type: ignore[arg-type]
-        return ShardInfo(final.name, temporary.num_examples, final.stat().st_size)
+        return dataclasses.replace(temporary, file=final.name, num_bytes=final.stat().st_size)
 
     def remove_stale(self, every_writer: bool = False) -> None:
         """Removes shards of earlier writes to this prefix and temporary files of dead writes
