@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import shutil
 import struct
@@ -470,3 +471,46 @@ def test_a_short_shard_is_named_not_read_short(written: Path, tmp_path: Path) ->
         with tfpipe.named_errors(pipeline):
             list(pipeline.build())
     assert "metadata" in str(error.value)
+
+
+def _fixed_size(prefix: Path, seed: int, labels: np.ndarray | None = None) -> tfpipe.DatasetInfo:
+    """20 records of one size each (ids and labels as int64), in 2 shards, shuffled by `seed`."""
+    ids = np.arange(20)
+    columns = {"id": ids, "label": ids % 2 if labels is None else labels}
+    schema = tfpipe.Schema({"id": tfpipe.Tensor(()), "label": tfpipe.ClassLabel(num_classes=2)})
+    return tfpipe.write_tfrecords(
+        tfpipe.from_arrays(columns, schema),
+        prefix,
+        num_shards=2,
+        seed=seed,
+        shuffle=labels is None,
+        on_error="raise" if labels is None else "skip",
+        progress=False,
+    )
+
+
+@pytest.mark.fault(
+    "shard swapped for one of another write (same size and count)",
+    reader="verify",
+    outcome="fault naming the shard: its CRC-32C differs from the metadata's",
+)
+def test_a_swapped_shard_fails_its_digest(tmp_path: Path) -> None:
+    ours = _fixed_size(tmp_path / "ours" / "train", seed=0)
+    other = _fixed_size(tmp_path / "other" / "train", seed=1)
+    assert [s.num_bytes for s in ours.shards] == [s.num_bytes for s in other.shards]
+    shutil.copy(other.files[0], ours.files[0])
+    report = tfpipe.verify(ours.files[0].parent / "train", progress=False)
+    assert _faults(report) == [("train-00000-of-00002.tfrecord", None, None)]
+    assert report.faults[0].message.startswith(
+        f"its CRC-32C is {other.shards[0].crc32c}, the metadata says {ours.shards[0].crc32c}"
+    )
+
+
+def test_metadata_without_digests_still_loads_and_verifies(tmp_path: Path) -> None:
+    info = _fixed_size(tmp_path / "train", seed=0)
+    data = json.loads(info.metadata_path.read_text())
+    for shard in data["shards"]:
+        del shard["crc32c"]  # as tfpipe wrote metadata before it kept digests
+    info.metadata_path.write_text(json.dumps(data))
+    assert [s.crc32c for s in tfpipe.DatasetInfo.load(tmp_path / "train").shards] == [None, None]
+    assert tfpipe.verify(tmp_path / "train", progress=False).ok

@@ -7,7 +7,8 @@ What one record goes through, and what each step catches::
                                                                     malformed features)
           ──decode_tensor in a parallel tf.data map──▶ image shape  (undecodable images, sizes
                                                                     other than the schema's)
-    counts and sizes per shard ──▶ compared with the metadata file, when there is one
+    counts, sizes and CRC-32C digests per shard ──▶ compared with the metadata file, when
+                                                    there is one
 
 Every problem becomes a `Fault` naming the file, the record index within it and the feature.
 """
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, DecodeError, SourceError, TfpipeError, tf_message
 from tfpipe.features import Image, Mask
+from tfpipe.frames import file_crc32c
 from tfpipe.info import (
     DatasetInfo,
     compression_of,
@@ -372,6 +374,15 @@ class _Checker:
             if file.stat().st_size != shard.num_bytes:
                 found = f"the file has {file.stat().st_size} bytes"
                 yield Fault(name, None, None, f"{found}, the metadata says {shard.num_bytes}")
+            elif name in self.complete and shard.crc32c not in (None, file_crc32c(file)):
+                yield Fault(
+                    name,
+                    None,
+                    None,
+                    f"its CRC-32C is {file_crc32c(file)}, the metadata says {shard.crc32c}: it "
+                    "is not the file this dataset's write produced (another write's shard put "
+                    "in its place, or bytes changed since); write the dataset again",
+                )
             if name in self.complete and self.records[name] != shard.num_examples:
                 found = f"the file holds {self.records[name]} records"
                 yield Fault(name, None, None, f"{found}, the metadata says {shard.num_examples}")
@@ -440,8 +451,9 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
 
     Reads every record of every shard (uncompressed, gzip or zlib) checking both frame
     checksums, parses it against the schema, decodes every image with the decoder the tf.data
-    path uses (in a parallel map), and compares the per-shard record counts and file sizes
-    with the metadata file when there is one. `tfpipe verify PATH` runs it from the shell.
+    path uses (in a parallel map), and compares the per-shard record counts, file sizes and
+    CRC-32C digests (of the whole file, a second read of each shard) with the metadata file
+    when there is one. `tfpipe verify PATH` runs it from the shell.
 
     Examples:
         >>> report = tfpipe.verify("out/train")
