@@ -514,3 +514,19 @@ def test_metadata_without_digests_still_loads_and_verifies(tmp_path: Path) -> No
     info.metadata_path.write_text(json.dumps(data))
     assert [s.crc32c for s in tfpipe.DatasetInfo.load(tmp_path / "train").shards] == [None, None]
     assert tfpipe.verify(tmp_path / "train", progress=False).ok
+
+
+@pytest.mark.fault(
+    "shard left empty by on_error='skip'",
+    reader="verify",
+    outcome="OK: the metadata lists it empty",
+)
+def test_a_shard_emptied_by_skips_verifies(tmp_path: Path) -> None:
+    labels = np.array([5] * 10 + [0, 1] * 5)  # the first shard's 10 examples are skipped
+    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 10 of 20"):
+        info = _fixed_size(tmp_path / "train", seed=0, labels=labels)
+    assert [(s.num_examples, s.num_bytes) for s in info.shards] == [(0, 0), (10, 500)]
+    report = tfpipe.verify(tmp_path / "train", progress=False)
+    assert report.ok, str(report)
+    info.files[1].write_bytes(b"")  # a shard the metadata says holds records is still a fault
+    assert "the file is empty" in str(tfpipe.verify(tmp_path / "train", progress=False))

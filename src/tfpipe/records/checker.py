@@ -30,6 +30,7 @@ from tfpipe.features import Image, Mask
 from tfpipe.frames import file_crc32c
 from tfpipe.info import (
     DatasetInfo,
+    ShardInfo,
     compression_of,
     names_dataset,
     resolve_files,
@@ -282,6 +283,7 @@ class _Checker:
         self.records: dict[str, int] = {}
         self.images = 0
         self.complete: set[str] = set()
+        self.listed: dict[str, ShardInfo] = {}
         self._images: list[tuple[Any, ...]] = []
         self._decoding: concurrent.futures.Future[list[Fault]] | None = None
 
@@ -290,6 +292,8 @@ class _Checker:
     ) -> Iterator[Fault]:
         """Every fault of the files, then the counts and sizes that differ from the metadata;
         `compression` None means each file's own."""
+        if info is not None:
+            self.listed = {str(f): s for s, f in zip(info.shards, info.files, strict=True)}
         with concurrent.futures.ThreadPoolExecutor(1, "tfpipe-verify") as pool:
             for file in files:
                 yield from self._file(file, compression or compression_of(file), pool)
@@ -319,7 +323,8 @@ class _Checker:
         name = str(file)
         self.records[name] = 0
         size, read = file.stat().st_size, 0
-        if size == 0:
+        listed = self.listed.get(name)
+        if size == 0 and (listed is None or listed.num_examples or listed.num_bytes):
             yield Fault(name, None, None, "the file is empty (0 bytes): an interrupted write?")
         pending: list[tuple[int, bytes]] = []
         damaged = False
@@ -453,7 +458,8 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
     checksums, parses it against the schema, decodes every image with the decoder the tf.data
     path uses (in a parallel map), and compares the per-shard record counts, file sizes and
     CRC-32C digests (of the whole file, a second read of each shard) with the metadata file
-    when there is one. `tfpipe verify PATH` runs it from the shell.
+    when there is one. A shard the metadata lists as empty (no records, 0 bytes: every example
+    of it was skipped with `on_error="skip"`) is sound. `tfpipe verify PATH` runs it from the shell.
 
     Examples:
         >>> report = tfpipe.verify("out/train")
