@@ -244,6 +244,34 @@ def test_backup_from_other_input_is_refused(tmp_path: Path) -> None:
     assert not list(backup.iterdir())  # removed once every epoch is trained
 
 
+def _written(prefix: Path, seed: int) -> tfpipe.Pipeline:
+    """40 records of one size each (ids < 128) in 3 shards, shuffled by `seed`, read back."""
+    ids = np.arange(40)
+    source = tfpipe.from_arrays({"x": ids.astype(np.float32)[:, None], "label": ids % 2})
+    tfpipe.write_tfrecords(source, prefix, num_shards=3, seed=seed, progress=False)
+    return tfpipe.Pipeline(prefix).shuffle(seed=5).batch(4).as_supervised("x", "label")
+
+
+@pytest.mark.fault(
+    "dataset written again with another seed (same shard names, sizes and counts)",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError: the backup was made with other input (CRC-32C digests differ)",
+)
+def test_backup_of_other_records_of_the_same_shape_is_refused(tmp_path: Path) -> None:
+    prefix, backup = tmp_path / "data" / "train", tmp_path / "backup"
+    with pytest.raises(_Preempted):
+        tfpipe.fit(_model(), _written(prefix, seed=0), epochs=2, backup_dir=backup, save_every=3,
+                   callbacks=[_Interrupt()], report=False, verbose=0)  # fmt: skip
+    before = tfpipe.DatasetInfo.load(prefix).shards
+    again = _written(prefix, seed=1)
+    after = tfpipe.DatasetInfo.load(prefix).shards
+    assert [(s.file, s.num_bytes, s.num_examples) for s in before] == [
+        (s.file, s.num_bytes, s.num_examples) for s in after
+    ]
+    with pytest.raises(SourceError, match="holds other examples than when the backup was saved"):
+        tfpipe.fit(_model(), again, epochs=2, backup_dir=backup, report=False, verbose=0)
+
+
 class _InterruptSecondEpoch(_Interrupt):
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self.epoch = epoch

@@ -139,10 +139,20 @@ class RecordInput:
         return stages, not by_file
 
     def identity(self) -> list[bytes | str]:
-        """What identifies the records: file names, sizes and the example count (local files
-        or URLs)."""
-        sizes = [f"{os.path.basename(f)}:{fs.path(f).stat().st_size}" for f in self.files]
-        return [*sizes, str(self.num_examples)]
+        """What identifies the records: file names, sizes, the CRC-32C digest of each file
+        when its metadata keeps one (another write of the same names, sizes and counts, e.g.
+        with another seed, differs there), and the example count (local files or URLs)."""
+        digests = {}
+        if self.info is not None:
+            digests = {
+                str(f): s.crc32c for s, f in zip(self.info.shards, self.info.files, strict=True)
+            }
+        parts = []
+        for file in self.files:
+            part = f"{os.path.basename(file)}:{fs.path(file).stat().st_size}"
+            digest = digests.get(file)
+            parts.append(part if digest is None else f"{part}:{digest}")
+        return [*parts, str(self.num_examples)]
 
     def describe(self) -> str:
         return f"{self.name} ({len(self.files)} TFRecord file(s), {self.num_examples} examples)"

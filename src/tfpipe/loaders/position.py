@@ -22,8 +22,11 @@ class Identity:
     """What an input position is valid for: the data, the batch size and the seed.
 
     Attributes:
-        data: a digest of what identifies the examples and their order (file names and sizes,
-            example counts, image paths and labels).
+        data: a digest of what identifies the examples and their order: for TFRecords the
+            file names, sizes and CRC-32C digests (from the metadata; files without metadata
+            have none) and the example count; for in-memory sources the example count and
+            every column's values (image paths, labels, arrays). The contents of image files
+            are not read: an image replaced under the same path is the same example.
         description: the data in words, for messages.
         batch_size: examples per batch.
         seed: the seed of the per-epoch orders.
@@ -46,7 +49,13 @@ class Identity:
     def differences(self, other: Identity) -> list[str]:
         """What differs from `other` (a saved identity), one phrase per difference."""
         found = []
-        if self.data != other.data:
+        if self.data != other.data and self.description == other.description:
+            found.append(
+                f"dataset: {self.description} holds other examples than when the backup was "
+                "saved (the same names and counts, other contents: CRC-32C digests of the "
+                "files, image paths or labels differ; e.g. written again with another seed)"
+            )
+        elif self.data != other.data:
             found.append(f"dataset: saved {other.description}, now {self.description}")
         for name in ("batch_size", "seed"):
             if getattr(self, name) != getattr(other, name):
