@@ -272,6 +272,30 @@ def test_backup_of_other_records_of_the_same_shape_is_refused(tmp_path: Path) ->
         tfpipe.fit(_model(), again, epochs=2, backup_dir=backup, report=False, verbose=0)
 
 
+@pytest.mark.fault(
+    "position.json edited by hand (batch 6 -> 2), or without its checksum",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError naming the file: it does not match its checksum",
+)
+def test_a_position_edited_by_hand_is_refused(tmp_path: Path) -> None:
+    backup = tmp_path / "backup"
+    with pytest.raises(_Preempted):
+        tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, save_every=3,
+                   callbacks=[_Interrupt()], report=False, verbose=0)  # fmt: skip
+    position = next(backup.glob("backup-*/position.json"))
+    saved = json.loads(position.read_text())
+    for edited, problem in [
+        ({**saved, "batch": 2}, "does not match its checksum"),
+        ({k: v for k, v in saved.items() if k != "checksum"}, "has no checksum"),
+    ]:
+        position.write_text(json.dumps(edited))
+        with pytest.raises(SourceError, match=f"^{re.escape(str(position))} {problem}"):
+            tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, report=False, verbose=0)
+    position.write_text(json.dumps(saved))
+    history = tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, verbose=0)
+    assert len(history.history["loss"]) == 2
+
+
 class _InterruptSecondEpoch(_Interrupt):
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self.epoch = epoch

@@ -2,7 +2,8 @@
 
 One backup is a folder `backup-<step>` holding the model's `model.weights.h5` (weights and
 optimizer state, Keras's `save_weights`) and `position.json` (the input position
-`(epoch, batch)`, the step, and the `Identity` of the input). It is written under a temporary
+`(epoch, batch)`, the step, the `Identity` of the input, and a SHA-256 checksum of all of these,
+so that a position edited by hand is refused). It is written under a temporary
 name and renamed when complete, so a backup is always whole: its position is never newer or
 older than its weights. Older backups are removed after each save.
 
@@ -21,6 +22,7 @@ before training: a worker that failed alone would leave the others waiting at an
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -133,6 +135,7 @@ class Backups:
             position = Position(int(saved["epoch"]), int(saved["batch"]))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SourceError(f"{path} cannot be read: {_describe(e)}") from e
+        _check_checksum(path, saved)
         differences = []
         workers = saved.get("workers", 1)
         if workers != self.workers:
@@ -208,6 +211,7 @@ class Backups:
             "workers": self.workers,
             "identity": self.identity.to_dict(),
         }
+        record["checksum"] = _checksum(record)
         (partial / POSITION).write_text(json.dumps(record, indent=1))
         for path in (partial / WEIGHTS, partial / POSITION, partial):
             _sync(path)
@@ -225,6 +229,25 @@ class Backups:
             for path in self.directory.iterdir():
                 if _OURS.fullmatch(path.name):
                     shutil.rmtree(path, ignore_errors=True)
+
+
+def _checksum(record: dict[str, Any]) -> str:
+    """The SHA-256 of a position record's fields but its checksum, as canonical JSON."""
+    fields = {name: value for name, value in record.items() if name != "checksum"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _check_checksum(path: Path, saved: dict[str, Any]) -> None:
+    """Refuses a `position.json` whose checksum is missing or does not match its fields."""
+    if saved.get("checksum") == _checksum(saved):
+        return
+    found = "has no checksum" if "checksum" not in saved else "does not match its checksum"
+    raise SourceError(
+        f"{path} {found}: it was changed after tfpipe.fit wrote it (edited by hand?), or "
+        "written by an older tfpipe that kept none, so its position may not be the one its "
+        "weights were saved at, and resuming could train batches twice or skip them. Delete "
+        f"{path.parent} (or all of backup_dir) to start over"
+    )
 
 
 def _describe(error: BaseException) -> str:
