@@ -314,16 +314,21 @@ tfpipe.write_tfrecords(Slow(), sys.argv[1], num_shards=4, shuffle=False, workers
     reader="write_tfrecords",
     outcome="no metadata file; reading the prefix raises DataNotFoundError",
 )
+@pytest.mark.fault(
+    "writer killed over an older dataset of the same shard count",
+    reader="read_tfrecords of the folder",
+    outcome="DataNotFoundError: shards missing (the older ones went at the first rename)",
+)
 def test_killed_write_leaves_nothing_that_looks_complete(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
     old = tfpipe.from_arrays({"x": np.arange(8)})
-    tfpipe.write_tfrecords(old, prefix, num_shards=2, progress=False)
+    tfpipe.write_tfrecords(old, prefix, num_shards=4, progress=False)
     script = tmp_path / "slow_write.py"
     script.write_text(textwrap.dedent(_SLOW_WRITE))
     process = subprocess.Popen([sys.executable, str(script), str(prefix)])
     try:
         deadline = time.monotonic() + 120
-        while not (tmp_path / "train-00002-of-00004.tfrecord").exists():
+        while not list(tmp_path.glob(".train-00003-of-00004.tfrecord.tmp-*")):
             assert process.poll() is None and time.monotonic() < deadline, "writer never got far"
             time.sleep(0.02)
     finally:
@@ -331,9 +336,7 @@ def test_killed_write_leaves_nothing_that_looks_complete(tmp_path: Path) -> None
         process.wait()
     assert not (tmp_path / "train.json").exists()
     finals = {p.name: len(_records([p])) for p in tmp_path.glob("train-*-of-*.tfrecord")}
-    assert finals == {  # every final-named shard is complete: the old ones and 3 new ones
-        "train-00000-of-00002.tfrecord": 4,
-        "train-00001-of-00002.tfrecord": 4,
+    assert finals == {  # 3 complete new shards; the old ones went at the first rename
         "train-00000-of-00004.tfrecord": 10,
         "train-00001-of-00004.tfrecord": 10,
         "train-00002-of-00004.tfrecord": 10,
@@ -341,6 +344,8 @@ def test_killed_write_leaves_nothing_that_looks_complete(tmp_path: Path) -> None
     assert list(tmp_path.glob(".train-00003-of-00004.tfrecord.tmp-*"))
     with pytest.raises(tfpipe.DataNotFoundError, match="interrupted or unfinished write"):
         tfpipe.read_tfrecords(prefix)
+    with pytest.raises(tfpipe.DataNotFoundError, match="1 of 4 are missing"):
+        tfpipe.read_tfrecords(tmp_path)  # not the old shard 3 beside the new 0..2
     tfpipe.write_tfrecords(old, prefix, num_shards=2, progress=False)
     assert sorted(p.name for p in tmp_path.glob("*train*")) == [
         "train-00000-of-00002.tfrecord",

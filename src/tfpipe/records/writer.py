@@ -302,7 +302,20 @@ class _ShardWriter:
         writer.close()
         self.writer = None
         entry = ShardInfo(self.temporary_path(shard).name, writer.num_records, 0, writer.crc32c)
+        if shard == 0:
+            self._remove_earlier_shards()
         self.shards.append(self.commit(shard, entry))
+
+    def _remove_earlier_shards(self) -> None:
+        """Removes the metadata and every shard of earlier writes to this prefix, before the
+        first rename: from there on they would no longer form a dataset, but shards left
+        beside this write's (the same count: the same names) would, if this write were
+        killed, read as one complete dataset of both writes."""
+        metadata_path(self.directory / self.name).unlink(missing_ok=True)
+        pattern = re.compile(_shard_names(self.name))
+        for entry in self.directory.iterdir():
+            if pattern.fullmatch(entry.name):
+                entry.unlink(missing_ok=True)
 
     def write_whole(self, shard: int, records: Iterable[bytes]) -> ShardInfo:
         """Writes every record of shard `shard` under its temporary name, named in the result
@@ -331,13 +344,17 @@ class _ShardWriter:
         current = {shard.file for shard in self.shards}
         local = isinstance(self.directory, Path) or every_writer
         token = r"\d+(-[0-9a-f]{8})?" if local else re.escape(self.token)
-        pattern = re.compile(
-            rf"{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?"
-            rf"|\.{re.escape(self.name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?\.tmp-{token}"
-        )
+        shards = _shard_names(self.name)
+        pattern = re.compile(rf"{shards}|\.{shards}\.tmp-{token}")
         for entry in self.directory.iterdir():
             if pattern.fullmatch(entry.name) and entry.name not in current:
                 entry.unlink(missing_ok=True)
+
+
+def _shard_names(name: str) -> str:
+    """A regular expression of the shard file names of prefix `name` (any count and
+    compression)."""
+    return rf"{re.escape(name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?"
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -469,12 +486,14 @@ def write_tfrecords(
     """Writes every example of a source to TFRecord shards and a metadata file.
 
     Shards are named `<prefix>-00000-of-00008.tfrecord` (`.tfrecord.gz` with gzip); the
-    metadata `<prefix>.json` (schema, counts, shard sizes, class names) is written last. Each
-    shard is written under a temporary name and renamed when complete, so an interrupted write
-    never leaves a shard or metadata that looks complete. Shards of an earlier write to the
-    same prefix are removed after success. One write at a time holds a prefix (an exclusive
-    lock on the hidden file `<prefix folder>/.<name>.lock`, released by the kernel if the
-    writer dies): a second one fails at once.
+    metadata `<prefix>.json` (schema, counts, shard sizes and CRC-32C digests, class names) is
+    written last. Each shard is written under a temporary name and renamed when complete, so
+    an interrupted write never leaves a shard or metadata that looks complete. The metadata and
+    shards of an earlier write to the same prefix are removed before the first shard is
+    renamed (from there on they are no longer a dataset), the temporary files of dead writes
+    after success. One write at a time holds a prefix (an exclusive lock on the hidden file
+    `<prefix folder>/.<name>.lock`, released by the kernel if the writer dies): a second one
+    fails at once.
 
     With `shuffle=True` the examples are written in one global random permutation (shards are
     contiguous slices of it), so even a class-sorted folder comes out mixed; memory stays
