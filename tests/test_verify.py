@@ -530,3 +530,22 @@ def test_a_shard_emptied_by_skips_verifies(tmp_path: Path) -> None:
     assert report.ok, str(report)
     info.files[1].write_bytes(b"")  # a shard the metadata says holds records is still a fault
     assert "the file is empty" in str(tfpipe.verify(tmp_path / "train", progress=False))
+
+
+@pytest.mark.fault(
+    "metadata edited: its total differs from its shards' counts",
+    reader="verify, tfpipe verify",
+    outcome="fault naming the metadata file, shards still checked; exit 1 (was 2, usage)",
+)
+def test_invalid_metadata_is_a_fault_of_the_dataset(
+    written: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = _copy(written, tmp_path / "copy")
+    metadata = Path(f"{prefix}.json")
+    metadata.write_text(metadata.read_text().replace('"num_examples": 36', '"num_examples": 37'))
+    report = tfpipe.verify(prefix, progress=False)
+    assert _faults(report) == [("train.json", None, None)]
+    assert "declares 37 examples, but its shards add up to 36" in report.faults[0].message
+    assert (report.num_records, report.num_images) == (36, 36)
+    assert main(["verify", str(prefix)]) == 1
+    assert f"  {metadata}: metadata file" in capsys.readouterr().out

@@ -25,13 +25,21 @@ import tensorflow as tf
 from tqdm.auto import tqdm
 
 from tfpipe import fs
-from tfpipe.errors import DataNotFoundError, DecodeError, SourceError, TfpipeError, tf_message
+from tfpipe.errors import (
+    DataNotFoundError,
+    DecodeError,
+    SchemaError,
+    SourceError,
+    TfpipeError,
+    tf_message,
+)
 from tfpipe.features import Image, Mask
 from tfpipe.frames import file_crc32c
 from tfpipe.info import (
     DatasetInfo,
     ShardInfo,
     compression_of,
+    metadata_path,
     names_dataset,
     resolve_files,
     tf_compression,
@@ -419,7 +427,10 @@ def _targets(
     text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
     info: DatasetInfo | None
     if text is not None and names_dataset(text):
-        info = DatasetInfo.load(text, check_files=False)
+        try:
+            info = DatasetInfo.load(text, check_files=False)
+        except SchemaError as e:  # the dataset's own fault: listed, its shards still checked
+            return _without_metadata(text, e, schema)
         files = [f for f in info.files if f.is_file()]
         prefix = str(info.directory / info.name)
         listed = {str(f) for f in info.files}
@@ -449,6 +460,24 @@ def _targets(
             faults.append(Fault(str(files[0]), None, None, f"no schema could be inferred: {e}"))
             notes.append("note: without a schema, only the frames were checked")
     return files, info, schema, faults, notes
+
+
+def _without_metadata(
+    text: str, error: SchemaError, schema: Schema | None
+) -> tuple[list[fs.AnyPath], None, Schema | None, list[Fault], list[str]]:
+    """What `_targets` gives for a dataset whose metadata file is not valid: a fault naming
+    it, and its prefix's shards to check without it (their schema inferred unless given)."""
+    metadata = fs.path(text) if text.endswith(".json") else metadata_path(text)
+    prefix = str(metadata)[: -len(".json")]
+    files = [fs.path(f) for f in sorted(fs.glob(f"{fs.escape(prefix)}-*-of-*.tfrecord*"))]
+    faults = [Fault(str(metadata), None, None, str(error))]
+    notes = ["note: the metadata is not valid, so record counts were not checked"]
+    if files and schema is None:
+        try:
+            schema = infer_schema(files)
+        except TfpipeError as e:
+            faults.append(Fault(str(files[0]), None, None, f"no schema could be inferred: {e}"))
+    return files, None, schema, faults, notes
 
 
 def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True) -> VerifyReport:
