@@ -19,6 +19,7 @@ import pytest
 from PIL import Image as PILImage
 
 import tfpipe
+from tfpipe.cli import main
 from tfpipe.synthetic import make_image_folder
 
 RGB = np.arange(8 * 6 * 3, dtype=np.uint8).reshape(8, 6, 3)
@@ -374,3 +375,27 @@ def test_only_upright_jpegs_of_the_declared_channels_are_copied(tmp_path: Path) 
     assert stored["rotated.jpg"] != (tmp_path / "a" / "rotated.jpg").read_bytes()
     shapes = {name: tfpipe.Image().load(data).shape for name, data in stored.items()}
     assert shapes == {"plain.jpg": (8, 12, 3), "gray.jpg": (8, 12, 3), "rotated.jpg": (12, 8, 3)}
+
+
+@pytest.mark.fault(
+    "prefix in a folder that cannot be created (a file in the way) or written in (/sys)",
+    reader="write_tfrecords, tfpipe write",
+    outcome="TfpipeError naming the prefix and its folder; the command: one line, exit 2",
+)
+def test_a_prefix_that_cannot_be_written_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "afile").write_text("not a folder")
+    source = tfpipe.from_arrays({"x": np.arange(4)})
+    unwritable = [tmp_path / "afile" / "train", Path("/sys/tfpipe-train")]
+    for prefix, reason in zip(
+        unwritable, ["a file, not a folder", "ermission denied"], strict=True
+    ):
+        message = rf"prefix '{re.escape(str(prefix))}': cannot write in its folder .*{reason}"
+        with pytest.raises(tfpipe.TfpipeError, match=message):
+            tfpipe.write_tfrecords(source, prefix, progress=False)
+    make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(8, 8))
+    assert main(["write", str(tmp_path / "images"), str(unwritable[0])]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"tfpipe write: error: prefix '{unwritable[0]}': cannot write")
+    assert "\n" not in error and "Traceback" not in error

@@ -380,7 +380,10 @@ def _writer_lock(prefix: fs.AnyPath) -> Iterator[None]:
         return
     path = prefix.parent / f".{prefix.name}.lock"
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise _not_writable(prefix, e) from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -413,6 +416,17 @@ def _writer_lock(prefix: fs.AnyPath) -> Iterator[None]:
     finally:
         path.unlink(missing_ok=True)
         os.close(fd)
+
+
+def _not_writable(prefix: fs.AnyPath, error: OSError) -> TfpipeError:
+    """The error for a prefix whose folder cannot be created or written in."""
+    reason = error.strerror or str(error)
+    if isinstance(error, FileExistsError | NotADirectoryError):
+        reason += ": a file, not a folder, is in the way"
+    return TfpipeError(
+        f"prefix {str(prefix)!r}: cannot write in its folder {str(prefix.parent)!r} ({reason}); "
+        "pass a prefix in a folder you can write to"
+    )
 
 
 def _check_source(source: Any, schema: Schema | None) -> Schema:
@@ -555,7 +569,9 @@ def write_tfrecords(
             before anything is written).
         ValueError: the prefix is named "dataset_info" or "features" and written with
             `tfds_compatible` or into a TFDS folder (its metadata would replace TFDS's).
-        TfpipeError: another write to the same local prefix is running (naming its pid).
+        TfpipeError: another write to the same local prefix is running (naming its pid), or
+            the prefix's folder cannot be created or written in (a file in the way, no
+            permission, a read-only filesystem), naming it.
         DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
     options = WriteOptions(
@@ -568,7 +584,10 @@ def write_tfrecords(
     else:
         tfds_format.check_metadata_name(path.parent, path.name, tfds_compatible=False)
     check_num_shards(options, len(source))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _not_writable(path, e) from e
     with _writer_lock(path):
         info = _write(source, path, schema, options)
         if tfds_compatible:
