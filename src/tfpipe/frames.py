@@ -76,9 +76,9 @@ class FrameWriter:
     def write(self, record: bytes) -> None:
         """Appends one record: length, its masked CRC, the data and the data's masked CRC."""
         length = _LENGTH.pack(len(record))
-        self._put(length + DATA_CRC.pack(masked_crc32c(length)))
-        self._put(record)
-        self._put(DATA_CRC.pack(masked_crc32c(record)))
+        checksums = (DATA_CRC.pack(masked_crc32c(length)), DATA_CRC.pack(masked_crc32c(record)))
+        frame = b"".join((length, checksums[0], record, checksums[1]))  # one write, one CRC
+        self._emit(frame if self._compressor is None else self._compressor.compress(frame))
         self.num_records += 1
 
     def close(self) -> None:
@@ -92,9 +92,6 @@ class FrameWriter:
     def crc32c(self) -> str:
         """The CRC-32C of the bytes written so far (of the whole file once closed)."""
         return crc32c_text(self._crc)
-
-    def _put(self, data: bytes) -> None:
-        self._emit(data if self._compressor is None else self._compressor.compress(data))
 
     def _emit(self, data: bytes) -> None:
         if data:
