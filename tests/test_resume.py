@@ -272,6 +272,20 @@ def test_backup_of_other_records_of_the_same_shape_is_refused(tmp_path: Path) ->
         tfpipe.fit(_model(), again, epochs=2, backup_dir=backup, report=False, verbose=0)
 
 
+def test_sequence_loader_identity_tells_records_of_the_same_shape_apart(tmp_path: Path) -> None:
+    prefix = tmp_path / "train"
+
+    def identity() -> str:
+        source = tfpipe.from_tfrecords(prefix)
+        return tfpipe.SequenceLoader(source, 4, x="x", y="label", seed=0).identity().data
+
+    _written(prefix, seed=0)
+    first = identity()
+    assert identity() == first  # the same records: the same identity
+    _written(prefix, seed=1)  # the same shard names, sizes and counts, other records
+    assert identity() != first
+
+
 @pytest.mark.fault(
     "position.json edited by hand (batch 6 -> 2), or without its checksum",
     reader="tfpipe.fit(backup_dir=...)",

@@ -263,7 +263,8 @@ class SequenceLoader(keras.utils.PyDataset):
 
     def identity(self) -> Identity:
         """What a position of this loader (see `start_at`) is valid for: the source's
-        examples (their count, schema and origins: file paths, record locations), the batch
+        examples (their count, schema and origins: file paths, record locations; for
+        `from_tfrecords`, the CRC-32C digests of the shards from their metadata), the batch
         size and the seed.
 
         Examples:
@@ -278,6 +279,9 @@ class SequenceLoader(keras.utils.PyDataset):
         parts: list[bytes | str] = [type(self.source).__name__, self.schema.to_json(), *origins]
         if labels is not None:
             parts.append(np.asarray(labels).tobytes())
+        digests = getattr(self.source, "digests", ())
+        if any(digests):  # TFRecord shards: their contents, as their metadata knows them
+            parts.append(",".join(digest or "" for digest in digests))
         description = f"{type(self.source).__name__} of {self._size} examples"
         seed = 0 if self.options.seed is None else self.options.seed  # drawn: not reproducible
         return Identity(digest(parts), description, self.options.batch_size, seed)

@@ -21,6 +21,7 @@ import hashlib
 import os
 import struct
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,10 @@ class TFRecordSource(SourceBase):
 
     The source pickles cheaply (file names, sizes, per-shard counts): the offsets are reloaded
     from the index files and the shards opened lazily in each process that reads.
+
+    Attributes:
+        digests: the CRC-32C of each file that its metadata keeps (None where it keeps none):
+            part of what a `SequenceLoader` position is valid for.
     """
 
     def __init__(
@@ -103,11 +108,13 @@ class TFRecordSource(SourceBase):
         files: list[fs.AnyPath],
         schema: Schema,
         cache_dir: str | os.PathLike[str] | None = None,
+        digests: Sequence[str | None] = (),
     ) -> None:
         self._readers: dict[int, fs.RandomReader] = {}
         self.files = files
         self.schema = schema
         self.cache_dir = cache_dir
+        self.digests = tuple(digests) or (None,) * len(files)
         stats = [f.stat() for f in files]
         self._sizes = [s.st_size for s in stats]
         self._mtimes = [s.st_mtime_ns for s in stats]
@@ -325,6 +332,7 @@ def from_tfrecords(
         raise SchemaError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
     for info in {id(e.info): e.info for e in declared.values()}.values():
         check_stored_labels(info.schema, schema, str(info.metadata_path))
-    source = TFRecordSource(files, schema, cache_dir)
+    digests = [declared[f].shard.crc32c if f in declared else None for f in files]
+    source = TFRecordSource(files, schema, cache_dir, digests)
     check_counts(files, source.shard_counts, declared)
     return source
