@@ -129,7 +129,7 @@ class RecordInput:
             (
                 f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
                 lambda ds: ds.interleave(
-                    lambda f: tf.data.TFRecordDataset(f, compression, buffer_size=1 << 20),
+                    plain(lambda f: tf.data.TFRecordDataset(f, compression, buffer_size=1 << 20)),
                     cycle_length=cycle,
                     num_parallel_calls=AUTOTUNE,
                     deterministic=det,
