@@ -121,9 +121,8 @@ def test_pipeline_over_records_rescales_images_but_not_masks(records: Path, batc
 def test_a_map_decodes_per_example_with_the_values_of_the_batch_decode(
     records: Path, first: str
 ) -> None:
-    """With a map the examples are unbatched anyway: images and masks are then decoded one
-    example at a time (in the map's own calls, or before a filter), to the same values as the
-    decode of a whole batch."""
+    """Images and masks are decoded one example at a time (in a map's own calls, or before a
+    filter), to the same values as the decode of a whole batch (before a cache)."""
     base = tfpipe.Pipeline(records, image_size=(5, 7), rescale=1 / 255).options(deterministic=True)
     if first == "map":
         mapped = base.map(lambda example: example).batch(COUNT)
@@ -134,8 +133,9 @@ def test_a_map_decodes_per_example_with_the_values_of_the_batch_decode(
     assert stages.index("decode images per example") < stages.index(f". {first}(")
     fused = ", in the parallel calls of map(<lambda>)" in stages
     assert fused == (first == "map")
-    assert "decode images per example" not in base.batch(COUNT).explain()
-    by_example, by_batch = next(iter(mapped.build())), next(iter(base.batch(COUNT).build()))
+    per_batch = base.cache().batch(COUNT)
+    assert "decode images per example" not in per_batch.explain()
+    by_example, by_batch = next(iter(mapped.build())), next(iter(per_batch.build()))
     _assert_masks(by_example["mask"].numpy(), (5, 7))
     for name in ("image", "mask"):
         assert by_example[name].dtype == by_batch[name].dtype

@@ -118,6 +118,18 @@ def _with_alpha(image: tf.Tensor) -> tf.Tensor:
     return tf.concat([colour, alpha], axis=-1)
 
 
+def decode_reduced(
+    data: tf.Tensor, channels: int, size: tuple[int, int], turn: tf.Tensor | None = None
+) -> tf.Tensor:
+    """`decode` for 1 or 3 channels, a JPEG at the DCT scale `decode_jpeg_reduced` picks (the
+    scale Pillow's draft mode picks on the Pillow path); other formats in full."""
+    return tf.cond(
+        tf.io.is_jpeg(data),
+        lambda: decode_jpeg_reduced(data, channels, size, turn),
+        lambda: _decode_other(data, channels),
+    )
+
+
 def decode_jpeg_reduced(
     data: tf.Tensor, channels: int, size: tuple[int, int], turn: tf.Tensor | None = None
 ) -> tf.Tensor:

@@ -204,13 +204,17 @@ def copyable(data: bytes, fmt: str, size: tuple[int | None, int | None], channel
 
 
 def prepare(
-    image: PILImage.Image, channels: int, size: tuple[int | None, int | None] = (None, None)
+    image: PILImage.Image,
+    channels: int,
+    size: tuple[int | None, int | None] = (None, None),
+    reduced: bool = True,
 ) -> PILImage.Image:
     """Decodes to a PIL image with `channels`, upright and resized to `size`.
 
-    A JPEG that is larger than the target is decoded at a reduced DCT scale first (Pillow's
-    draft mode), which is several times faster than a full decode followed by a resize.
-    Decoding errors (a truncated or corrupt file) raise OSError here, not later.
+    With `reduced`, a JPEG at least twice the target in both sides is first decoded at the
+    smallest DCT scale (1/2, 1/4 or 1/8, Pillow's draft mode) that still covers the target,
+    several times cheaper than a full decode; then `resize`. Decoding errors (a truncated or
+    corrupt file) raise OSError here, not later.
     """
     height, width = size
     fmt, wide = image.format, _sixteen_bit_colour(image)  # before orientation() loads a PNG
@@ -218,15 +222,42 @@ def prepare(
     if fmt == "JPEG":
         # libjpeg converts to grayscale itself (its luma), as TensorFlow's decoder does.
         draft_mode = "L" if channels == 1 and image.mode == "RGB" else None
-        scale = None if height is None or width is None else (width, height)
-        image.draft(draft_mode, scale[::-1] if scale and turned else scale)
+        scale = None
+        if width is not None and height is not None and reduces_jpeg(reduced, channels, size):
+            scale = (height, width) if turned else (width, height)
+        image.draft(draft_mode, scale)
     image = ImageOps.exif_transpose(image) if orientation(image) != 1 else image
     image = to_channels(image, channels, fmt, wide)
     target = (width or image.width, height or image.height)
     if target != image.size:
-        image = image.resize(target, PILImage.Resampling.BILINEAR)
+        image = resize(image, target)
     image.load()
     return image
+
+
+def resize(image: PILImage.Image, size: tuple[int, int]) -> PILImage.Image:
+    """tfpipe's one resize of images to `size` (width, height), which `resize_and_scale` does
+    in TensorFlow with the same pixels (docs/performance.md, "One resize").
+
+    Bilinear interpolation between pixel centres, rounded down, when the image is less than
+    twice the target in both sides (any enlargement, and what is left after a JPEG's DCT-scale
+    decode); an antialiased bilinear (a triangle filter widened to the shrink, rounded) when it
+    is at least twice the target in a side, where plain interpolation would skip pixels.
+    Bands are resized apart: Pillow would premultiply alpha, TensorFlow does not.
+    """
+    width, height = size
+    if image.mode == "RGBA":
+        return PILImage.merge("RGBA", [resize(band, size) for band in image.split()])
+    if image.width >= 2 * width or image.height >= 2 * height:
+        return image.resize(size, PILImage.Resampling.BILINEAR)
+    shrink = (image.width / width, 0, 0, 0, image.height / height, 0)
+    return image.transform(size, PILImage.Transform.AFFINE, shrink, PILImage.Resampling.BILINEAR)
+
+
+def reduces_jpeg(reduced: bool, channels: int, size: tuple[int | None, int | None]) -> bool:
+    """Whether a JPEG is decoded at a reduced DCT scale, on every path: asked for, a fixed
+    target size, and 1 or 3 channels (an RGBA result decodes the JPEG in full)."""
+    return reduced and None not in size and channels != 4
 
 
 def raw_mode(image: PILImage.Image) -> str | None:

@@ -15,11 +15,12 @@ _TAG = 0x0112
 
 
 def _bytes(data: tf.Tensor, start: tf.Tensor, length: int) -> tf.Tensor:
-    """`length` bytes of `data` from `start` as int32, zeros past the end."""
+    """`length` bytes of `data` from `start` as int32, zeros past the end (only the window is
+    copied and padded, not the whole file)."""
     start = tf.minimum(start, tf.strings.length(data))
-    padded = data + b"\0" * length
-    window = tf.strings.substr(padded, start, tf.fill(tf.shape(start), length))
-    return tf.cast(tf.io.decode_raw(window, tf.uint8), tf.int32)
+    window = tf.strings.substr(data, start, tf.fill(tf.shape(start), length))
+    padded = tf.strings.substr(window + b"\0" * length, 0, length)
+    return tf.cast(tf.io.decode_raw(padded, tf.uint8), tf.int32)
 
 
 def orientation(data: tf.Tensor) -> tf.Tensor:

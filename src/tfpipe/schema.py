@@ -234,7 +234,7 @@ class Schema(Mapping[str, Feature]):
         serialized: tf.Tensor,
         *,
         image_size: tuple[int, int] | None = None,
-        reduced_decode: bool = False,
+        reduced_decode: bool = True,
         rescale: float | None = None,
         defer_images: bool = False,
     ) -> dict[str, tf.Tensor]:
@@ -253,10 +253,12 @@ class Schema(Mapping[str, Feature]):
 
         Args:
             serialized: a string tensor of rank 0 or 1.
-            image_size: resize every image (bilinear) and every `Mask` (nearest neighbour, so
-                they stay aligned) to `(height, width)`. Defaults to None.
-            reduced_decode: decode large JPEGs at a reduced DCT scale before resizing (faster;
-                pixels differ slightly from a full decode). Defaults to False.
+            image_size: resize every image (bilinear, antialiased when shrinking) and every
+                `Mask` (nearest neighbour, so they stay aligned) to `(height, width)`.
+                Defaults to None.
+            reduced_decode: decode JPEGs at least twice `image_size` at a reduced DCT scale
+                before resizing, as every tfpipe path does (`Image.decode_tensor`); False
+                decodes in full (slower, finer). Defaults to True.
             rescale: give `Image` features as float32 multiplied by this (e.g. 1 / 255); masks
                 keep their integer values. Defaults to None (uint8 images).
             defer_images: leave images and masks as their stored bytes, to be decoded one
@@ -300,7 +302,7 @@ class Schema(Mapping[str, Feature]):
         self,
         example: Mapping[str, tf.Tensor],
         image_size: tuple[int, int] | None = None,
-        reduced_decode: bool = False,
+        reduced_decode: bool = True,
         rescale: float | None = None,
         orientations: Mapping[str, tf.Tensor] | None = None,
     ) -> dict[str, tf.Tensor]:
@@ -318,7 +320,7 @@ class Schema(Mapping[str, Feature]):
         Args:
             example: feature name -> tensor of one example, images and masks as stored bytes.
             image_size: as in `parse`. Defaults to None.
-            reduced_decode: as in `parse`. Defaults to False.
+            reduced_decode: as in `parse`. Defaults to True.
             rescale: as in `parse`. Defaults to None.
             orientations: image name -> its EXIF orientation, read already for a whole batch
                 with `Image.orientations` before the unbatch (cheaper than per image).

@@ -113,8 +113,11 @@ class Image(Feature):
         image = self._prepare(value if data is None else data, self.shape[:2])
         return _imaging.encode_image(image, self.encoding, self.quality)
 
-    def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
-        """Decodes to uint8 (H, W, C), resized to `size` or else to the declared size.
+    def load(
+        self, value: Any, size: tuple[int, int] | None = None, reduced: bool = True
+    ) -> np.ndarray:
+        """Decodes to uint8 (H, W, C), resized to `size` or else to the declared size, with the
+        pixels `decode_tensor` gives (`reduced`: as there).
 
         Examples:
             >>> image = tfpipe.Image().load("images/circle/circle_00000.jpg", size=(16, 16))
@@ -126,13 +129,15 @@ class Image(Feature):
             if value.dtype != np.uint8:
                 raise TypeError(f"expected a uint8 image array, got dtype {value.dtype}")
             return value
-        return _imaging.as_array(self._prepare(value, target))
+        return _imaging.as_array(self._prepare(value, target, reduced))
 
-    def _prepare(self, value: Any, size: tuple[int | None, int | None]) -> Any:
+    def _prepare(
+        self, value: Any, size: tuple[int | None, int | None], reduced: bool = True
+    ) -> Any:
         """The value as a decoded PIL image with the declared channels, resized to `size`."""
         image = _imaging.open_image(value)
         try:
-            return _imaging.prepare(image, self.channels, size)
+            return _imaging.prepare(image, self.channels, size, reduced)
         except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
             raise OSError(f"cannot decode image: {e}") from e
 
@@ -154,19 +159,20 @@ class Image(Feature):
         self,
         parsed: tf.Tensor,
         size: tuple[int, int] | None = None,
-        reduced: bool = False,
+        reduced: bool = True,
         rescale: float | None = None,
         orientation: tf.Tensor | None = None,
     ) -> tf.Tensor:
         """Decodes one stored image in a graph to (H, W, C), resized to `size`.
 
-        The result is uint8, or float32 multiplied by `rescale` when it is given (computed from
-        the resize's float output directly, without a round trip through uint8). With
-        `reduced=True`, a JPEG larger than twice the target is decoded at a reduced DCT scale
-        (1/2, 1/4 or 1/8) before the resize: much faster, pixels differ slightly. JPEGs are
-        turned upright by their EXIF orientation, as `load` turns them; pass `orientation`
-        when it was read already (`orientations` of a batch: a few ops for the whole batch,
-        where reading it per image costs about a fifth of a 256x256 decode).
+        The result is uint8, or float32 multiplied by `rescale` when it is given. The pixels
+        are those `load` (Pillow) gives, within 1/255: with `reduced` (the default), a JPEG at
+        least twice the target in both sides is decoded at the smallest DCT scale (1/2, 1/4 or
+        1/8) that still covers it, then resized by `resize_and_scale`; `reduced=False` decodes
+        in full (slower, finer). JPEGs are turned upright by their EXIF orientation, as `load`
+        turns them; pass `orientation` when it was read already (`orientations` of a batch: a
+        few ops for the whole batch, where reading it per image costs about a fifth of a
+        256x256 decode).
 
         Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
@@ -177,8 +183,8 @@ class Image(Feature):
         size = self._resize_to(size)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
-        elif reduced and size is not None and self.encoding == "jpeg":
-            image = _decode.decode_jpeg_reduced(parsed, self.channels, size, orientation)
+        elif size is not None and _imaging.reduces_jpeg(reduced, self.channels, size):
+            image = _decode.decode_reduced(parsed, self.channels, size, orientation)
         else:
             image = _decode.decode(parsed, self.channels, orientation)
         image.set_shape((None, None, self.channels) if size else self.shape)
@@ -205,7 +211,7 @@ class Image(Feature):
         self,
         parsed: tf.Tensor,
         size: tuple[int, int] | None = None,
-        reduced: bool = False,
+        reduced: bool = True,
         rescale: float | None = None,
     ) -> tf.Tensor:
         """Decodes a vector of stored images to (B, H, W, C), like `decode_tensor` per image.
@@ -235,12 +241,22 @@ class Image(Feature):
 def resize_and_scale(
     images: tf.Tensor, size: tuple[int, int] | None, rescale: float | None
 ) -> tf.Tensor:
-    """Bilinear resize of uint8 image(s) to `size` (None: as they are), then uint8 again, or
-    float32 times `rescale` when it is given."""
+    """tfpipe's one resize of uint8 image(s) to `size` (None: as they are), then uint8 again,
+    or float32 times `rescale` when it is given.
+
+    The pixels are those of `_imaging.resize` on the Pillow path (SequenceLoader, the writer):
+    bilinear interpolation rounded down while the image is less than twice the target in both
+    sides; an antialiased bilinear, rounded, when it is at least twice the target in a side.
+    """
     if size is not None:
-        images = tf.image.resize(images, size)
+        stored = tf.shape(images)[-3:-1]
+        images = tf.cond(
+            tf.reduce_any(stored >= 2 * tf.constant(size)),
+            lambda: tf.round(tf.image.resize(images, size, antialias=True)),
+            lambda: tf.floor(tf.image.resize(images, size)),
+        )
         if rescale is None:
-            return tf.saturate_cast(tf.round(images), tf.uint8)
+            return tf.saturate_cast(images, tf.uint8)
     elif rescale is not None:
         images = tf.cast(images, tf.float32)
     return images if rescale is None else images * rescale

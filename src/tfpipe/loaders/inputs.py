@@ -64,7 +64,7 @@ class Decoding:
         parts = []
         if self.image_size is not None:
             parts.append(f"resize to {self.image_size[0]}x{self.image_size[1]}")
-        if self.reduced_decode:
+        if self.reduced_decode and self.image_size is not None:
             parts.append("reduced DCT-scale JPEG decode")
         if self.rescale is not None:
             parts.append(f"float32 x {self.rescale:g}")
@@ -129,7 +129,7 @@ class RecordInput:
             (
                 f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
                 lambda ds: ds.interleave(
-                    lambda f: tf.data.TFRecordDataset(f, compression, buffer_size=1 << 20),
+                    plain(lambda f: tf.data.TFRecordDataset(f, compression, buffer_size=1 << 20)),
                     cycle_length=cycle,
                     num_parallel_calls=AUTOTUNE,
                     deterministic=det,
@@ -180,7 +180,7 @@ class RecordInput:
             what = ""
         return (
             f"parse_example (vectorised){what}",
-            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+            lambda ds: ds.map(plain(decode), num_parallel_calls=AUTOTUNE),
         )
 
     def defers_images(self) -> bool:
@@ -192,33 +192,9 @@ class RecordInput:
             for f in self.schema.values()
         )
 
-    def image_decoders(
-        self, decoding: Decoding
-    ) -> tuple[Stage, str, Callable[[tuple[Any, Any]], dict[str, tf.Tensor]]]:
-        """What follows `decoder(defer_images=True)`: the stage reading the images' EXIF
-        orientations per batch (a few vectorised ops) into `(batch, orientations)` pairs; and,
-        for after the unbatch, the label and the function decoding one `(example,
-        orientations)` pair, to run in a parallel map of its own or in the next map's."""
-        images = {n: f for n, f in self.schema.items() if isinstance(f, Image)}
-
-        def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
-            turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
-            return batch, {name: turn for name, turn in turns.items() if turn is not None}
-
-        def decode(pair: tuple[Any, Any]) -> dict[str, tf.Tensor]:
-            example, turns = pair
-            return self.schema.decode_images(
-                example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
-            )
-
-        return (
-            (
-                "read the EXIF orientation of every JPEG (vectorised)",
-                lambda ds: ds.map(orient, num_parallel_calls=AUTOTUNE),
-            ),
-            "decode images per example" + decoding.describe(self.schema),
-            decode,
-        )
+    def image_decoders(self, decoding: Decoding) -> Decoders:
+        """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""
+        return stored_image_decoders(self.schema, decoding)
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first damaged record of the shards: frame, Example, feature or image."""
@@ -229,6 +205,45 @@ class RecordInput:
 def _has_images(inp: RecordInput | MemoryInput) -> bool:
     """Whether the input's schema has an Image or a Mask (else nothing is decoded or resized)."""
     return any(isinstance(f, Image | Mask) for f in inp.schema.values())
+
+
+Decoders = tuple[Stage, str, Callable[..., dict[str, tf.Tensor]]]
+
+
+def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
+    """The per-example decode of the images and masks `schema` holds as stored bytes, after an
+    unbatch: a parallel map of single decodes keeps every core busy, where a `tf.map_fn` over
+    each batch left the parallelism to the autotuner's guess per batch.
+
+    Returns the stage reading the images' EXIF orientations per batch (a few vectorised ops)
+    into `(batch, orientations)` pairs; the label of the decode; and the function decoding one
+    `(example, orientations)` pair, to run in a parallel map of its own or in the next map's.
+    """
+    images = {n: f for n, f in schema.items() if isinstance(f, Image)}
+
+    def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
+        turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
+        return batch, {name: turn for name, turn in turns.items() if turn is not None}
+
+    def decode(example: dict[str, tf.Tensor], turns: Any) -> dict[str, tf.Tensor]:
+        return schema.decode_images(
+            example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
+        )
+
+    return (
+        (
+            "read the EXIF orientation of every JPEG (vectorised)",
+            lambda ds: ds.map(plain(orient), num_parallel_calls=AUTOTUNE),
+        ),
+        "decode images per example" + decoding.describe(schema),
+        plain(decode),
+    )
+
+
+def plain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` traced as written, without AutoGraph: tfpipe's stage functions use TensorFlow's
+    control flow ops already, and converting them took ~3 s before the first batch."""
+    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:
@@ -343,19 +358,41 @@ class MemoryInput(_IndexedInput):
             parts += [name, repr(column.dtype), b"".join(rows) or column.tobytes()]
         return parts
 
-    def decoder(self, decoding: Decoding) -> Stage:
-        decoding.check(self.schema)
-        files = [
+    def _files(self) -> list[str]:
+        """The image and mask columns that hold file paths, read in the graph."""
+        return [
             name
             for name, column in self.columns.items()
             if isinstance(self.schema[name], Image | Mask) and column.dtype.kind in "USO"
         ]
+
+    def defers_images(self) -> bool:
+        """Whether images are read from files: decoded one example at a time after an unbatch
+        (arrays of pixels are resized per batch, in one op)."""
+        return bool(self._image_files())
+
+    def image_decoders(self, decoding: Decoding) -> Decoders:
+        """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""
+        files = Schema({name: self.schema[name] for name in self._image_files()})
+        return stored_image_decoders(files, decoding)
+
+    def _image_files(self) -> list[str]:
+        return [name for name in self._files() if isinstance(self.schema[name], Image)]
+
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: gather the examples' columns; arrays are resized per batch,
+        image files decoded per element (`tf.map_fn`) or, with `defer_images`, read into
+        their bytes for `image_decoders` after an unbatch."""
+        decoding.check(self.schema)
+        files = self._files()
         constants = {
             name: _constant(column, name in files) for name, column in self.columns.items()
         }
 
         def image_of(name: str, feature: Image, values: tf.Tensor) -> tf.Tensor:
             size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
+            if name in files and defer_images:
+                return tf.map_fn(tf.io.read_file, values, fn_output_signature=tf.string)
             if name in files:
                 return tf.map_fn(
                     lambda path: feature.decode_tensor(
@@ -397,11 +434,15 @@ class MemoryInput(_IndexedInput):
                 batch[name] = values
             return batch
 
-        what = "read + decode image files per element" if files else "gather arrays"
+        if defer_images:
+            what = "read image files (their bytes, decoded after the unbatch)"
+        else:
+            what = "read + decode image files per element" if files else "gather arrays"
+        if _has_images(self):
+            what += decoding.describe(self.schema)
         return (
-            f"gather examples; {what}"
-            + (decoding.describe(self.schema) if _has_images(self) else ""),
-            lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+            f"gather examples; {what}",
+            lambda ds: ds.map(plain(decode), num_parallel_calls=AUTOTUNE),
         )
 
     def locate_fault(self, decoding: Decoding) -> Fault | None:

@@ -177,11 +177,13 @@ class Pipeline:
             `tfpipe.from_directory` / `from_dataframe` / `from_arrays` source (or a split of
             one); or a `keras.utils.PyDataset`.
         schema: the record schema for TFRecords without a metadata file. Defaults to None.
-        image_size: resize every image (bilinear) and every mask (nearest neighbour, so they
-            stay aligned) to `(height, width)`. Defaults to None (the size the schema declares).
-        reduced_decode: decode JPEGs larger than twice `image_size` at a reduced DCT scale
-            (1/2, 1/4, 1/8) before resizing: much faster, but pixels differ slightly from a
-            full decode + resize. Defaults to False.
+        image_size: resize every image (bilinear, antialiased when shrinking) and every mask
+            (nearest neighbour, so they stay aligned) to `(height, width)`. Defaults to None
+            (the size the schema declares).
+        reduced_decode: decode JPEGs at least twice `image_size` in both sides at the
+            smallest DCT scale (1/2, 1/4, 1/8) that still covers it before resizing, as
+            `SequenceLoader` and the writer do (the same pixels on every path); False decodes
+            in full: slower, finer, and then the other paths need it too. Defaults to True.
         rescale: cast `Image` features to float32 and multiply by this finite number > 0
             (e.g. `1 / 255`); masks are never rescaled. Defaults to None (uint8 images).
         compression: None, "gzip" or "zlib" for TFRecords. Defaults to "auto" (from the
@@ -205,7 +207,7 @@ class Pipeline:
         *,
         schema: Any = None,
         image_size: tuple[int, int] | None = None,
-        reduced_decode: bool = False,
+        reduced_decode: bool = True,
         rescale: float | None = None,
         compression: str | None = "auto",
         pad: Mapping[str, int] | None = None,
@@ -366,7 +368,7 @@ class Pipeline:
             >>> print(tfpipe.Pipeline("out/train").batch(8).prefetch(2).explain())
              1. list 2 TFRecord file(s) of out/train
              ...
-             6. prefetch 2
+            10. prefetch 2
              ...
         """
         if buffer_size != AUTOTUNE:
@@ -504,11 +506,11 @@ class Pipeline:
             >>> print(p.explain())
              1. list 2 TFRecord file(s) of out/train
              ...
-             8. distribute: the stages above run on the tf.data service workers of
+            12. distribute: the stages above run on the tf.data service workers of
                 grpc://10.0.0.5:5050 ...
-             9. rebatch to 64 (each worker's share of an epoch ends in a short batch)
-            10. prefetch AUTOTUNE
-            11. options: deterministic=False
+            13. rebatch to 64 (each worker's share of an epoch ends in a short batch)
+            14. prefetch AUTOTUNE
+            15. options: deterministic=False
             >>> # build() registers the pipeline with the dispatcher, which must be running:
             >>> ds = p.build()  # doctest: +SKIP
 
@@ -709,10 +711,14 @@ class Pipeline:
              3. interleave reads of 2 file(s) at a time (parallel, AUTOTUNE)
              4. shuffle records (buffer 24, seed=0, reshuffled each epoch)
              5. batch 64 records
-             6. parse_example (vectorised) + decode images per element
-             7. declare 1 batches per epoch (from the example count)
-             8. prefetch AUTOTUNE
-             9. options: deterministic=True
+             6. parse_example (vectorised), images and masks kept as stored bytes
+             7. read the EXIF orientation of every JPEG (vectorised)
+             8. unbatch
+             9. decode images per example (parallel, AUTOTUNE)
+            10. batch 64
+            11. declare 1 batches per epoch (from the example count)
+            12. prefetch AUTOTUNE
+            13. options: deterministic=True
         """
         _, labels = self._assemble(explain=True)
         return "\n".join(f"{i:2d}. {label}" for i, label in enumerate(labels, 1))
@@ -889,31 +895,25 @@ class Pipeline:
                 f"batch {size} records" + (" (drop remainder)" if drop else ""),
                 lambda ds: ds.batch(size, drop_remainder=drop),
             )
-            # Maps unbatch the examples anyway: then images are decoded one example at a time,
-            # in the first map's calls (same CPU time as a tf.map_fn per batch, more cores busy).
-            defer = (
-                isinstance(inp, RecordInput)
-                and bool(self._transforms)
-                and not cached
-                and inp.defers_images()
-            )
-            decoder = inp.decoder(self._decoding, defer_images=True) if defer else None
-            decoder = decoder or inp.decoder(self._decoding)
+            # Encoded images are decoded one example at a time after an unbatch, in a parallel
+            # map (or the first map's calls): every core stays busy, where a `tf.map_fn` per
+            # batch left the parallelism to the autotuner's guess per batch.
+            defer = not cached and inp.defers_images()
+            decoder = inp.decoder(self._decoding, defer_images=defer)
             assembly.run_all([decoder, *self._padding.stages])
             assembly.batched = True
             if defer:
                 orient, label, decode = inp.image_decoders(self._decoding)
                 assembly.run(*orient)
                 assembly.unbatch()
-                if self._transforms[0].takes_prepare():  # one parallel map instead of two
-                    assembly.prepare = decode
+                if self._transforms and self._transforms[0].takes_prepare():
+                    assembly.prepare = lambda pair: decode(*pair)
                     name = self._transforms[0].name
                     assembly.run(f"{label}, in the parallel calls of {name}", lambda ds: ds)
                 else:
-                    decode_pair = lambda *pair: decode(pair)  # noqa: E731
                     assembly.run(
                         f"{label} (parallel, AUTOTUNE)",
-                        lambda ds: ds.map(decode_pair, num_parallel_calls=AUTOTUNE),
+                        lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
                     )
         self._transforms_and_cache(assembly)
         if self._batch is not None and not assembly.batched:

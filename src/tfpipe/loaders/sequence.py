@@ -51,6 +51,7 @@ class LoaderOptions:
     workers: int = 1
     use_multiprocessing: bool = False
     max_queue_size: int = 10
+    reduced_decode: bool = True
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "workers", "max_queue_size"):
@@ -96,8 +97,9 @@ class SequenceLoader(keras.utils.PyDataset):
 
     Every example appears exactly once per epoch: in a new order after each epoch with
     `shuffle=True` (the same orders for the same `seed`), in source order with `shuffle=False`.
-    JPEGs are decoded at a reduced DCT scale when the target size allows it (Pillow's draft
-    mode), and each batch is filled in place into one preallocated array per feature.
+    Images get the pixels `Pipeline` gives (one resize on every path: a JPEG at least twice the
+    target is decoded at a reduced DCT scale, then resized bilinearly with antialiasing), and
+    each batch is filled in place into one preallocated array per feature.
 
     Examples:
         >>> loader = tfpipe.SequenceLoader(tfpipe.from_directory("images"), batch_size=8,
@@ -114,8 +116,9 @@ class SequenceLoader(keras.utils.PyDataset):
         x: the model input: a feature name, a list of names (multi-input), or a dict of model
             input name -> feature name. Defaults to "image".
         y: the target, named like `x`; None for prediction. Defaults to "label".
-        image_size: resize images (bilinear) and masks (`tfpipe.Mask`, nearest neighbour, so
-            they stay aligned) to `(height, width)`. Defaults to the schema's shapes.
+        image_size: resize images (bilinear, antialiased when shrinking) and masks
+            (`tfpipe.Mask`, nearest neighbour, so they stay aligned) to `(height, width)`.
+            Defaults to the schema's shapes.
         shuffle: reshuffle every epoch. Defaults to True.
         seed: seed of the orders and of the generators given to `transform`. Defaults to None
             (a random seed drawn once, shared by all workers).
@@ -134,6 +137,8 @@ class SequenceLoader(keras.utils.PyDataset):
             kernel (out of memory) stops training with a `TfpipeError` naming it, instead of
             hanging it (see `tfpipe.loaders.workers.WatchedPool`). Defaults to False.
         max_queue_size: batches Keras prepares ahead. Defaults to 10.
+        reduced_decode: decode JPEGs at least twice `image_size` at a reduced DCT scale, as
+            `Pipeline(reduced_decode=...)` does; False decodes in full. Defaults to True.
     """
 
     def __init__(
@@ -152,10 +157,11 @@ class SequenceLoader(keras.utils.PyDataset):
         workers: int = 1,
         use_multiprocessing: bool = False,
         max_queue_size: int = 10,
+        reduced_decode: bool = True,
     ) -> None:
         options = LoaderOptions(
             batch_size, image_size, shuffle, seed, drop_remainder, dtype, rescale,
-            workers, use_multiprocessing, max_queue_size,
+            workers, use_multiprocessing, max_queue_size, bool(reduced_decode),
         )  # fmt: skip
         super().__init__(
             workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
@@ -366,11 +372,13 @@ class SequenceLoader(keras.utils.PyDataset):
             feature = self.schema[name]
             try:
                 stored = example[name]
-                values[name] = (
-                    feature.load(stored, size=(shape[0], shape[1]))
-                    if isinstance(feature, Image | Mask)
-                    else feature.load(stored)
-                )
+                if isinstance(feature, Image):
+                    size = (shape[0], shape[1])
+                    values[name] = feature.load(stored, size, self.options.reduced_decode)
+                elif isinstance(feature, Mask):
+                    values[name] = feature.load(stored, size=(shape[0], shape[1]))
+                else:
+                    values[name] = feature.load(stored)
             except (KeyError, TypeError, ValueError, OSError) as e:
                 raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
         if self.transform is not None:
