@@ -262,6 +262,20 @@ def test_only_tfpipes_own_errors_from_a_worker_keep_their_type() -> None:
 
 
 @pytest.mark.fault(
+    "WriteTFRecords in a user's own pipeline into a folder that does not exist",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="the folder is made, as write_tfrecords makes it (was a bare NotFoundError on a "
+    "temporary file)",
+)
+def test_write_tfrecords_in_a_pipeline_makes_a_missing_folder(tmp_path: Path) -> None:
+    source = tfpipe.from_arrays({"x": np.arange(10)}, _X)
+    prefix = tmp_path / "out" / "new" / "train"
+    with beam.Pipeline(options=tfpipe.beam.pipeline_options("direct", IN_PROCESS, 1)) as p:
+        _ = p | tfpipe.beam.ReadSource(source) | tfpipe.beam.WriteTFRecords(prefix, _X)
+    assert sorted(int(r["x"]) for r in tfpipe.read_tfrecords(prefix)) == list(range(10))
+
+
+@pytest.mark.fault(
     "two elements of a WriteTFRecords input share an index, in different bundles",
     reader="tfpipe.beam.WriteTFRecords",
     outcome="EncodeError naming the index and both origins; no metadata",
