@@ -168,6 +168,25 @@ def test_class_names_keep_indices_when_a_folder_is_missing(tmp_path: Path) -> No
     assert src.labels().tolist() == [0, 2, 2]
 
 
+@pytest.mark.fault(
+    "records written inside the image folder (`tfpipe write img img/_records/train`), then "
+    "the folder read again",
+    reader="from_directory, tfpipe write",
+    outcome="SourceError naming the records' folder (was a phantom class '_records' that moved "
+    "a, b from 0, 1 to 1, 2); `tfpipe write` refuses such an OUT up front",
+)
+def test_a_folder_of_records_inside_the_image_folder_is_no_class(tmp_path: Path) -> None:
+    images = _folder(tmp_path / "img", {"a": 2, "b": 2})
+    records = images / "_records" / "train"
+    tfpipe.write_tfrecords(tfpipe.from_directory(images), records, progress=False)
+    with pytest.raises(
+        tfpipe.SourceError,
+        match=r"folder\(s\) \['_records'\] in .*img' hold TFRecord files \(first: "
+        r".*train-00000-of-\d+\.tfrecord'\) and no images.*Move them out of",
+    ):
+        tfpipe.from_directory(images)
+
+
 def test_class_names_set_the_order(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "b": 1, "c": 1})
     src = tfpipe.from_directory(tmp_path, class_names=["c", "a", "b"])

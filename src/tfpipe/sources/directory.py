@@ -121,6 +121,30 @@ def _check_class_names(class_names: Any, found: list[str], root: Path) -> list[s
     return names
 
 
+def _check_no_records(root: Path, empty: list[str]) -> None:
+    """Refuses class folders without images that hold TFRecord files: records written inside
+    the image folder (`tfpipe write img img/_records/train`) would be read as one more class,
+    which shifts the index of every class after it."""
+    holding = {name: _first_record_file(root / name) for name in empty}
+    found = {name: path for name, path in holding.items() if path is not None}
+    if found:
+        raise SourceError(
+            f"root: the folder(s) {list(found)} in {str(root)!r} hold TFRecord files (first: "
+            f"{next(iter(found.values()))!r}) and no images: each would be one more class, "
+            "moving the indices of the classes after it. Records written inside the image "
+            f"folder? Move them out of {str(root)!r}, and write records outside it"
+        )
+
+
+def _first_record_file(folder: Path) -> str | None:
+    """The first TFRecord file (shard, compressed or not, or a TFDS file) under `folder`."""
+    for parent, _, names in os.walk(folder):
+        for name in sorted(names):
+            if ".tfrecord" in name and not name.startswith("."):
+                return os.path.join(parent, name)
+    return None
+
+
 class DirectorySource(SourceBase):
     """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
     sub-folder names.
@@ -154,17 +178,22 @@ class DirectorySource(SourceBase):
         self.class_names = (
             found if class_names is None else _check_class_names(class_names, found, self.root)
         )
-        paths: list[str] = []
-        labels: list[int] = []
-        for label, name in enumerate(self.class_names):
-            if name in found:
-                files = list(walk.files_of(str(self.root / name)))
-                paths += files
-                labels += [label] * len(files)
-        if not paths:
+        files = {
+            name: list(walk.files_of(str(self.root / name)))
+            for name in self.class_names
+            if name in found
+        }
+        if not any(files.values()):
             raise SourceError(
                 f"root: found no files with extensions {list(wanted)} under {str(self.root)!r}"
             )
+        empty = [name for name, paths in files.items() if not paths]
+        _check_no_records(self.root, empty)
+        paths: list[str] = []
+        labels: list[int] = []
+        for label, name in enumerate(self.class_names):
+            paths += files.get(name, [])
+            labels += [label] * len(files.get(name, []))
         if walk.loops:
             warnings.warn(
                 f"from_directory({str(self.root)!r}): skipped {len(walk.loops)} link(s) that "
@@ -230,5 +259,9 @@ def from_directory(
         class_names: the classes, in index order. A sub-folder not in the list raises a
             `SourceError` naming it; a listed class without a folder is allowed (it has no
             examples) and warned about. Defaults to None (the sorted sub-folder names).
+
+    Raises:
+        SourceError: a sub-folder holds TFRecord files and no images (records written inside
+            the image folder would be one more class).
     """
     return DirectorySource(root, extensions, follow_links, image_shape, class_names)
