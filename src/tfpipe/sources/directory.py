@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -145,6 +146,47 @@ def _first_record_file(folder: Path) -> str | None:
     return None
 
 
+def _check_not_splits(root: Path, files: dict[str, list[str]]) -> None:
+    """Refuses a root one level too high (`data` over `data/train/<class>`,
+    `data/test/<class>`): every class folder with images holds them only in sub-folders, and
+    two class folders share one of those sub-folders, or one class folder holds several.
+    Sub-folders no two classes share are a class's own (`cat/day1`, `dog/day2`)."""
+    inner = {name: _image_folders(root / name, paths) for name, paths in files.items() if paths}
+    shared = _shared(list(inner.values())) if all(inner.values()) else []
+    if not shared:
+        return
+    names = sorted(inner)
+    raise SourceError(
+        f"root: the folder(s) {names} in {str(root)!r} hold no images of their own, only "
+        f"sub-folders of images ({shared}): splits that each hold class folders, not "
+        f"classes. Pass one of them, e.g. from_directory({str(root / _a_split(names))!r}); if "
+        f"{names} are the classes, pass class_names={names}"
+    )
+
+
+def _shared(sub_folders: list[set[str]]) -> list[str]:
+    """The sub-folder names two class folders share, or those of one class folder with
+    several."""
+    if len(sub_folders) == 1:
+        return sorted(sub_folders[0]) if len(sub_folders[0]) > 1 else []
+    counts = collections.Counter(name for names in sub_folders for name in names)
+    return sorted(name for name, count in counts.items() if count > 1)
+
+
+def _a_split(names: list[str]) -> str:
+    """The split to name in an example: "train" when there is one."""
+    return "train" if "train" in names else names[0]
+
+
+def _image_folders(folder: Path, paths: list[str]) -> set[str]:
+    """The sub-folders of `folder` holding its images `paths`; empty when one lies in
+    `folder` itself."""
+    parts = [Path(path).relative_to(folder).parts for path in paths]
+    if any(len(p) == 1 for p in parts):
+        return set()
+    return {p[0] for p in parts}
+
+
 class DirectorySource(SourceBase):
     """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
     sub-folder names.
@@ -189,6 +231,8 @@ class DirectorySource(SourceBase):
             )
         empty = [name for name, paths in files.items() if not paths]
         _check_no_records(self.root, empty)
+        if class_names is None:
+            _check_not_splits(self.root, files)
         paths: list[str] = []
         labels: list[int] = []
         for label, name in enumerate(self.class_names):
@@ -262,6 +306,9 @@ def from_directory(
 
     Raises:
         SourceError: a sub-folder holds TFRecord files and no images (records written inside
-            the image folder would be one more class).
+            the image folder would be one more class), or `root` is one level too high
+            (`data` over `data/train/<class>` and `data/test/<class>`: folders that hold no
+            images of their own, only sub-folders of images that two of them share, or one
+            folder holding several); pass `class_names` if those folders are the classes.
     """
     return DirectorySource(root, extensions, follow_links, image_shape, class_names)
