@@ -218,6 +218,22 @@ def test_class_folders_with_image_sub_folders_of_their_own_are_classes(tmp_path:
     assert tfpipe.from_directory(tmp_path).class_names == ["a", "b"]
 
 
+@pytest.mark.fault(
+    "an empty class folder (or one with no file of the wanted extensions)",
+    reader="from_directory",
+    outcome="TfpipeWarning naming the folder and its unused class index (was silent)",
+)
+def test_an_empty_class_folder_is_warned_about(tmp_path: Path) -> None:
+    _folder(tmp_path, {"a": 1, "c": 1})
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.txt").write_text("no image here")
+    with pytest.warns(
+        tfpipe.TfpipeWarning, match=r"class folder\(s\) \['b'\] hold no files with .*\[1\]"
+    ):
+        src = tfpipe.from_directory(tmp_path)
+    assert src.class_names == CLASSES and src.labels().tolist() == [0, 2]
+
+
 def test_class_names_set_the_order(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "b": 1, "c": 1})
     src = tfpipe.from_directory(tmp_path, class_names=["c", "a", "b"])

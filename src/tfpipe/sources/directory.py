@@ -187,6 +187,20 @@ def _image_folders(folder: Path, paths: list[str]) -> set[str]:
     return {p[0] for p in parts}
 
 
+def _warn_empty(
+    root: Path, empty: list[str], class_names: list[str], wanted: tuple[str, ...]
+) -> None:
+    """Warns about class folders without images: their class indices are never used."""
+    if empty:
+        warnings.warn(
+            f"from_directory({str(root)!r}): the class folder(s) {empty} hold no files with "
+            f"extensions {list(wanted)}, so class(es) {[class_names.index(n) for n in empty]} "
+            "have no examples; put images in them, or remove them",
+            TfpipeWarning,
+            stacklevel=4,
+        )
+
+
 class DirectorySource(SourceBase):
     """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
     sub-folder names.
@@ -233,6 +247,7 @@ class DirectorySource(SourceBase):
         _check_no_records(self.root, empty)
         if class_names is None:
             _check_not_splits(self.root, files)
+        _warn_empty(self.root, empty, self.class_names, wanted)
         paths: list[str] = []
         labels: list[int] = []
         for label, name in enumerate(self.class_names):
@@ -291,7 +306,8 @@ def from_directory(
         >>> test = tfpipe.from_directory("images", class_names=train.class_names)
 
     Args:
-        root: the folder holding one sub-folder per class.
+        root: the folder holding one sub-folder per class. A class folder without images
+            is warned about: its class has no examples.
         extensions: file endings that count as images (case-insensitive).
             Defaults to .jpg, .jpeg, .png, .bmp, .gif.
         follow_links: follow symbolic links to folders. A link back to a folder above it (a
