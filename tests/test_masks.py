@@ -335,21 +335,49 @@ def test_records_with_a_mask_tensorflow_would_misread_are_refused(tmp_path, fmt)
 
 
 @pytest.mark.fault(
-    "mask value >= num_classes in records read with a smaller Mask",
+    "records read with a Mask of fewer classes (or without the ignore_value) than their "
+    "metadata declares",
+    reader="read_tfrecords, Pipeline, from_tfrecords",
+    outcome="SchemaError naming the feature and both declarations, before reading (was a "
+    "TensorFlow assertion without the file, mid-epoch)",
+)
+@pytest.mark.parametrize(
+    "narrow",
+    [tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3), tfpipe.Mask(shape=(*SHAPE, 1), num_classes=8)],
+    ids=["fewer classes", "no ignore_value"],
+)
+def test_a_narrower_mask_than_the_metadata_is_refused(records: Path, narrow: tfpipe.Mask) -> None:
+    expected = (
+        rf"^mask: schema= declares Mask\(num_classes={narrow.num_classes}, ignore_value=None\) "
+        r"but the records of .*train.* hold masks of num_classes=8, ignore_value=255"
+    )
+    for read in (tfpipe.read_tfrecords, tfpipe.Pipeline, tfpipe.from_tfrecords):
+        with pytest.raises(tfpipe.SchemaError, match=expected):
+            read(records, schema=_schema(narrow))
+    wider = tfpipe.Mask(shape=(*SHAPE, 1), num_classes=10, ignore_value=255)
+    assert len(list(tfpipe.read_tfrecords(records, schema=_schema(wider)))) == COUNT
+
+
+@pytest.mark.fault(
+    "mask value >= num_classes in records without metadata read with a smaller Mask",
     reader="Pipeline + named_errors, Schema.load",
     outcome="DecodeError naming the record, the value and where it is",
 )
 @pytest.mark.parametrize("mapped", [False, True], ids=["batch decode", "per-example decode"])
-def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path, mapped: bool) -> None:
+def test_values_beyond_a_narrower_schema_fail_on_both_paths(
+    records: Path, mapped: bool, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain.tfrecord"  # no metadata declares the records' classes
+    plain.write_bytes(tfpipe.DatasetInfo.load(records).files[0].read_bytes())
     narrow = _schema(tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3))
-    pipeline = tfpipe.Pipeline(records, schema=narrow)
+    pipeline = tfpipe.Pipeline(plain, schema=narrow)
     pipeline = (pipeline.map(lambda example: example) if mapped else pipeline).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
         list(pipeline.build())
     named = pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build())
-    source = tfpipe.from_tfrecords(records, schema=narrow)
+    source = tfpipe.from_tfrecords(plain, schema=narrow)
     with pytest.raises(tfpipe.DecodeError, match="mask value 7 at row"):
         narrow.load(source[1])
 
