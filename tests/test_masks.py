@@ -268,6 +268,63 @@ def _with_bad_mask(segmentation, tmp_path: Path, data: bytes, name: str) -> tfpi
     return tfpipe.from_dataframe(df, label_cols=["mask"], schema=_schema(), base_dir=folder)
 
 
+@pytest.mark.fault(
+    "a mask of another size than its image in one example",
+    reader="write_tfrecords, SequenceLoader, Schema.decode / from_tfrecords, from_arrays",
+    outcome="EncodeError / DecodeError naming the example (record) and both sizes (was "
+    "accepted: the mask resized onto the image)",
+)
+def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: Path) -> None:
+    half = _masks()[COUNT - 1][::2, ::2]  # 6x8 for a 12x16 image
+    source = _with_bad_mask(segmentation, tmp_path, _saved(half, "L"), "half.png")
+    sizes = (
+        r"mask: the mask \(.*half\.png\) is 6x8 \(height x width\) but image 'image' "
+        r"\(.*image5\.png\) is 12x16: "
+    )
+    with pytest.raises(tfpipe.EncodeError, match=sizes + r".* in example 5 \(row 5 "):
+        tfpipe.write_tfrecords(source, tmp_path / "out", progress=False)
+    loader = tfpipe.SequenceLoader(source, batch_size=COUNT, x="image", y="mask", shuffle=False)
+    with pytest.raises(tfpipe.DecodeError, match=sizes + r".* in row 5 "):
+        loader[0]
+
+    # Records another tool wrote: image and mask stored at their own sizes.
+    free = tfpipe.Schema({"image": tfpipe.Image(encoding="png"), "mask": tfpipe.Mask()})
+    path = tmp_path / "foreign.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for mask in (_masks()[0], half):
+            writer.write(_foreign(np.zeros((*SHAPE, 3), np.uint8), mask))
+    stored = r"mask: the mask is 6x8 \(height x width\) but image 'image' is 12x16: "
+    records = tfpipe.from_tfrecords(path, schema=free)
+    loader = tfpipe.SequenceLoader(
+        records, batch_size=1, x="image", y="mask", image_size=SHAPE, shuffle=False
+    )
+    with pytest.raises(tfpipe.DecodeError, match=stored + r".* in record 1 of .*foreign"):
+        loader[1]
+    with pytest.raises(tfpipe.DecodeError, match=stored + ".* in record$"):
+        free.decode(_foreign(np.zeros((*SHAPE, 3), np.uint8), half))
+    arrays = {"image": np.zeros((2, *SHAPE, 3), np.uint8), "mask": np.stack([half, half])}
+    with pytest.raises(tfpipe.SourceError, match=r"^arrays: " + stored):
+        tfpipe.from_arrays(arrays, _schema(tfpipe.Mask()))
+
+
+def _foreign(image: np.ndarray, mask: np.ndarray) -> bytes:
+    """A tf.train.Example of a PNG image and a PNG mask, as another tool writes them."""
+    example = tf.train.Example()
+    example.features.feature["image"].bytes_list.value.append(_saved(image, "RGB"))
+    example.features.feature["mask"].bytes_list.value.append(_saved(mask, "L"))
+    return example.SerializeToString()
+
+
+def test_a_mask_of_its_upright_image_size_is_accepted(tmp_path: Path) -> None:
+    """A JPEG stored sideways with an EXIF orientation is compared once turned upright."""
+    exif = PILImage.Exif()
+    exif[0x0112] = 6  # stored 16 high and 12 wide; upright 12x16, as the mask
+    PILImage.new("RGB", SHAPE).save(tmp_path / "turned.jpg", exif=exif)  # (width, height)
+    schema = tfpipe.Schema({"image": tfpipe.Image(), "mask": tfpipe.Mask()})
+    example = {"image": str(tmp_path / "turned.jpg"), "mask": _masks()[0]}
+    assert schema.decode(schema.encode(example))["mask"].shape == (*SHAPE, 1)
+
+
 BAD_MASKS = {
     "jpeg": (lambda: _saved(_masks()[1], "L", "JPEG"), "mask.jpg", "JPEG mask is lossy"),
     "rgb": (lambda: _saved(_masks()[1], "RGB"), "mask.png", "got a RGB image: colours are not"),
