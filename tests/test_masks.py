@@ -270,7 +270,8 @@ def _with_bad_mask(segmentation, tmp_path: Path, data: bytes, name: str) -> tfpi
 
 @pytest.mark.fault(
     "a mask of another size than its image in one example",
-    reader="write_tfrecords, SequenceLoader, Schema.decode / from_tfrecords, from_arrays",
+    reader="write_tfrecords, SequenceLoader, Pipeline over files (+ named_errors), "
+    "Schema.decode / from_tfrecords, from_arrays",
     outcome="EncodeError / DecodeError naming the example (record) and both sizes (was "
     "accepted: the mask resized onto the image)",
 )
@@ -286,6 +287,12 @@ def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: 
     loader = tfpipe.SequenceLoader(source, batch_size=COUNT, x="image", y="mask", shuffle=False)
     with pytest.raises(tfpipe.DecodeError, match=sizes + r".* in row 5 "):
         loader[0]
+    pipeline = tfpipe.Pipeline(source).batch(COUNT)  # masks read in the graph
+    with pytest.raises(tf.errors.InvalidArgumentError, match=sizes):
+        list(pipeline.build())
+    named = pytest.raises(tfpipe.DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes)
+    with named, tfpipe.named_errors(pipeline):
+        list(pipeline.build())
 
     # Records another tool wrote: image and mask stored at their own sizes.
     free = tfpipe.Schema({"image": tfpipe.Image(encoding="png"), "mask": tfpipe.Mask()})
