@@ -8,6 +8,7 @@ import importlib
 import itertools
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,20 @@ def test_only_tfpipes_own_errors_from_a_worker_keep_their_type() -> None:
 
 
 @pytest.mark.fault(
+    "WriteTFRecords in a user's own pipeline into a folder that does not exist",
+    reader="tfpipe.beam.WriteTFRecords",
+    outcome="the folder is made, as write_tfrecords makes it (was a bare NotFoundError on a "
+    "temporary file)",
+)
+def test_write_tfrecords_in_a_pipeline_makes_a_missing_folder(tmp_path: Path) -> None:
+    source = tfpipe.from_arrays({"x": np.arange(10)}, _X)
+    prefix = tmp_path / "out" / "new" / "train"
+    with beam.Pipeline(options=tfpipe.beam.pipeline_options("direct", IN_PROCESS, 1)) as p:
+        _ = p | tfpipe.beam.ReadSource(source) | tfpipe.beam.WriteTFRecords(prefix, _X)
+    assert sorted(int(r["x"]) for r in tfpipe.read_tfrecords(prefix)) == list(range(10))
+
+
+@pytest.mark.fault(
     "two elements of a WriteTFRecords input share an index, in different bundles",
     reader="tfpipe.beam.WriteTFRecords",
     outcome="EncodeError naming the index and both origins; no metadata",
@@ -501,9 +516,20 @@ def test_pipeline_options() -> None:
 def test_cli_writes_with_beam_and_passes_beam_options(
     written: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`tfpipe write --runner direct` in a process of its own, as a user runs it: its first
+    `from tfpipe import beam` is the one that counts (it gave Apache Beam itself)."""
     out = tmp_path / "cli" / "train"
-    argv = ["write", str(written["images"]), str(out), "--runner", "direct", *IN_PROCESS]
-    assert cli.main([*argv, "--shards", "3", "--image-size", "16x16", "--no-shuffle"]) == 0
+    command = [str(Path(sys.executable).parent / "tfpipe"), "write", str(written["images"])]
+    argv = [*command, str(out), "--runner", "direct", *IN_PROCESS, "--shards", "3"]
+    result = subprocess.run(
+        [*argv, "--image-size", "16x16", "--no-shuffle"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "200 examples" in result.stdout
     info = tfpipe.DatasetInfo.load(out)
     assert (info.num_examples, info.shuffled) == (200, False)
     assert info.schema["image"].shape == (16, 16, 3)
@@ -519,7 +545,6 @@ def test_cli_writes_with_beam_and_passes_beam_options(
     assert _shards(out) == _shards(tmp_path / "local" / "train")  # the same shards, in order
     source = tfpipe.from_tfrecords(out)
     assert [int(source[i]["label"]) for i in range(200)] == [i // 50 for i in range(200)]
-    assert "200 examples" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli.main(["write", str(written["images"]), str(out), "--direct_num_workers=2"])
     assert "--runner" in capsys.readouterr().err

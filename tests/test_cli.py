@@ -60,6 +60,17 @@ def test_write_folder_with_split_then_inspect(
     assert report.count("image  uint8 (16, 20, 3) min ") == 2
 
 
+def test_write_refuses_records_inside_the_image_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second `tfpipe write img img/_records/train` took `_records` for a class."""
+    images = make_image_folder(tmp_path / "img", num_classes=2, per_class=2, size=(8, 8))
+    for out, more in ((images / "_records" / "train", []), (images / "out", ["--split", "a=1"])):
+        assert main(["write", str(images), str(out), *more]) == 2
+        _assert_one_line_error(capsys.readouterr().err, "write", "inside the image folder SRC")
+    assert sorted(p.name for p in images.iterdir()) == ["circle", "square"]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

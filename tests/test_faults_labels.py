@@ -168,6 +168,72 @@ def test_class_names_keep_indices_when_a_folder_is_missing(tmp_path: Path) -> No
     assert src.labels().tolist() == [0, 2, 2]
 
 
+@pytest.mark.fault(
+    "records written inside the image folder (`tfpipe write img img/_records/train`), then "
+    "the folder read again",
+    reader="from_directory, tfpipe write",
+    outcome="SourceError naming the records' folder (was a phantom class '_records' that moved "
+    "a, b from 0, 1 to 1, 2); `tfpipe write` refuses such an OUT up front",
+)
+def test_a_folder_of_records_inside_the_image_folder_is_no_class(tmp_path: Path) -> None:
+    images = _folder(tmp_path / "img", {"a": 2, "b": 2})
+    records = images / "_records" / "train"
+    tfpipe.write_tfrecords(tfpipe.from_directory(images), records, progress=False)
+    with pytest.raises(
+        tfpipe.SourceError,
+        match=r"folder\(s\) \['_records'\] in .*img' hold TFRecord files \(first: "
+        r".*train-00000-of-\d+\.tfrecord'\) and no images.*Move them out of",
+    ):
+        tfpipe.from_directory(images)
+
+
+@pytest.mark.fault(
+    "from_directory one level too high: data/train/<class>, data/test/<class>",
+    reader="from_directory",
+    outcome="SourceError naming the split folders and from_directory('data/train') (was the "
+    "classes ['test', 'train'], no warning)",
+)
+def test_a_root_above_the_split_folders_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for split in ("train", "test"):
+        _folder(data / split, {"a": 2, "b": 1})
+    expected = (
+        r"folder\(s\) \['test', 'train'\] in .*data' hold no images of their own, only "
+        r"sub-folders of images \(\['a', 'b'\]\).*from_directory\('.*data/train'\)"
+    )
+    with pytest.raises(tfpipe.SourceError, match=expected):
+        tfpipe.from_directory(data)
+    assert tfpipe.from_directory(data / "train").class_names == ["a", "b"]
+    # Given as the classes, they are; one split alone (with two classes) is refused too.
+    assert len(tfpipe.from_directory(data, class_names=["test", "train"])) == 6
+    _folder(tmp_path / "one" / "train", {"a": 1, "b": 1})
+    with pytest.raises(tfpipe.SourceError, match=r"\['train'\] in .* \(\['a', 'b'\]\)"):
+        tfpipe.from_directory(tmp_path / "one")
+
+
+def test_class_folders_with_image_sub_folders_of_their_own_are_classes(tmp_path: Path) -> None:
+    """Sub-folders that no two classes share are a class's own (batches, sessions)."""
+    _folder(tmp_path / "a" / "day1", {"a": 1})
+    _folder(tmp_path / "b" / "day2", {"b": 2})
+    assert tfpipe.from_directory(tmp_path).class_names == ["a", "b"]
+
+
+@pytest.mark.fault(
+    "an empty class folder (or one with no file of the wanted extensions)",
+    reader="from_directory",
+    outcome="TfpipeWarning naming the folder and its unused class index (was silent)",
+)
+def test_an_empty_class_folder_is_warned_about(tmp_path: Path) -> None:
+    _folder(tmp_path, {"a": 1, "c": 1})
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.txt").write_text("no image here")
+    with pytest.warns(
+        tfpipe.TfpipeWarning, match=r"class folder\(s\) \['b'\] hold no files with .*\[1\]"
+    ):
+        src = tfpipe.from_directory(tmp_path)
+    assert src.class_names == CLASSES and src.labels().tolist() == [0, 2]
+
+
 def test_class_names_set_the_order(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "b": 1, "c": 1})
     src = tfpipe.from_directory(tmp_path, class_names=["c", "a", "b"])

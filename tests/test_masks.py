@@ -268,6 +268,70 @@ def _with_bad_mask(segmentation, tmp_path: Path, data: bytes, name: str) -> tfpi
     return tfpipe.from_dataframe(df, label_cols=["mask"], schema=_schema(), base_dir=folder)
 
 
+@pytest.mark.fault(
+    "a mask of another size than its image in one example",
+    reader="write_tfrecords, SequenceLoader, Pipeline over files (+ named_errors), "
+    "Schema.decode / from_tfrecords, from_arrays",
+    outcome="EncodeError / DecodeError naming the example (record) and both sizes (was "
+    "accepted: the mask resized onto the image)",
+)
+def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: Path) -> None:
+    half = _masks()[COUNT - 1][::2, ::2]  # 6x8 for a 12x16 image
+    source = _with_bad_mask(segmentation, tmp_path, _saved(half, "L"), "half.png")
+    sizes = (
+        r"mask: the mask \(.*half\.png\) is 6x8 \(height x width\) but image 'image' "
+        r"\(.*image5\.png\) is 12x16: "
+    )
+    with pytest.raises(tfpipe.EncodeError, match=sizes + r".* in example 5 \(row 5 "):
+        tfpipe.write_tfrecords(source, tmp_path / "out", progress=False)
+    loader = tfpipe.SequenceLoader(source, batch_size=COUNT, x="image", y="mask", shuffle=False)
+    with pytest.raises(tfpipe.DecodeError, match=sizes + r".* in row 5 "):
+        loader[0]
+    pipeline = tfpipe.Pipeline(source).batch(COUNT)  # masks read in the graph
+    with pytest.raises(tf.errors.InvalidArgumentError, match=sizes):
+        list(pipeline.build())
+    named = pytest.raises(tfpipe.DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes)
+    with named, tfpipe.named_errors(pipeline):
+        list(pipeline.build())
+
+    # Records another tool wrote: image and mask stored at their own sizes.
+    free = tfpipe.Schema({"image": tfpipe.Image(encoding="png"), "mask": tfpipe.Mask()})
+    path = tmp_path / "foreign.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for mask in (_masks()[0], half):
+            writer.write(_foreign(np.zeros((*SHAPE, 3), np.uint8), mask))
+    stored = r"mask: the mask is 6x8 \(height x width\) but image 'image' is 12x16: "
+    records = tfpipe.from_tfrecords(path, schema=free)
+    loader = tfpipe.SequenceLoader(
+        records, batch_size=1, x="image", y="mask", image_size=SHAPE, shuffle=False
+    )
+    with pytest.raises(tfpipe.DecodeError, match=stored + r".* in record 1 of .*foreign"):
+        loader[1]
+    with pytest.raises(tfpipe.DecodeError, match=stored + ".* in record$"):
+        free.decode(_foreign(np.zeros((*SHAPE, 3), np.uint8), half))
+    arrays = {"image": np.zeros((2, *SHAPE, 3), np.uint8), "mask": np.stack([half, half])}
+    with pytest.raises(tfpipe.SourceError, match=r"^arrays: " + stored):
+        tfpipe.from_arrays(arrays, _schema(tfpipe.Mask()))
+
+
+def _foreign(image: np.ndarray, mask: np.ndarray) -> bytes:
+    """A tf.train.Example of a PNG image and a PNG mask, as another tool writes them."""
+    example = tf.train.Example()
+    example.features.feature["image"].bytes_list.value.append(_saved(image, "RGB"))
+    example.features.feature["mask"].bytes_list.value.append(_saved(mask, "L"))
+    return example.SerializeToString()
+
+
+def test_a_mask_of_its_upright_image_size_is_accepted(tmp_path: Path) -> None:
+    """A JPEG stored sideways with an EXIF orientation is compared once turned upright."""
+    exif = PILImage.Exif()
+    exif[0x0112] = 6  # stored 16 high and 12 wide; upright 12x16, as the mask
+    PILImage.new("RGB", SHAPE).save(tmp_path / "turned.jpg", exif=exif)  # (width, height)
+    schema = tfpipe.Schema({"image": tfpipe.Image(), "mask": tfpipe.Mask()})
+    example = {"image": str(tmp_path / "turned.jpg"), "mask": _masks()[0]}
+    assert schema.decode(schema.encode(example))["mask"].shape == (*SHAPE, 1)
+
+
 BAD_MASKS = {
     "jpeg": (lambda: _saved(_masks()[1], "L", "JPEG"), "mask.jpg", "JPEG mask is lossy"),
     "rgb": (lambda: _saved(_masks()[1], "RGB"), "mask.png", "got a RGB image: colours are not"),
@@ -335,21 +399,49 @@ def test_records_with_a_mask_tensorflow_would_misread_are_refused(tmp_path, fmt)
 
 
 @pytest.mark.fault(
-    "mask value >= num_classes in records read with a smaller Mask",
+    "records read with a Mask of fewer classes (or without the ignore_value) than their "
+    "metadata declares",
+    reader="read_tfrecords, Pipeline, from_tfrecords",
+    outcome="SchemaError naming the feature and both declarations, before reading (was a "
+    "TensorFlow assertion without the file, mid-epoch)",
+)
+@pytest.mark.parametrize(
+    "narrow",
+    [tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3), tfpipe.Mask(shape=(*SHAPE, 1), num_classes=8)],
+    ids=["fewer classes", "no ignore_value"],
+)
+def test_a_narrower_mask_than_the_metadata_is_refused(records: Path, narrow: tfpipe.Mask) -> None:
+    expected = (
+        rf"^mask: schema= declares Mask\(num_classes={narrow.num_classes}, ignore_value=None\) "
+        r"but the records of .*train.* hold masks of num_classes=8, ignore_value=255"
+    )
+    for read in (tfpipe.read_tfrecords, tfpipe.Pipeline, tfpipe.from_tfrecords):
+        with pytest.raises(tfpipe.SchemaError, match=expected):
+            read(records, schema=_schema(narrow))
+    wider = tfpipe.Mask(shape=(*SHAPE, 1), num_classes=10, ignore_value=255)
+    assert len(list(tfpipe.read_tfrecords(records, schema=_schema(wider)))) == COUNT
+
+
+@pytest.mark.fault(
+    "mask value >= num_classes in records without metadata read with a smaller Mask",
     reader="Pipeline + named_errors, Schema.load",
     outcome="DecodeError naming the record, the value and where it is",
 )
 @pytest.mark.parametrize("mapped", [False, True], ids=["batch decode", "per-example decode"])
-def test_values_beyond_a_narrower_schema_fail_on_both_paths(records: Path, mapped: bool) -> None:
+def test_values_beyond_a_narrower_schema_fail_on_both_paths(
+    records: Path, mapped: bool, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain.tfrecord"  # no metadata declares the records' classes
+    plain.write_bytes(tfpipe.DatasetInfo.load(records).files[0].read_bytes())
     narrow = _schema(tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3))
-    pipeline = tfpipe.Pipeline(records, schema=narrow)
+    pipeline = tfpipe.Pipeline(plain, schema=narrow)
     pipeline = (pipeline.map(lambda example: example) if mapped else pipeline).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
         list(pipeline.build())
     named = pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build())
-    source = tfpipe.from_tfrecords(records, schema=narrow)
+    source = tfpipe.from_tfrecords(plain, schema=narrow)
     with pytest.raises(tfpipe.DecodeError, match="mask value 7 at row"):
         narrow.load(source[1])
 

@@ -49,7 +49,8 @@ def test_directory_extensions_are_case_insensitive_and_filter(tmp_path: Path) ->
     _write_images(tmp_path, ["a/1.JPG", "a/2.png", "b/3.jpeg", "b/notes.txt"])
     (tmp_path / "b" / "notes.txt").write_text("not an image")
     assert len(tfpipe.from_directory(tmp_path)) == 3
-    only_png = tfpipe.from_directory(tmp_path, extensions=["png"])
+    with pytest.warns(tfpipe.TfpipeWarning, match=r"\['b'\] hold no files with extensions"):
+        only_png = tfpipe.from_directory(tmp_path, extensions=["png"])
     assert [Path(only_png[i]["image"]).name for i in range(len(only_png))] == ["2.png"]
     with pytest.raises(ValueError, match="extensions must be a non-empty list"):
         tfpipe.from_directory(tmp_path, extensions=".jpg")

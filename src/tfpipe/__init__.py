@@ -141,7 +141,8 @@ def __getattr__(name: str) -> typing.Any:
         module = f"{__name__}.{name}"
     importlib.import_module("tfpipe.backend").data_only()
     imported = importlib.import_module(module)
-    value = getattr(imported, name, imported)
+    # A submodule is itself, never a global of the same name in it (`beam` in `tfpipe.beam`).
+    value = getattr(imported, name, imported) if name in _MODULES else imported
     globals()[name] = value
     return value
 

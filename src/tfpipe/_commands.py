@@ -99,6 +99,21 @@ def _open_source(args: argparse.Namespace) -> SourceBase:
         ) from e
 
 
+def _check_out_not_in_folder(target: fs.AnyPath, args: argparse.Namespace) -> None:
+    """Refuses shards written to a sub-folder of the image folder SRC: the next read of SRC
+    would take that folder for one more class, and move the class indices."""
+    folder = Path(args.src).resolve()
+    if not isinstance(target, Path) or not folder.is_dir():
+        return
+    shards = (target if args.split else target.parent).resolve()
+    if shards != folder and shards.is_relative_to(folder):
+        raise ValueError(
+            f"OUT {str(target)!r} is inside the image folder SRC {args.src!r}, whose every "
+            "sub-folder is a class: the records' folder would be read as one more class next "
+            f"time. Write outside it, e.g. {str(folder.parent / 'records' / target.name)!r}"
+        )
+
+
 def _given_schema(args: argparse.Namespace) -> Schema | None:
     """The `--schema` JSON file, which then alone says how images are stored."""
     if args.schema is None:
@@ -139,6 +154,7 @@ def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
 def _write(args: argparse.Namespace, out: TextIO) -> None:
     fs.check_paths(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
     target = fs.path(args.out, "OUT")
+    _check_out_not_in_folder(target, args)
     source = _open_source(args)
     schema = _stored_schema(source, args)
     prefixes: dict[str, fs.AnyPath]

@@ -338,3 +338,26 @@ def encode_image(image: PILImage.Image, fmt: str, quality: int) -> bytes:
     else:
         image.save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()
+
+
+def header_size(value: Any, upright: bool = True) -> tuple[int, int] | None:
+    """`(height, width)` of a path, encoded bytes, a PIL image or an array, from the header
+    only; with `upright`, as EXIF orientation turns the image (masks are never turned). None
+    when it cannot be told: reading the value itself then names the problem."""
+    if isinstance(value, np.ndarray | list):
+        shape = np.shape(value)
+        return (int(shape[0]), int(shape[1])) if len(shape) >= 2 else None
+    try:
+        if isinstance(value, PILImage.Image):
+            return _header_size(value, upright)
+        opened = value if isinstance(value, str | os.PathLike) else io.BytesIO(value)
+        with PILImage.open(opened) as image:
+            return _header_size(image, upright)
+    except Exception:  # unreadable: the feature's own read names it
+        return None
+
+
+def _header_size(image: PILImage.Image, upright: bool) -> tuple[int, int]:
+    # The EXIF block read with the header; a PNG's after its pixels (rare) is not read.
+    turned = upright and "exif" in image.info and orientation(image) in _TRANSPOSED_ORIENTATIONS
+    return (image.width, image.height) if turned else (image.height, image.width)

@@ -373,6 +373,7 @@ class _WriteShard(beam.DoFn):
         self, shard: tuple[int, Iterable[tuple[int, bytes]]], plan: _Plan
     ) -> Iterator[_Written]:
         index, keyed = shard
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
         writer = _ShardWriter(
             self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
         )
@@ -515,7 +516,7 @@ class WriteTFRecords(beam.PTransform):
 
     Args:
         prefix: the dataset path without suffix, e.g. "out/train" or "gs://bucket/train",
-            where every worker can write.
+            where every worker can write. Its folder is made if missing.
         schema: the schema of the records.
         num_shards: the number of shards. Defaults to ~128 MiB per shard (from the examples'
             total size), and never fewer than min(8, number of examples).

@@ -11,6 +11,7 @@ import numpy as np
 from tfpipe.errors import EncodeError, SchemaError
 from tfpipe.features.base import Where, _where
 from tfpipe.features.class_label import ClassLabel, parse_list_cell
+from tfpipe.features.mask import Mask
 
 if TYPE_CHECKING:
     from tfpipe.schema import Schema
@@ -121,11 +122,14 @@ def check_stored_labels(stored: Schema, given: Schema, where: str) -> None:
     """Raises a SchemaError when reading records of `stored` with `given` changes labels.
 
     Records hold class indices; a `schema=` that lists the classes in another order (or other
-    classes) would read them as other classes.
+    classes) would read them as other classes. A `Mask` of fewer classes than the metadata's
+    would fail on the first mask value it lacks, mid-epoch and without the file.
     """
     sides = (f"the metadata of {where}", "schema=")
     for name, feature in given.items():
         kept = stored.get(name)
+        if isinstance(feature, Mask) and isinstance(kept, Mask):
+            _check_stored_mask(name, kept, feature, where)
         if not (isinstance(feature, ClassLabel) and isinstance(kept, ClassLabel)):
             continue
         if label_mapping(kept, feature, name, sides) is not None:
@@ -135,6 +139,22 @@ def check_stored_labels(stored: Schema, given: Schema, where: str) -> None:
                 "reading them with schema= would change the labels. Pass schema=None to use "
                 "the metadata's schema, or write the records again with the class order you want"
             )
+
+
+def _check_stored_mask(name: str, kept: Mask, given: Mask, where: str) -> None:
+    """Raises a SchemaError when `given` refuses a value the metadata's `kept` allows."""
+    if kept.num_classes is None or given.num_classes is None:
+        return  # values unknown, or any value of the stored bit depth (checked as read)
+    ignored = kept.ignore_value
+    lost = ignored is not None and ignored >= given.num_classes and ignored != given.ignore_value
+    if kept.num_classes > given.num_classes or lost:
+        raise SchemaError(
+            f"{name}: schema= declares Mask(num_classes={given.num_classes}, ignore_value="
+            f"{given.ignore_value}) but the records of {where} hold masks of num_classes="
+            f"{kept.num_classes}, ignore_value={kept.ignore_value} (their metadata): reading "
+            "would fail at the first value schema= lacks. Pass schema=None to use the "
+            "metadata's schema, or declare the Mask as the metadata does"
+        )
 
 
 def check_same_class_names(first: Schema, second: Schema, sides: tuple[str, str]) -> None:

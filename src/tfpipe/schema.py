@@ -24,6 +24,7 @@ import tensorflow as tf
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.features.base import Where, _describe, _where
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 
 __all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
 
@@ -86,6 +87,7 @@ class Schema(Mapping[str, Feature]):
                     f"Text), got {type(feature).__name__}"
                 )
         self._features = dict(features)
+        self._mask_pairs = mask_image_pairs(self._features)
 
     def __getitem__(self, name: str) -> Feature:
         try:
@@ -160,6 +162,10 @@ class Schema(Mapping[str, Feature]):
                 feature.encode_into(example[name], entries[name])
             except (TypeError, ValueError, OSError) as e:
                 raise EncodeError(f"{name}: {e} in {_where(where)}") from e
+        try:
+            check_mask_sizes(self._mask_pairs, example)
+        except ValueError as e:
+            raise EncodeError(f"{e} in {_where(where)}") from e
         return proto.SerializeToString(deterministic=True)  # map keys sorted: same bytes anywhere
 
     def stored(self, serialized: bytes, *, where: Where = "record") -> dict[str, Any]:
@@ -206,6 +212,10 @@ class Schema(Mapping[str, Feature]):
                 out[name] = feature.load(example[name])
             except (TypeError, ValueError, OSError) as e:
                 raise DecodeError(f"{name}: {e} in {_where(where)}") from e
+        try:
+            check_mask_sizes(self._mask_pairs, example)
+        except ValueError as e:
+            raise DecodeError(f"{e} in {_where(where)}") from e
         return out
 
     def decode(self, serialized: bytes, *, where: Where = "record") -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +22,7 @@ from tfpipe import _decode, _imaging
 from tfpipe._checks import is_int
 from tfpipe.errors import SchemaError
 from tfpipe.features.base import Feature
+from tfpipe.features.image import Image
 
 # Pillow modes whose pixel values are the mask values: palette indices (not their colours),
 # bilevel, 8-bit and 16/32-bit grayscale.
@@ -372,3 +373,42 @@ def resize_nearest_tensor(values: tf.Tensor, size: tuple[int, int], axis: int = 
         picks = (2 * tf.range(target, dtype=tf.int64) + 1) * source // (2 * target)
         values = tf.gather(values, picks, axis=axis + offset)
     return values
+
+
+def mask_image_pairs(features: Mapping[str, Feature]) -> list[tuple[str, str]]:
+    """Every (mask, image) pair of feature names of a schema, whose sizes must agree."""
+    masks = [name for name, feature in features.items() if isinstance(feature, Mask)]
+    images = [name for name, feature in features.items() if isinstance(feature, Image)]
+    return [(mask, image) for mask in masks for image in images]
+
+
+def check_mask_sizes(pairs: list[tuple[str, str]], example: Mapping[str, Any]) -> None:
+    """Raises ValueError when a mask of `example` has another height or width than an image
+    of it (before any resize; the image turned upright by its EXIF orientation): resized to
+    one size, the mask would no longer cover its image pixel for pixel.
+
+    Examples:
+        >>> pairs = [("mask", "image")]
+        >>> check_mask_sizes(pairs, {"mask": np.zeros((4, 4)), "image": np.zeros((4, 6, 3))})
+        Traceback (most recent call last):
+        ...
+        ValueError: mask: the mask is 4x4 (height x width) but image 'image' is 4x6: ...
+    """
+    for mask, image in pairs:
+        mask_size = _imaging.header_size(example[mask], upright=False)
+        image_size = _imaging.header_size(example[image])
+        if None not in (mask_size, image_size) and mask_size != image_size:
+            raise ValueError(
+                f"{mask}: the mask{_file(example[mask])} is {_sized(mask_size)} (height x "
+                f"width) but image {image!r}{_file(example[image])} is {_sized(image_size)}: "
+                "a mask must have its image's size, to cover it pixel for pixel"
+            )
+
+
+def _sized(size: tuple[int, int] | None) -> str:
+    return "x".join(map(str, size or ()))
+
+
+def _file(value: Any) -> str:
+    """ " (<path>)" for a file path value, else nothing."""
+    return f" ({os.fspath(value)})" if isinstance(value, str | os.PathLike) else ""

@@ -20,7 +20,7 @@ from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
 from tfpipe.features.image import resize_and_scale
-from tfpipe.features.mask import resize_nearest_tensor
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
 from tfpipe.info import check_compression, tf_compression
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.checker import Fault, failing_images, first_fault
@@ -359,12 +359,17 @@ class MemoryInput(_IndexedInput):
         return parts
 
     def _files(self) -> list[str]:
-        """The image and mask columns that hold file paths, read in the graph."""
+        """The Image and Mask features whose columns are file paths, read in the graph."""
         return [
             name
             for name, column in self.columns.items()
             if isinstance(self.schema[name], Image | Mask) and column.dtype.kind in "USO"
         ]
+
+    def _file_pairs(self) -> list[tuple[str, str]]:
+        """The (mask, image) features both read from files: their sizes are compared as the
+        masks are read."""
+        return mask_image_pairs({name: self.schema[name] for name in self._files()})
 
     def defers_images(self) -> bool:
         """Whether images are read from files: decoded one example at a time after an unbatch
@@ -388,6 +393,7 @@ class MemoryInput(_IndexedInput):
         constants = {
             name: _constant(column, name in files) for name, column in self.columns.items()
         }
+        pairs = self._file_pairs()
 
         def image_of(name: str, feature: Image, values: tf.Tensor) -> tf.Tensor:
             size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
@@ -406,16 +412,22 @@ class MemoryInput(_IndexedInput):
             same = tuple(values.shape[1:3]) == tuple(size)
             return resize_and_scale(values, None if same else size, decoding.rescale)
 
-        def mask_of(name: str, feature: Mask, values: tf.Tensor) -> tf.Tensor:
+        def mask_of(name: str, feature: Mask, values: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
             size: tuple[int, int] = decoding.image_size or feature.shape[:2]  # type: ignore[assignment]
             if name not in files:
                 same = tuple(values.shape[1:3]) == tuple(size)
                 return values if same else resize_nearest_tensor(values, size, axis=1)
             # Pillow, as the writer and SequenceLoader read masks: TensorFlow's PNG decoder
             # gives the colours of a palette PNG, not its class indices.
+            images = [image for mask, image in pairs if mask == name]
             masks = tf.numpy_function(
-                lambda paths: np.stack([feature.load(os.fsdecode(p), size) for p in paths]),
-                [values],
+                lambda paths, *image_paths: np.stack(
+                    [
+                        _load_mask(feature, name, size, path, dict(zip(images, row, strict=True)))
+                        for path, *row in zip(paths, *image_paths, strict=True)
+                    ]
+                ),
+                [values, *(tf.gather(constants[image], indices) for image in images)],
                 tf.as_dtype(feature.dtype),
                 stateful=False,
             )
@@ -430,7 +442,7 @@ class MemoryInput(_IndexedInput):
                 if isinstance(feature, Image):
                     values = image_of(name, feature, values)
                 elif isinstance(feature, Mask):
-                    values = mask_of(name, feature, values)
+                    values = mask_of(name, feature, values, indices)
                 batch[name] = values
             return batch
 
@@ -451,9 +463,11 @@ class MemoryInput(_IndexedInput):
         for name, column in self.columns.items():
             feature = self.schema[name]
             if isinstance(feature, Mask) and column.dtype.kind in "USO":
-                for path in column:
+                images = [image for mask, image in self._file_pairs() if mask == name]
+                for row, path in enumerate(column):
+                    paired = {image: self.columns[image][row] for image in images}
                     try:
-                        feature.load(path, decoding.image_size)
+                        _load_mask(feature, name, decoding.image_size, path, paired)
                     except (TypeError, ValueError, OSError) as e:  # the message names the file
                         return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))
             if isinstance(feature, Image) and column.dtype.kind in "USO":
@@ -462,6 +476,16 @@ class MemoryInput(_IndexedInput):
                 for position, why in failing_images(paths, feature, size, read_files=True):  # type: ignore[arg-type]
                     return Fault(str(column[position]), None, name, why)
         return None
+
+
+def _load_mask(
+    feature: Mask, name: str, size: tuple[int, int] | None, path: Any, images: dict[str, Any]
+) -> np.ndarray:
+    """A mask file read with Pillow, once compared in size with its example's image files
+    (`images`: path by feature name)."""
+    example = {name: os.fsdecode(path), **{key: os.fsdecode(p) for key, p in images.items()}}
+    check_mask_sizes([(name, image) for image in images], example)
+    return feature.load(example[name], size)
 
 
 def _path_bytes(paths: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ from tfpipe._checks import check_image_size, check_int, check_positive
 from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.loaders import workers as _workers
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.sequence_shards import distribute_loader
@@ -188,6 +189,7 @@ class SequenceLoader(keras.utils.PyDataset):
             name: self._feature_layout(name, schema[name])
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
         }
+        self._mask_pairs = mask_image_pairs({name: schema[name] for name in self._layout})
         output_shape = getattr(transform, "output_shape", None)  # e.g. tfpipe.augment.Joint
         self._batch_shapes = {  # after the transform; _layout's shapes are those loaded
             name: tuple(output_shape(name, shape)) if callable(output_shape) else shape
@@ -381,6 +383,10 @@ class SequenceLoader(keras.utils.PyDataset):
                     values[name] = feature.load(stored)
             except (KeyError, TypeError, ValueError, OSError) as e:
                 raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
+        try:
+            check_mask_sizes(self._mask_pairs, example)
+        except ValueError as e:
+            raise DecodeError(f"{e} in {self._origin(index)}") from e
         if self.transform is not None:
             rng = np.random.default_rng((self._seed, epoch, index))
             try:

@@ -9,6 +9,7 @@ import numpy as np
 
 from tfpipe.errors import SourceError
 from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
@@ -85,6 +86,11 @@ class ArraySource(SourceBase):
             else Schema({name: _infer_feature(name, a) for name, a in self.arrays.items()})
         )
         self.schema.check_names(list(self.arrays), "arrays")
+        try:  # arrays of rows hold one size: the first example is every example
+            pairs = mask_image_pairs({name: self.schema[name] for name in self.arrays})
+            check_mask_sizes(pairs, self[0])
+        except ValueError as e:
+            raise SourceError(f"arrays: {e}") from e
 
     def __len__(self) -> int:
         return self._length

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -121,6 +122,85 @@ def _check_class_names(class_names: Any, found: list[str], root: Path) -> list[s
     return names
 
 
+def _check_no_records(root: Path, empty: list[str]) -> None:
+    """Refuses class folders without images that hold TFRecord files: records written inside
+    the image folder (`tfpipe write img img/_records/train`) would be read as one more class,
+    which shifts the index of every class after it."""
+    holding = {name: _first_record_file(root / name) for name in empty}
+    found = {name: path for name, path in holding.items() if path is not None}
+    if found:
+        raise SourceError(
+            f"root: the folder(s) {list(found)} in {str(root)!r} hold TFRecord files (first: "
+            f"{next(iter(found.values()))!r}) and no images: each would be one more class, "
+            "moving the indices of the classes after it. Records written inside the image "
+            f"folder? Move them out of {str(root)!r}, and write records outside it"
+        )
+
+
+def _first_record_file(folder: Path) -> str | None:
+    """The first TFRecord file (shard, compressed or not, or a TFDS file) under `folder`."""
+    for parent, _, names in os.walk(folder):
+        for name in sorted(names):
+            if ".tfrecord" in name and not name.startswith("."):
+                return os.path.join(parent, name)
+    return None
+
+
+def _check_not_splits(root: Path, files: dict[str, list[str]]) -> None:
+    """Refuses a root one level too high (`data` over `data/train/<class>`,
+    `data/test/<class>`): every class folder with images holds them only in sub-folders, and
+    two class folders share one of those sub-folders, or one class folder holds several.
+    Sub-folders no two classes share are a class's own (`cat/day1`, `dog/day2`)."""
+    inner = {name: _image_folders(root / name, paths) for name, paths in files.items() if paths}
+    shared = _shared(list(inner.values())) if all(inner.values()) else []
+    if not shared:
+        return
+    names = sorted(inner)
+    raise SourceError(
+        f"root: the folder(s) {names} in {str(root)!r} hold no images of their own, only "
+        f"sub-folders of images ({shared}): splits that each hold class folders, not "
+        f"classes. Pass one of them, e.g. from_directory({str(root / _a_split(names))!r}); if "
+        f"{names} are the classes, pass class_names={names}"
+    )
+
+
+def _shared(sub_folders: list[set[str]]) -> list[str]:
+    """The sub-folder names two class folders share, or those of one class folder with
+    several."""
+    if len(sub_folders) == 1:
+        return sorted(sub_folders[0]) if len(sub_folders[0]) > 1 else []
+    counts = collections.Counter(name for names in sub_folders for name in names)
+    return sorted(name for name, count in counts.items() if count > 1)
+
+
+def _a_split(names: list[str]) -> str:
+    """The split to name in an example: "train" when there is one."""
+    return "train" if "train" in names else names[0]
+
+
+def _image_folders(folder: Path, paths: list[str]) -> set[str]:
+    """The sub-folders of `folder` holding its images `paths`; empty when one lies in
+    `folder` itself."""
+    parts = [Path(path).relative_to(folder).parts for path in paths]
+    if any(len(p) == 1 for p in parts):
+        return set()
+    return {p[0] for p in parts}
+
+
+def _warn_empty(
+    root: Path, empty: list[str], class_names: list[str], wanted: tuple[str, ...]
+) -> None:
+    """Warns about class folders without images: their class indices are never used."""
+    if empty:
+        warnings.warn(
+            f"from_directory({str(root)!r}): the class folder(s) {empty} hold no files with "
+            f"extensions {list(wanted)}, so class(es) {[class_names.index(n) for n in empty]} "
+            "have no examples; put images in them, or remove them",
+            TfpipeWarning,
+            stacklevel=4,
+        )
+
+
 class DirectorySource(SourceBase):
     """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
     sub-folder names.
@@ -154,17 +234,25 @@ class DirectorySource(SourceBase):
         self.class_names = (
             found if class_names is None else _check_class_names(class_names, found, self.root)
         )
-        paths: list[str] = []
-        labels: list[int] = []
-        for label, name in enumerate(self.class_names):
-            if name in found:
-                files = list(walk.files_of(str(self.root / name)))
-                paths += files
-                labels += [label] * len(files)
-        if not paths:
+        files = {
+            name: list(walk.files_of(str(self.root / name)))
+            for name in self.class_names
+            if name in found
+        }
+        if not any(files.values()):
             raise SourceError(
                 f"root: found no files with extensions {list(wanted)} under {str(self.root)!r}"
             )
+        empty = [name for name, paths in files.items() if not paths]
+        _check_no_records(self.root, empty)
+        if class_names is None:
+            _check_not_splits(self.root, files)
+        _warn_empty(self.root, empty, self.class_names, wanted)
+        paths: list[str] = []
+        labels: list[int] = []
+        for label, name in enumerate(self.class_names):
+            paths += files.get(name, [])
+            labels += [label] * len(files.get(name, []))
         if walk.loops:
             warnings.warn(
                 f"from_directory({str(self.root)!r}): skipped {len(walk.loops)} link(s) that "
@@ -218,7 +306,8 @@ def from_directory(
         >>> test = tfpipe.from_directory("images", class_names=train.class_names)
 
     Args:
-        root: the folder holding one sub-folder per class.
+        root: the folder holding one sub-folder per class. A class folder without images
+            is warned about: its class has no examples.
         extensions: file endings that count as images (case-insensitive).
             Defaults to .jpg, .jpeg, .png, .bmp, .gif.
         follow_links: follow symbolic links to folders. A link back to a folder above it (a
@@ -230,5 +319,12 @@ def from_directory(
         class_names: the classes, in index order. A sub-folder not in the list raises a
             `SourceError` naming it; a listed class without a folder is allowed (it has no
             examples) and warned about. Defaults to None (the sorted sub-folder names).
+
+    Raises:
+        SourceError: a sub-folder holds TFRecord files and no images (records written inside
+            the image folder would be one more class), or `root` is one level too high
+            (`data` over `data/train/<class>` and `data/test/<class>`: folders that hold no
+            images of their own, only sub-folders of images that two of them share, or one
+            folder holding several); pass `class_names` if those folders are the classes.
     """
     return DirectorySource(root, extensions, follow_links, image_shape, class_names)
