@@ -433,6 +433,73 @@ def test_unknown_epoch_length_keeps_one_step_per_execution(
     assert not any("unknown" in line for line in known.report.advice)
 
 
+class BatchCounter(keras.callbacks.Callback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.batches += 1
+
+
+@pytest.mark.fault(
+    "user callbacks that act on single batches",
+    reader="tfpipe.fit",
+    outcome="steps_per_execution stays 1, and the report names the callbacks",
+)
+def test_batch_level_callbacks_keep_one_step_per_execution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Steps count as short and any larger value as a gain: only the callbacks stop it.
+    monkeypatch.setattr(model_probe, "SHORT_STEP_S", 1e3)
+    monkeypatch.setattr(model_probe, "TARGET_EXECUTION_S", 1e3)
+    monkeypatch.setattr(model_probe, "MIN_GAIN", -1e9)
+    counter = BatchCounter()
+    checkpoint = keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "{epoch}-{batch}.weights.h5"), save_weights_only=True, save_freq=1
+    )
+    data = arrays_dataset(count=80, batch=4)  # 20 steps
+    history = tfpipe.fit(tiny_cnn(), data, epochs=2, callbacks=[counter, checkpoint], verbose=0)
+    assert counter.batches == 40
+    assert len(list(tmp_path.glob("*.weights.h5"))) == 40
+    report = history.report
+    assert (report.steps_per_execution, report.steps_per_execution_chosen) == (1, False)
+    assert "BatchCounter (on_train_batch_end), ModelCheckpoint(save_freq=1)" in report.advice[-1]
+    assert "BatchCounter" in str(report)
+    # A checkpoint per epoch leaves tfpipe free to choose (10 divides the 20 steps).
+    per_epoch = keras.callbacks.ModelCheckpoint(str(tmp_path / "last.keras"))
+    tuned = tfpipe.fit(tiny_cnn(), data, callbacks=[per_epoch], verbose=0).report
+    assert (tuned.steps_per_execution, tuned.steps_per_execution_chosen) == (10, True)
+
+
+def test_which_callbacks_act_on_single_batches(tmp_path: Path) -> None:
+    class OnTest(keras.callbacks.Callback):
+        def on_test_batch_end(self, batch: int, logs: Any = None) -> None:
+            pass
+
+    board = keras.callbacks.TensorBoard
+    callbacks = [
+        keras.callbacks.EarlyStopping(),
+        keras.callbacks.ModelCheckpoint(str(tmp_path / "m.keras")),
+        keras.callbacks.BackupAndRestore(str(tmp_path / "b"), save_freq=3),
+        board(str(tmp_path / "a")),
+        board(str(tmp_path / "b"), update_freq="batch"),
+        board(str(tmp_path / "c"), profile_batch=2),
+        keras.callbacks.LambdaCallback(on_train_batch_begin=lambda batch, logs: None),
+        OnTest(),
+    ]
+    expected = [
+        "BackupAndRestore(save_freq=3)",
+        "TensorBoard(update_freq=1)",
+        "TensorBoard(profile_batch)",
+        "LambdaCallback (on_train_batch_begin)",
+    ]
+    found = model_probe.batch_level_callbacks(callbacks, validating=False)
+    assert found == expected
+    validating = model_probe.batch_level_callbacks(callbacks, validating=True)
+    assert validating == [*expected, "OnTest (on_test_batch_end)"]
+
+
 @pytest.mark.fault(
     "bool, NaN, inf, 0 or negative numeric argument",
     reader="tfpipe.fit, tfpipe.benchmark",

@@ -36,6 +36,7 @@ from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.model_probe import (
     REPLICATED_NOTE,
     Probe,
+    batch_level_callbacks,
     describe_structure,
     probe_model,
     set_steps_per_execution,
@@ -74,7 +75,10 @@ def fit(
     shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
     of this call and keeps it when it is at least 10% faster; only when the length of an epoch
-    is known (it divides it), else it stays 1 and the report says why. A finite tf.data input is
+    is known (it divides it) and no callback acts on single batches (one overriding a batch
+    hook such as `on_train_batch_end`, `ModelCheckpoint`/`TensorBoard` with an integer
+    `save_freq`/`update_freq` or `profile_batch`: Keras would call it once per execution),
+    else it stays 1 and the report says why. A finite tf.data input is
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
@@ -225,7 +229,13 @@ def fit(
         _build_on(model, batch)
         probe = Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
-        probe = probe_model(model, batch, steps or train.steps, tune=resumable is None)
+        probe = probe_model(
+            model,
+            batch,
+            steps or train.steps,
+            tune=resumable is None,
+            batch_callbacks=batch_level_callbacks(callbacks or [], validation is not None),
+        )
     short_last_compiles = (
         not trains_with_tensorflow()
         and not steps  # epochs of one pass each, all ending with the same short batch
