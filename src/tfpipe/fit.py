@@ -45,7 +45,7 @@ from tfpipe.report import FitReport
 from tfpipe.resume import BackupCallback, Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
 from tfpipe.stages import input_stages
-from tfpipe.timing import Clock
+from tfpipe.timing import Clock, WaitMeter
 
 INPUT_PROBE_SECONDS = 2.0
 STAGE_PROBE_SECONDS = 0.75
@@ -248,7 +248,9 @@ def fit(
         backups = Backups(backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
         saver = BackupCallback(backups, save_every or resumable.steps)
     # With the report, every callback is timed by class name (tfpipe.timing), each step once.
-    clock = Clock(probe.step_seconds, short_last_compiles) if report else None
+    plain = distributed is None and resumable is None
+    meter = _wait_meter(train, model) if report and plain else None
+    clock = Clock(probe.step_seconds, short_last_compiles, meter) if report else None
     run_callbacks = [*([saver] if saver else []), *(callbacks or [])]  # saved before the user's
     if clock is not None:
         run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
@@ -272,10 +274,10 @@ def fit(
             else:
                 if passes is not None:
                     dataset, steps = passes.repeat(train.data), train.steps
-                    dataset = _prefetch_to_device(dataset, _accelerator(model))
+                    dataset = _feed(dataset, _accelerator(model), meter)
                 elif distributed is None:
                     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
-                    dataset = _prefetch_to_device(dataset, _accelerator(model))
+                    dataset = _feed(dataset, _accelerator(model), meter)
                 else:
                     dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
                 history = model.fit(
@@ -322,6 +324,7 @@ def fit(
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,
             steps_per_execution_chosen=probe.chosen,
+            measured_wait=timings.measured_wait_fraction,
             image_encoding=train.image_encoding,
             data_kind=train.data_kind or _data_kind_of(batch),
             notes=probe.notes + service_notes + backend_notes(),
@@ -663,6 +666,25 @@ def _accelerator(model: keras.Model) -> str | None:
     if not gpus or not trains_with_tensorflow() or strategy_of(model).num_replicas_in_sync > 1:
         return None
     return str(gpus[0].name)
+
+
+def _wait_meter(train: Input, model: keras.Model) -> WaitMeter | None:
+    """A meter of the time train steps are blocked on their next batch, for a tf.data input
+    fed to one device from this host's memory (a device prefetch must be the last stage, and
+    a multi-replica strategy or a PyDataset fetches batches where no stage can be added)."""
+    if (
+        not isinstance(train.data, tf.data.Dataset)
+        or _accelerator(model) is not None
+        or strategy_of(model).num_replicas_in_sync > 1
+        or not trains_with_tensorflow()
+    ):
+        return None
+    return WaitMeter()
+
+
+def _feed(data: Any, device: str | None, meter: WaitMeter | None) -> Any:
+    """The dataset `model.fit` reads: timed by `meter`, else prefetched into `device`."""
+    return meter.wrap(data) if meter is not None else _prefetch_to_device(data, device)
 
 
 def _prefetch_to_device(data: Any, device: str | None) -> Any:
