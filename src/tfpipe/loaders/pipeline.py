@@ -474,7 +474,12 @@ class Pipeline:
         return Identity(digest(parts), inp.describe(), size, self._seed or 0)
 
     def distribute(
-        self, service: str, *, mode: str = "dynamic", job_name: str | None = None
+        self,
+        service: str,
+        *,
+        mode: str = "dynamic",
+        job_name: str | None = None,
+        timeout: float | None = 120,
     ) -> Pipeline:
         """Runs the expensive part (read, parse, decode, maps, batch) on tf.data service workers.
 
@@ -519,8 +524,12 @@ class Pipeline:
                 "dynamic".
             job_name: trainers whose Pipelines use the same job name split one job's data
                 among them. Defaults to None (a job of its own for every iteration).
+            timeout: in `tfpipe.fit`, seconds a train step may wait for its next batch before
+                training stops with a `SourceError` naming the dispatcher and the workers
+                that no longer answer (a worker that died and was not restarted makes every
+                later epoch wait for it). None waits forever. Defaults to 120.
         """
-        return self._with(service=DataService(service, mode, job_name))
+        return self._with(service=DataService(service, mode, job_name, timeout))
 
     @property
     def service(self) -> DataService | None:
