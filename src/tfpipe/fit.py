@@ -158,9 +158,9 @@ def fit(
             the input position `(epoch, batch)`, saved together atomically. Running the same
             call again after a kill loads the newest one and goes on at the next batch of the
             same epoch, with the batches an uninterrupted run has (`Pipeline.start_at`); a
-            backup made with other data, batch size or seed is refused, naming the
-            difference, and one past `epochs` with a ValueError. Needs a seeded Pipeline,
-            path (seed 0) or source, or a `SequenceLoader(seed=...)`, and no
+            backup made with other data, batch size or seed, or with another optimizer, is
+            refused, naming the difference, and one past `epochs` with a ValueError. Needs a
+            seeded Pipeline, path (seed 0) or source, or a `SequenceLoader(seed=...)`, and no
             `steps_per_epoch`. The backups are removed
             when every epoch is trained. Under a multi-worker strategy the position counts
             global steps and only the chief's backup is kept: give every worker the same
