@@ -199,6 +199,32 @@ def test_a_timeout_that_is_not_seconds_is_refused(records: str, timeout: Any) ->
     )
 
 
+def test_the_stall_guard_passes_the_data_and_stops_a_stalled_fetch() -> None:
+    """Two iterators, as Keras makes of a finite dataset per epoch: the first gets every
+    element and ends; the second stalls at its third element and is stopped."""
+    from tfpipe.loaders.service import DataService, stall_message
+
+    service = DataService("127.0.0.1:1", timeout=1.5)  # nothing listens: no worker to list
+    fetches = iter(range(100))
+
+    def fetch(value: tf.Tensor) -> tf.Tensor:
+        time.sleep(10 if next(fetches) == 7 else 0)
+        return value
+
+    data = service.guard(
+        tf.data.Dataset.range(5).map(lambda x: tf.py_function(fetch, [x], tf.int64))
+    )
+    assert bounded(lambda: [int(x) for x in data], 10) == [0, 1, 2, 3, 4]
+    start = time.monotonic()
+    with pytest.raises(tf.errors.OpError) as raised:
+        bounded(lambda: [int(x) for x in data], 20)
+    assert time.monotonic() - start < 8
+    message = stall_message(raised.value)
+    assert message is not None, raised.value
+    assert re.search(r"grpc://127\.0\.0\.1:1 for \d+ s \(distribute\(timeout=1\.5\)\)", message)
+    assert "the dispatcher lists no worker" in message
+
+
 def small_model() -> keras.Model:
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")

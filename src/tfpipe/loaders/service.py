@@ -168,7 +168,9 @@ class StallGuard:
     The fetch stamps the time it asks for a batch (in the consumer's own call) and clears it
     when the batch arrives; a watcher interleaved in parallel with the data looks at the stamp
     every half second and fails the iteration with `DataService.stalled`'s message. The
-    watcher yields nothing and stops when the data ends.
+    watcher yields nothing and stops when the data ends. Each iteration marks its start (a
+    new iterator of a finite dataset, as Keras makes per epoch, is watched again); the
+    watcher's first look comes half a second after it starts.
     """
 
     def __init__(self, service: DataService) -> None:
@@ -178,13 +180,24 @@ class StallGuard:
             self._done = tf.Variable(False, trainable=False)
 
     def wrap(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`dataset`, watched: stamped in the consumer's fetch, the watcher beside it."""
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False  # would fetch ahead
+        return self._stamped(self._beside_watcher(dataset)).with_options(options)
+
+    def _beside_watcher(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """The data (between marks of its start and end) and the watcher, interleaved in
+        parallel; only the data yields elements."""
         empty = dataset.take(0)
         tick = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8))
 
-        @tf.autograph.experimental.do_not_convert
-        def finish(_: Any) -> tf.data.Dataset:
-            with tf.control_dependencies([self._done.assign(True)]):
-                return empty.take(tf.constant(0, tf.int64))
+        def mark(done: bool) -> tf.data.Dataset:
+            @tf.autograph.experimental.do_not_convert
+            def set_done(_: Any) -> tf.data.Dataset:
+                with tf.control_dependencies([self._done.assign(done)]):
+                    return empty.take(tf.constant(0, tf.int64))
+
+            return tick.flat_map(set_done)
 
         @tf.autograph.experimental.do_not_convert
         def watch(_: Any) -> tf.Tensor:
@@ -194,26 +207,23 @@ class StallGuard:
         def nothing(_: Any) -> tf.data.Dataset:
             return empty
 
-        ended = tick.flat_map(finish)
+        data = mark(False).concatenate(dataset).concatenate(mark(True))
         watcher = tick.repeat().map(watch).take_while(tf.identity).flat_map(nothing)
 
         @tf.autograph.experimental.do_not_convert
         def branch(index: tf.Tensor) -> tf.data.Dataset:
-            # Branch 0 is the data, then the end mark; branch 1 the watcher (take(0) opens
-            # nothing, so each branch reads only its own part).
+            # take(0) opens nothing: branch 0 reads only the data, branch 1 only the watcher.
             def only(part: tf.data.Dataset, mine: tf.Tensor) -> tf.data.Dataset:
                 return part.take(tf.where(mine, tf.constant(-1, tf.int64), 0))
 
-            data = index == 0
-            return (
-                only(dataset, data)
-                .concatenate(only(ended, data))
-                .concatenate(only(watcher, tf.logical_not(data)))
-            )
+            return only(data, index == 0).concatenate(only(watcher, index == 1))
 
-        both = tf.data.Dataset.range(2).interleave(
+        return tf.data.Dataset.range(2).interleave(
             branch, cycle_length=2, num_parallel_calls=2, deterministic=False
         )
+
+    def _stamped(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`dataset` whose fetches stamp `_asked_at` when they ask and clear it on arrival."""
 
         @tf.autograph.experimental.do_not_convert
         def ask(_: Any) -> tf.Tensor:
@@ -221,13 +231,11 @@ class StallGuard:
 
         @tf.autograph.experimental.do_not_convert
         def arrived(_: tf.Tensor, element: Any) -> Any:
-            with tf.control_dependencies([self._asked_at.assign(0.0)]):
-                return tf.nest.map_structure(tf.identity, element)
+            self._asked_at.assign(0.0)  # stateful: runs without a control dependency
+            return element
 
-        options = tf.data.Options()
-        options.experimental_optimization.inject_prefetch = False  # would fetch ahead
-        asked_at = tick.repeat().map(ask)
-        return tf.data.Dataset.zip(asked_at, both).map(arrived).with_options(options)
+        asked_at = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8)).repeat().map(ask)
+        return tf.data.Dataset.zip(asked_at, dataset).map(arrived)
 
     def _watch(self) -> bool:
         """False when the data has ended; raises when a fetch waited too long."""
