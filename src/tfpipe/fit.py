@@ -102,7 +102,10 @@ def fit(
     A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
     one pass only while no service worker fails: it is repeated pass after pass with
     `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
-    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered.
+    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered. A
+    train step that waits `distribute(timeout=...)` seconds for its batch (a worker that died
+    and was not restarted makes every later pass wait for it) stops training with a
+    `SourceError` naming the dispatcher and the workers that no longer answer.
 
     `x` and `y` say which features the model takes and predicts, for any schema: a table, a
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
