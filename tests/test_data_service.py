@@ -6,6 +6,7 @@ server a test starts is stopped in a `finally` (subprocesses by killing their pr
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -187,6 +189,42 @@ def test_the_service_address_is_normalised(records: str) -> None:
     )
 
 
+@pytest.mark.parametrize("timeout", [0, -1, math.inf, True, "60"])
+def test_a_timeout_that_is_not_seconds_is_refused(records: str, timeout: Any) -> None:
+    with pytest.raises(ValueError, match=r"timeout must be a finite number of seconds > 0"):
+        tfpipe.Pipeline(records).distribute("10.0.0.5:5050", timeout=timeout)
+    assert tfpipe.Pipeline(records).distribute("10.0.0.5:5050").service.timeout == 120
+    assert (
+        tfpipe.Pipeline(records).distribute("10.0.0.5:5050", timeout=None).service.timeout is None
+    )
+
+
+def test_the_stall_guard_passes_the_data_and_stops_a_stalled_fetch() -> None:
+    """Two iterators, as Keras makes of a finite dataset per epoch: the first gets every
+    element and ends; the second stalls at its third element and is stopped."""
+    from tfpipe.loaders.service import DataService, stall_message
+
+    service = DataService("127.0.0.1:1", timeout=1.5)  # nothing listens: no worker to list
+    fetches = iter(range(100))
+
+    def fetch(value: tf.Tensor) -> tf.Tensor:
+        time.sleep(10 if next(fetches) == 7 else 0)
+        return value
+
+    data = service.guard(
+        tf.data.Dataset.range(5).map(lambda x: tf.py_function(fetch, [x], tf.int64))
+    )
+    assert bounded(lambda: [int(x) for x in data], 10) == [0, 1, 2, 3, 4]
+    start = time.monotonic()
+    with pytest.raises(tf.errors.OpError) as raised:
+        bounded(lambda: [int(x) for x in data], 20)
+    assert time.monotonic() - start < 8
+    message = stall_message(raised.value)
+    assert message is not None, raised.value
+    assert re.search(r"grpc://127\.0\.0\.1:1 for \d+ s \(distribute\(timeout=1\.5\)\)", message)
+    assert "the dispatcher lists no worker" in message
+
+
 def small_model() -> keras.Model:
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
@@ -354,5 +392,64 @@ def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
             server.send_signal(signal.SIGTERM)
             assert server.wait(WAIT_S) == 0
             assert "stopped" in server.stdout.read()  # type: ignore[union-attr]
+    finally:
+        cluster.stop_all()
+
+
+class KillOnce(keras.callbacks.Callback):
+    """Kills worker 0 at batch 2 of the second epoch and leaves it down."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.epoch == 1 and batch >= 2 and self.cluster.servers["worker0"].poll() is None:
+            self.cluster.kill("worker0")
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a tf.data service worker killed and not restarted",
+    reader="tfpipe.fit over Pipeline.distribute",
+    outcome="SourceError naming the dispatcher and the lost worker after distribute(timeout=)",
+)
+def test_a_lost_worker_stops_fit_with_its_address_instead_of_a_hang(tmp_path: Path) -> None:
+    count = 2000
+    source = tfpipe.from_arrays(
+        {"id": np.arange(count), "x": np.zeros((count, 3), dtype=np.float32)}
+    )
+    tfpipe.write_tfrecords(source, tmp_path / "train", num_shards=8)
+    cluster = Cluster()
+    try:
+        cluster.start("dispatcher", "dispatcher", "--port", "0")
+        dispatcher = cluster.address("dispatcher")
+        for name in ("worker0", "worker1"):
+            cluster.start(name, "worker", "--dispatcher", dispatcher)
+        worker0 = cluster.address("worker0")
+        cluster.address("worker1")
+        pipeline = tfpipe.Pipeline(str(tmp_path / "train")).shuffle().batch(50)
+        start = time.monotonic()
+        with pytest.raises(tfpipe.SourceError) as raised:
+            bounded(
+                lambda: tfpipe.fit(
+                    small_model(),
+                    pipeline.distribute(dispatcher, timeout=8),
+                    x="x",
+                    y="id",
+                    epochs=3,
+                    callbacks=[KillOnce(cluster)],
+                    verbose=0,
+                ),
+                120,
+            )
+        message = str(raised.value)
+        print(f"after {time.monotonic() - start:.0f} s: {message}")
+        assert dispatcher in message and repr([worker0]) in message, message
+        assert "no batch came" in message and "restart it at the same address" in message
     finally:
         cluster.stop_all()

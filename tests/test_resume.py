@@ -310,6 +310,34 @@ def test_a_position_edited_by_hand_is_refused(tmp_path: Path) -> None:
     assert len(history.history["loss"]) == 2
 
 
+@pytest.mark.fault(
+    "resumed with another optimizer than the backup's",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError naming the backup and both optimizers, before training",
+)
+def test_backup_with_another_optimizer_is_refused(tmp_path: Path) -> None:
+    backup = tmp_path / "backup"
+    with pytest.raises(_Preempted):
+        tfpipe.fit(_model(), _pipeline(), epochs=2, backup_dir=backup, save_every=3,
+                   callbacks=[_Interrupt()], report=False, verbose=0)  # fmt: skip
+    saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
+    assert saved["optimizer"].startswith("Adam with ")
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    weights = [w.copy() for w in model.get_weights()]
+    with pytest.raises(SourceError) as caught:
+        tfpipe.fit(model, _pipeline(), epochs=2, backup_dir=backup, report=False, verbose=0)
+    message = str(caught.value)
+    assert "backup-000000000006" in message and saved["optimizer"] in message, message
+    assert "compiled with SGD with " in message and "drop the optimizer state" in message
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))
+    assert int(model.optimizer.iterations.numpy()) == 0  # nothing trained
+    history = tfpipe.fit(
+        _model(), _pipeline(), epochs=2, backup_dir=backup, report=False, verbose=0
+    )
+    assert len(history.history["loss"]) == 2  # the backup's own optimizer resumes
+
+
 class _InterruptSecondEpoch(_Interrupt):
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self.epoch = epoch

@@ -23,11 +23,12 @@ import tensorflow as tf
 from tfpipe import fs
 from tfpipe._checks import check_image_size, check_int
 from tfpipe.bench import Throughput, measure
-from tfpipe.errors import SchemaError, TfpipeError
+from tfpipe.errors import SchemaError, SourceError, TfpipeError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.info import DatasetInfo
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.loaders.service import stall_message
 from tfpipe.loaders.supervised import Names, check_known, selector
 from tfpipe.records.checker import RAW_ERRORS, from_input, named_error
 from tfpipe.schema import Schema
@@ -262,6 +263,9 @@ def named_errors(*sources: Any) -> Iterator[None]:
     try:
         yield
     except RAW_ERRORS as e:
+        stalled = stall_message(e)
+        if stalled is not None:  # a tf.data service worker lost (DataService.guard)
+            raise SourceError(stalled) from e
         if not from_input(e):
             raise
         for source in sources:

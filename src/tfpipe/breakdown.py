@@ -205,9 +205,12 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
     if name == START_UP:
         return "tracing, the first batch"
     if name == COMPUTE:
+        if timings.wait_measured:
+            return f"{steps} steps, less their wait for input"
         return f"{steps} steps of the model alone"
     if name == INPUT_WAIT:
-        return f"{1000 * seconds / max(steps, 1):.1f} ms per step"
+        how = "blocked on the next batch" if timings.wait_measured else "beyond the model alone"
+        return f"{1000 * seconds / max(steps, 1):.1f} ms per step {how}"
     if name == STEPS_UNSPLIT:
         return "compute and input wait together: input wait not measured (no model probe)"
     if name == HOST:

@@ -36,6 +36,7 @@ from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.model_probe import (
     REPLICATED_NOTE,
     Probe,
+    batch_level_callbacks,
     describe_structure,
     probe_model,
     set_steps_per_execution,
@@ -44,7 +45,7 @@ from tfpipe.report import FitReport
 from tfpipe.resume import BackupCallback, Backups, Resumable, check_backup, fit_from
 from tfpipe.schema import Schema
 from tfpipe.stages import input_stages
-from tfpipe.timing import Clock
+from tfpipe.timing import Clock, WaitMeter
 
 INPUT_PROBE_SECONDS = 2.0
 STAGE_PROBE_SECONDS = 0.75
@@ -74,7 +75,10 @@ def fit(
     shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
     not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
     of this call and keeps it when it is at least 10% faster; only when the length of an epoch
-    is known (it divides it), else it stays 1 and the report says why. A finite tf.data input is
+    is known (it divides it) and no callback acts on single batches (one overriding a batch
+    hook such as `on_train_batch_end`, `ModelCheckpoint`/`TensorBoard` with an integer
+    `save_freq`/`update_freq` or `profile_batch`: Keras would call it once per execution),
+    else it stays 1 and the report says why. A finite tf.data input is
     repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
     run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
     GPU (without a multi-replica strategy, which places batches itself), batches are
@@ -98,7 +102,10 @@ def fit(
     A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
     one pass only while no service worker fails: it is repeated pass after pass with
     `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
-    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered.
+    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered. A
+    train step that waits `distribute(timeout=...)` seconds for its batch (a worker that died
+    and was not restarted makes every later pass wait for it) stops training with a
+    `SourceError` naming the dispatcher and the workers that no longer answer.
 
     `x` and `y` say which features the model takes and predicts, for any schema: a table, a
     list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
@@ -154,9 +161,9 @@ def fit(
             the input position `(epoch, batch)`, saved together atomically. Running the same
             call again after a kill loads the newest one and goes on at the next batch of the
             same epoch, with the batches an uninterrupted run has (`Pipeline.start_at`); a
-            backup made with other data, batch size or seed is refused, naming the
-            difference, and one past `epochs` with a ValueError. Needs a seeded Pipeline,
-            path (seed 0) or source, or a `SequenceLoader(seed=...)`, and no
+            backup made with other data, batch size or seed, or with another optimizer, is
+            refused, naming the difference, and one past `epochs` with a ValueError. Needs a
+            seeded Pipeline, path (seed 0) or source, or a `SequenceLoader(seed=...)`, and no
             `steps_per_epoch`. The backups are removed
             when every epoch is trained. Under a multi-worker strategy the position counts
             global steps and only the chief's backup is kept: give every worker the same
@@ -225,7 +232,13 @@ def fit(
         _build_on(model, batch)
         probe = Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     else:
-        probe = probe_model(model, batch, steps or train.steps, tune=resumable is None)
+        probe = probe_model(
+            model,
+            batch,
+            steps or train.steps,
+            tune=resumable is None,
+            batch_callbacks=batch_level_callbacks(callbacks or [], validation is not None),
+        )
     short_last_compiles = (
         not trains_with_tensorflow()
         and not steps  # epochs of one pass each, all ending with the same short batch
@@ -238,7 +251,9 @@ def fit(
         backups = Backups(backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
         saver = BackupCallback(backups, save_every or resumable.steps)
     # With the report, every callback is timed by class name (tfpipe.timing), each step once.
-    clock = Clock(probe.step_seconds, short_last_compiles) if report else None
+    plain = distributed is None and resumable is None
+    meter = _wait_meter(train, model) if report and plain else None
+    clock = Clock(probe.step_seconds, short_last_compiles, meter) if report else None
     run_callbacks = [*([saver] if saver else []), *(callbacks or [])]  # saved before the user's
     if clock is not None:
         run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
@@ -262,10 +277,10 @@ def fit(
             else:
                 if passes is not None:
                     dataset, steps = passes.repeat(train.data), train.steps
-                    dataset = _prefetch_to_device(dataset, _accelerator(model))
+                    dataset = _feed(_guarded(dataset, train), _accelerator(model), meter)
                 elif distributed is None:
                     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
-                    dataset = _prefetch_to_device(dataset, _accelerator(model))
+                    dataset = _feed(_guarded(dataset, train), _accelerator(model), meter)
                 else:
                     dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
                 history = model.fit(
@@ -312,6 +327,7 @@ def fit(
             batch_size=size,
             steps_per_execution=probe.steps_per_execution,
             steps_per_execution_chosen=probe.chosen,
+            measured_wait=timings.measured_wait_fraction,
             image_encoding=train.image_encoding,
             data_kind=train.data_kind or _data_kind_of(batch),
             notes=probe.notes + service_notes + backend_notes(),
@@ -580,6 +596,15 @@ def _pass_counter(
     return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
 
 
+def _guarded(dataset: Any, source: Input) -> Any:
+    """A Pipeline's dataset on the tf.data service, failing with an error that names the lost
+    worker when a batch takes `distribute(timeout=...)` seconds (`DataService.guard`)."""
+    service = None if source.pipeline is None else source.pipeline.service
+    if service is None or not isinstance(dataset, tf.data.Dataset):
+        return dataset
+    return service.guard(dataset)
+
+
 def _service_address(source: Input) -> str | None:
     """The tf.data service the input runs on (`Pipeline.distribute`), if any."""
     service = None if source.pipeline is None else source.pipeline.service
@@ -653,6 +678,25 @@ def _accelerator(model: keras.Model) -> str | None:
     if not gpus or not trains_with_tensorflow() or strategy_of(model).num_replicas_in_sync > 1:
         return None
     return str(gpus[0].name)
+
+
+def _wait_meter(train: Input, model: keras.Model) -> WaitMeter | None:
+    """A meter of the time train steps are blocked on their next batch, for a tf.data input
+    fed to one device from this host's memory (a device prefetch must be the last stage, and
+    a multi-replica strategy or a PyDataset fetches batches where no stage can be added)."""
+    if (
+        not isinstance(train.data, tf.data.Dataset)
+        or _accelerator(model) is not None
+        or strategy_of(model).num_replicas_in_sync > 1
+        or not trains_with_tensorflow()
+    ):
+        return None
+    return WaitMeter()
+
+
+def _feed(data: Any, device: str | None, meter: WaitMeter | None) -> Any:
+    """The dataset `model.fit` reads: timed by `meter`, else prefetched into `device`."""
+    return meter.wrap(data) if meter is not None else _prefetch_to_device(data, device)
 
 
 def _prefetch_to_device(data: Any, device: str | None) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import keras
@@ -36,6 +37,75 @@ REPLICATED_NOTE = (
     "several workers, a probe stopped after a set time would stop each at a different step, "
     "leaving the others waiting at an all-reduce), so the input wait is not measured"
 )
+
+_TRAIN_BATCH_HOOKS = (
+    "on_batch_begin",
+    "on_batch_end",
+    "on_train_batch_begin",
+    "on_train_batch_end",
+)
+_TEST_BATCH_HOOKS = ("on_test_batch_begin", "on_test_batch_end")
+# Keras callbacks whose batch hooks act only every `save_freq` / `update_freq` batches.
+_STEP_FREQUENCY_CALLBACKS = (
+    keras.callbacks.ModelCheckpoint,
+    keras.callbacks.BackupAndRestore,
+    keras.callbacks.TensorBoard,
+)
+
+
+def batch_level_callbacks(
+    callbacks: Sequence[keras.callbacks.Callback], validating: bool
+) -> list[str]:
+    """The callbacks that act on single batches, described: those overriding a batch hook
+    (`on_train_batch_end`, ...; the test ones when `validating`), and ModelCheckpoint,
+    BackupAndRestore or TensorBoard with an integer step frequency or a profiled batch. Keras
+    calls batch hooks once per execution, so more steps per execution would call them less.
+
+    Examples:
+        >>> batch_level_callbacks([keras.callbacks.ModelCheckpoint("m.keras", save_freq=5),
+        ...                        keras.callbacks.EarlyStopping()], validating=False)
+        ['ModelCheckpoint(save_freq=5)']
+    """
+    hooks = _TRAIN_BATCH_HOOKS + (_TEST_BATCH_HOOKS if validating else ())
+    found = []
+    for callback in callbacks:
+        name = type(callback).__name__
+        if isinstance(callback, _STEP_FREQUENCY_CALLBACKS):
+            frequency = _step_frequency(callback)
+            if frequency is not None:
+                found.append(f"{name}({frequency})")
+            continue
+        overridden = [hook for hook in hooks if _overrides(callback, hook)]
+        if overridden:
+            found.append(f"{name} ({', '.join(overridden)})")
+    return found
+
+
+def _overrides(callback: keras.callbacks.Callback, hook: str) -> bool:
+    # A LambdaCallback sets its hooks on the instance.
+    own = getattr(type(callback), hook) is not getattr(keras.callbacks.Callback, hook)
+    return own or hook in vars(callback)
+
+
+def _step_frequency(callback: keras.callbacks.Callback) -> str | None:
+    for attribute in ("save_freq", "update_freq"):  # TensorBoard stores "batch" as 1
+        value = getattr(callback, attribute, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return f"{attribute}={value}"
+    if getattr(callback, "_should_trace", False):  # TensorBoard(profile_batch=...)
+        return "profile_batch"
+    return None
+
+
+def batch_callbacks_note(found: Sequence[str]) -> str:
+    """The report's note on why `steps_per_execution` stayed 1 for batch-level callbacks."""
+    return (
+        f"steps_per_execution stays 1 although steps are short: {', '.join(found)} "
+        "act(s) on single batches, and with several steps per execution Keras calls batch "
+        "hooks once per execution (fewer saves, logs or calls than batches); make them act "
+        "per epoch (e.g. save_freq='epoch') to let tfpipe.fit choose a larger value, or "
+        "compile the model with the steps_per_execution you want"
+    )
 
 
 class StepTimer(keras.callbacks.Callback):
@@ -141,15 +211,23 @@ def _time_steps(model: keras.Model, memory: tf.data.Dataset) -> float:
     return timer.step_seconds
 
 
-def probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: bool = True) -> Probe:
+def probe_model(
+    model: keras.Model,
+    batch: Any,
+    steps: int | None,
+    *,
+    tune: bool = True,
+    batch_callbacks: Sequence[str] = (),
+) -> Probe:
     """Times train steps on `batch` held in memory, restoring every variable afterwards.
 
     Also the first check that the batches fit the model, and where `steps_per_execution` is
     chosen (left alone when the model was compiled with a value other than 1): a divisor of
     at most half the `steps` of an epoch, so that every epoch has a step timed after its first
     one and no epoch runs past its end. When the length of an epoch is unknown (`steps` is
-    None) it stays 1, with a note saying so: any larger value could run past the end. With
-    `tune=False` (backups are saved between steps) it is only timed.
+    None) it stays 1, with a note saying so: any larger value could run past the end; so it
+    does with `batch_callbacks` (`batch_level_callbacks`' descriptions), which would be called
+    once per execution. With `tune=False` (backups are saved between steps) it is only timed.
     """
     examples = batch_size_of(batch)
     # unbatch + batch keeps the batch dimension unknown, as in `data`: fit reuses the trace.
@@ -183,6 +261,8 @@ def probe_model(model: keras.Model, batch: Any, steps: int | None, *, tune: bool
             return Probe(step_seconds, used, False)
         if steps is None:
             return Probe(step_seconds, used, False, (UNKNOWN_LENGTH_NOTE,))
+        if batch_callbacks:
+            return Probe(step_seconds, used, False, (batch_callbacks_note(batch_callbacks),))
         functions = (model.train_function, model.test_function, model.predict_function)
         set_steps_per_execution(model, candidate)
         faster = _time_steps(model, memory)

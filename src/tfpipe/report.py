@@ -14,6 +14,9 @@ INPUT_BOUND_WAIT = 0.2
 CPU_SATURATED = 0.8
 SHARED_CPU_WAIT = 0.1
 _HEADROOM = 1.5
+FAR_FASTER = 10.0
+"""An input alone this many times faster than the model is not taken as the limit on an
+estimated wait alone."""
 _SPEEDUPS = {
     "PyDataset": "raise the loader's workers, yield uint8 batches and rescale in the model "
     "(keras.layers.Rescaling), or write TFRecords (tfpipe write) and train from a "
@@ -93,17 +96,20 @@ class FitReport:
             known (a short last batch counts as what it holds), else as `batch_size`. None when
             no train step was timed: none ran (e.g. resumed at the last epoch), or only the
             first execution, whose time is mostly tracing.
-        input_wait_fraction: share of the train steps' time lost to the input,
-            `1 - achieved / model` clipped to [0, 1]; `breakdown` gives it in seconds. An estimate
-            from short probes, not a measured wait. None when not measured (no model rate, or
-            no achieved rate).
+        input_wait_fraction: share of the train steps' time lost to the input; `breakdown`
+            gives it in seconds. Measured where it happens for a tf.data input on one device
+            (the time the steps were blocked on their next batch; `input_wait_measured`),
+            else estimated as `1 - achieved / model` clipped to [0, 1] from short probes.
+            None when neither is known (no model rate, or no achieved rate).
         verdict: "input-bound" when `input_wait_fraction` exceeds 0.2, or exceeds 0.1 while the
             input alone is less than 1.5x as fast as the model (an input with little headroom
             is likely to fall behind when it shares the CPU with training), else
-            "compute-bound"; "unknown" when the input wait was not measured (without a model
-            rate the advice then compares the input alone with what fit achieved; without an
-            achieved rate it says that no train step was timed). A rule over the estimates above,
-            not a proof: near the thresholds, repeated runs can disagree.
+            "compute-bound"; an estimated wait never makes an input that is alone at least 10x
+            faster than the model "input-bound" (the advice then says so). "unknown" when the
+            input wait is not known (without a model rate the advice then compares the input
+            alone with what fit achieved; without an achieved rate it says that no train step
+            was timed). A rule over measurements of a machine that may be busy, not a proof:
+            near the thresholds, repeated runs can disagree.
         advice: suggested next steps, built from the numbers above, then what `fit` decided
             and why (e.g. that `steps_per_execution` stayed 1 for an epoch of unknown length).
         input_kind: "Pipeline", "tf.data", "PyDataset" or "TFRecords".
@@ -129,6 +135,8 @@ class FitReport:
             input wait, host overhead, validation, epoch restarts, each callback by class
             name), with the unexplained rest and advice per costly part, which also ends
             `advice`; None when `fit` was not timed.
+        input_wait_measured: True when `input_wait_fraction` was measured (time blocked on
+            the next batch), False when it is estimated from the rates.
     """
 
     input_examples_per_s: float
@@ -147,6 +155,7 @@ class FitReport:
     cpu_busy: float | None = None
     service: str | None = None
     breakdown: Breakdown | None = None
+    input_wait_measured: bool = False
 
     @classmethod
     def build(
@@ -159,6 +168,7 @@ class FitReport:
         batch_size: int,
         steps_per_execution: int,
         steps_per_execution_chosen: bool,
+        measured_wait: float | None = None,
         image_encoding: str | None = None,
         data_kind: str | None = None,
         notes: tuple[str, ...] = (),
@@ -167,6 +177,9 @@ class FitReport:
         breakdown: Breakdown | None = None,
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements.
+
+        `measured_wait` is the share of the train steps' time blocked on the next batch, when
+        it was measured; else the wait is estimated from the achieved and model-alone rates.
 
         The advice follows the data: how images are stored (`image_encoding`), or, for data
         without images (`data_kind="tensors"`), what helps parsing, and where it runs: an
@@ -203,16 +216,28 @@ class FitReport:
             wait, verdict = None, "unknown"
             advice = _unmeasured(input_alone.examples_per_s, achieved_examples_per_s, decode_less)
         else:
-            wait = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
+            estimate = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
+            wait = estimate if measured_wait is None else min(1.0, max(0.0, measured_wait))
             headroom = input_alone.examples_per_s / model_examples_per_s
             slow_input = wait > SHARED_CPU_WAIT and headroom < _HEADROOM
-            verdict = "input-bound" if wait > INPUT_BOUND_WAIT or slow_input else "compute-bound"
+            waits = wait > INPUT_BOUND_WAIT or slow_input
+            # An estimate is the gap between two short probes and fit: on a busy machine it can
+            # be noise; it does not overrule an input many times faster than the model.
+            overruled = waits and measured_wait is None and headroom >= FAR_FASTER
+            verdict = "input-bound" if waits and not overruled else "compute-bound"
+            how = "measured" if measured_wait is not None else "estimated"
             advice = [
                 f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
                 f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
                 f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of the train steps' "
-                "time waiting for input)"
+                f"time waiting for input, {how})"
             ]
+            if overruled:
+                advice.append(
+                    f"the estimated wait ({wait:.0%}, 1 - achieved / model alone) is not put "
+                    f"down to the input, which alone is {headroom:.0f}x faster than the model: "
+                    "the probes and fit ran under different loads of this machine"
+                )
             if verdict == "input-bound" and service is not None:
                 advice.extend(_placement(service, cpu_busy))
             elif verdict == "input-bound":
@@ -257,6 +282,7 @@ class FitReport:
             cpu_busy=cpu_busy,
             service=service,
             breakdown=breakdown,
+            input_wait_measured=measured_wait is not None and wait is not None,
         )
 
     def __str__(self) -> str:
@@ -270,7 +296,12 @@ class FitReport:
             f"  achieved in fit  {_rate(self.achieved_examples_per_s)}",
             "  input wait       "
             + (
-                f"{self.input_wait_fraction:>12.0%} of the train steps' time"
+                f"{self.input_wait_fraction:>12.0%} of the train steps' time, "
+                + (
+                    "measured (blocked on the next batch)"
+                    if self.input_wait_measured
+                    else "estimated (1 - achieved / model alone)"
+                )
                 if self.input_wait_fraction is not None
                 else "not measured (no train step was timed)"
                 if self.achieved_examples_per_s is None

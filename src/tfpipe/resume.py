@@ -165,6 +165,7 @@ class Backups:
                 f"epochs={position.epoch + 1 if position.batch else position.epoch} or more "
                 "to resume it, or another backup_dir (delete this one to start over)"
             )
+        _check_optimizer(saved.get("optimizer"), model, folder, self.directory)
         weights = folder / WEIGHTS
         try:
             model.load_weights(weights)
@@ -210,6 +211,7 @@ class Backups:
             "steps": self.steps,
             "workers": self.workers,
             "identity": self.identity.to_dict(),
+            "optimizer": describe_optimizer(model),
         }
         record["checksum"] = _checksum(record)
         (partial / POSITION).write_text(json.dumps(record, indent=1))
@@ -247,6 +249,31 @@ def _check_checksum(path: Path, saved: dict[str, Any]) -> None:
         "written by an older tfpipe that kept none, so its position may not be the one its "
         "weights were saved at, and resuming could train batches twice or skip them. Delete "
         f"{path.parent} (or all of backup_dir) to start over"
+    )
+
+
+def describe_optimizer(model: keras.Model) -> str:
+    """The model's optimizer as a backup records it: its class and how many variables its
+    state has (e.g. "Adam with 5 variables"); "no optimizer" without one."""
+    optimizer = model.optimizer
+    if optimizer is None:
+        return "no optimizer"
+    return f"{type(optimizer).__name__} with {len(optimizer.variables)} variables"
+
+
+def _check_optimizer(saved: Any, model: keras.Model, folder: Path, directory: Path) -> None:
+    """Refuses a backup whose optimizer state the model's optimizer cannot take: Keras would
+    only warn and drop it, and training would go on with a fresh state (backups made before
+    the optimizer was recorded are not checked)."""
+    now = describe_optimizer(model)
+    if saved is None or saved == now:
+        return
+    raise SourceError(
+        f"backup_dir={os.fspath(directory)!r}: the backup {folder.name} holds the state of "
+        f"the optimizer {saved}, but the model is compiled with {now}: loading it would drop "
+        "the optimizer state (Keras only warns) and train on with a fresh one. Compile the "
+        "model with the backup's optimizer, or pass another backup_dir (delete this one to "
+        "start over)"
     )
 
 

@@ -12,8 +12,10 @@ Every second between `Clock.start()` and `Clock.stop()` is booked to exactly one
 
 A train step is the time from the mark's `on_train_batch_begin` to the clock's
 `on_train_batch_end`: nothing but Keras's train function (input and compute). It is split into
-compute (the model alone's step time from the probe) and input wait (the rest), or left whole
-as "train steps" when the model alone was not timed; the first step of the run is start-up
+input wait, as a `WaitMeter` measured it inside the step (the time its fetches of the next
+batch were blocked), and compute (the rest); without a meter into compute (the model alone's
+step time from the probe) and input wait (the rest, an estimate), or left whole as "train
+steps" when the model alone was not timed; the first step of the run is start-up
 (tracing, first batch), the first of each later epoch part of the epoch restarts. The time
 between a step's last hook and the next step's first is host overhead; after the last hook
 until `fit` returns, the end of training. Nothing here patches Keras: only public hooks are
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 START_UP = "start-up"
 COMPUTE = "compute"
@@ -126,6 +129,8 @@ class Timings:
         epochs: epochs started.
         validations: evaluations run at the end of an epoch.
         callbacks: callback class name -> the callback instance (its settings, for advice).
+        wait_measured: whether a `WaitMeter` measured the input wait (else it is the step
+            time beyond the model alone's, an estimate).
     """
 
     wall_s: float
@@ -139,6 +144,16 @@ class Timings:
     callbacks: dict[str, keras.callbacks.Callback]
     first_steps: int = 0
     first_seconds: float = 0.0
+    wait_measured: bool = False
+
+    @property
+    def measured_wait_fraction(self) -> float | None:
+        """The share of the timed train steps' time blocked on the next batch, as the
+        `WaitMeter` measured it; None without a meter or a timed step."""
+        steps = self.seconds.get(COMPUTE, 0.0) + self.seconds.get(INPUT_WAIT, 0.0)
+        if not self.wait_measured or steps <= 0:
+            return None
+        return self.seconds.get(INPUT_WAIT, 0.0) / steps
 
     @property
     def step_seconds(self) -> float | None:
@@ -150,6 +165,50 @@ class Timings:
             return None
         parts = (COMPUTE, INPUT_WAIT, STEPS_UNSPLIT, RESTARTS)
         return sum(self.seconds.get(part, 0.0) for part in parts) / self.timed_steps
+
+
+class WaitMeter:
+    """Measures how long the consumer of a tf.data input is blocked on its next element.
+
+    `wrap` zips a clock before the dataset: fetching an element first reads the time (a
+    synchronous map in the consumer's own call), then blocks on the dataset until its element
+    is ready, then adds the seconds since that reading to a variable, all inside the train
+    step's fetch. An element that was ready in the prefetch buffer adds almost nothing.
+
+    Examples:
+        >>> meter = WaitMeter()
+        >>> data = meter.wrap(tf.data.Dataset.range(3).map(slow).prefetch(1))
+        >>> model.fit(data, ...)
+        >>> meter.take()  # seconds blocked since the last take
+        0.82
+    """
+
+    def __init__(self) -> None:
+        with tf.device("/cpu:0"):
+            self.seconds = tf.Variable(0.0, dtype=tf.float64, trainable=False)
+        self._taken = 0.0
+
+    def wrap(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`dataset` with the time blocked on each element added up; it must be the last
+        stage before the consumer (no prefetch may follow it)."""
+        asked_at = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8)).repeat()
+        asked_at = asked_at.map(lambda _: tf.timestamp())
+
+        def add_wait(asked: tf.Tensor, element: Any) -> Any:
+            # A stateful op in a tf.data function runs without a control dependency.
+            self.seconds.assign_add(tf.timestamp() - asked)
+            return element
+
+        timed = tf.data.Dataset.zip(asked_at, dataset).map(add_wait)
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False  # it would fetch ahead
+        return timed.with_options(options)
+
+    def take(self) -> float:
+        """Seconds blocked since the last `take`."""
+        total = float(self.seconds.numpy())
+        waited, self._taken = total - self._taken, total
+        return waited
 
 
 class Clock(keras.callbacks.Callback):
@@ -168,13 +227,22 @@ class Clock(keras.callbacks.Callback):
             are not told apart).
         short_last_compiles: the first epoch's short last batch compiles the step again for
             its shape (JAX): that execution counts as start-up. Defaults to False.
+        meter: the `WaitMeter` around the input: input wait is then the time it measured,
+            compute the rest of each step. Defaults to None (input wait estimated from
+            `step_seconds`).
     """
 
-    def __init__(self, step_seconds: float | None, short_last_compiles: bool = False) -> None:
+    def __init__(
+        self,
+        step_seconds: float | None,
+        short_last_compiles: bool = False,
+        meter: WaitMeter | None = None,
+    ) -> None:
         super().__init__()
         self.ledger = Ledger()
         self.step_seconds = step_seconds or None
         self.short_last_compiles = short_last_compiles
+        self.meter = meter
         self.steps = self.timed_steps = self.executions = self.epochs = self.validations = 0
         self.first_steps, self.first_seconds = 0, 0.0
         self._started = False  # a train step ended in this run
@@ -224,6 +292,7 @@ class Clock(keras.callbacks.Callback):
             callbacks=dict(self._timed),
             first_steps=self.first_steps,
             first_seconds=self.first_seconds,
+            wait_measured=self.meter is not None,
         )
 
     def _switch(self, part: str | None = None) -> None:
@@ -246,6 +315,7 @@ class Clock(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         seconds = self.ledger.take()
+        waited = None if self.meter is None else min(seconds, self.meter.take())
         if self.params.get("steps"):  # Keras reports a short last execution as a full one
             batch = min(batch, self.params["steps"] - 1)
         steps = batch - self._begin + 1
@@ -258,11 +328,14 @@ class Clock(keras.callbacks.Callback):
             self.ledger.add(START_UP, seconds)
             self.first_steps += steps
             self.first_seconds += seconds
-        elif self.step_seconds is None:
+        elif self.step_seconds is None and waited is None:
             self.ledger.add(STEPS_UNSPLIT if self._epoch_started else RESTARTS, seconds)
             self.timed_steps += steps
         else:
-            compute = min(seconds, steps * self.step_seconds)
+            if waited is not None:
+                compute = seconds - waited
+            else:
+                compute = min(seconds, steps * self.step_seconds)  # type: ignore[operator]
             self.ledger.add(COMPUTE, compute)
             self.ledger.add(INPUT_WAIT if self._epoch_started else RESTARTS, seconds - compute)
             self.timed_steps += steps

@@ -264,7 +264,7 @@ class Pipeline:
                 tf.data seed, the order also depends on TensorFlow's global seed
                 (`keras.utils.set_random_seed`); after `start_at` it depends on (seed, epoch)
                 alone. Defaults to None (a fresh order each run, `deterministic=False` for
-                speed).
+                speed: parallel stages yield elements as they finish).
             buffer_size: the shuffle buffer, in records. Defaults to every record for in-memory
                 sources; for TFRecords min(examples, 4096, as many as fit in 32 MiB but at
                 least 256) (the writer already shuffled globally); 1024 decoded examples after
@@ -476,7 +476,12 @@ class Pipeline:
         return Identity(digest(parts), inp.describe(), size, self._seed or 0)
 
     def distribute(
-        self, service: str, *, mode: str = "dynamic", job_name: str | None = None
+        self,
+        service: str,
+        *,
+        mode: str = "dynamic",
+        job_name: str | None = None,
+        timeout: float | None = 120,
     ) -> Pipeline:
         """Runs the expensive part (read, parse, decode, maps, batch) on tf.data service workers.
 
@@ -521,8 +526,12 @@ class Pipeline:
                 "dynamic".
             job_name: trainers whose Pipelines use the same job name split one job's data
                 among them. Defaults to None (a job of its own for every iteration).
+            timeout: in `tfpipe.fit`, seconds a train step may wait for its next batch before
+                training stops with a `SourceError` naming the dispatcher and the workers
+                that no longer answer (a worker that died and was not restarted makes every
+                later epoch wait for it). None waits forever. Defaults to 120.
         """
-        return self._with(service=DataService(service, mode, job_name))
+        return self._with(service=DataService(service, mode, job_name, timeout))
 
     @property
     def service(self) -> DataService | None:
@@ -549,8 +558,9 @@ class Pipeline:
             (False, 4)
 
         Args:
-            deterministic: keep a fixed output order. Defaults to None (True with a shuffle
-                seed or `start_at`, else False for throughput).
+            deterministic: keep a fixed output order. Defaults to None (True without a
+                shuffle, with a shuffle seed or with `start_at`: without a shuffle the order is
+                the source's; False for an unseeded shuffle, for throughput).
             ram_budget_mb: RAM autotune may use for buffers, in MB. Defaults to None (TF's).
             threads: size of a private thread pool. Defaults to None (TF's shared pool).
         """
@@ -839,8 +849,7 @@ class Pipeline:
         self._check_service()
         assembly = _Assembly()
         deterministic = self._options.deterministic
-        fixed = self._seed is not None or self._start is not None
-        det = fixed if deterministic is None else deterministic
+        det = self._fixed_order() if deterministic is None else deterministic
         if self._start is not None and self._service is not None:
             raise ValueError(
                 "start_at() and distribute() cannot be combined: with dynamic sharding the "
@@ -865,6 +874,12 @@ class Pipeline:
         assembly.run(f"prefetch {label}", lambda ds: ds.prefetch(self._prefetch))
         assembly.run(f"options: deterministic={det}", lambda ds: self._apply_options(ds, det))
         return assembly.dataset, assembly.labels
+
+    def _fixed_order(self) -> bool:
+        """Whether the order is the user's to rely on: the source's order (no shuffle), a
+        seeded one or a resumed one. Only an unseeded shuffle lets parallel stages yield
+        elements as they finish."""
+        return not self._shuffle or self._seed is not None or self._start is not None
 
     def _one_pass(self, assembly: _Assembly, seed: Any, skip: Any, det: bool) -> None:
         """Every stage up to `as_supervised`: one pass, or `repeat()`ed ones, less the first

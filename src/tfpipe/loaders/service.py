@@ -11,10 +11,13 @@ stages before the split point on the splits it receives.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import socket
+import time
 from typing import Any
 
+import grpc
 import tensorflow as tf
 
 from tfpipe.errors import SourceError
@@ -31,6 +34,10 @@ _ADDRESS = re.compile(
 )
 _PROTOCOLS = ("grpc",)
 _CONNECT_S = 5.0
+STALL_TIMEOUT_S = 120.0
+_WATCH_S = 0.5  # how often the guard looks at a waiting fetch
+_STALLED = "tf.data service stalled"  # starts the guard's error, to find it in TF's
+_GET_WORKERS = "/tensorflow.data.DispatcherService/GetWorkers"
 
 
 def grpc_address(argument: str, value: Any) -> str:
@@ -62,9 +69,20 @@ class DataService:
     address: str
     mode: str = "dynamic"
     job_name: str | None = None
+    timeout: float | None = STALL_TIMEOUT_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "address", grpc_address("service", self.address))
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or not math.isfinite(self.timeout)
+            or self.timeout <= 0
+        ):
+            raise ValueError(
+                "timeout must be a finite number of seconds > 0, or None to wait for the "
+                f"workers forever. Received: timeout={self.timeout!r}"
+            )
         if self.mode not in MODES:
             raise ValueError(
                 f"mode must be one of {sorted(MODES)}: 'dynamic' for training (each example "
@@ -117,6 +135,184 @@ class DataService:
                 compression=None,
             )
         )
+
+    def guard(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`dataset` that fails with an error naming the dispatcher and the workers that do
+        not answer when a fetch waited `timeout` seconds for its batch (a worker that died and
+        was not restarted: the service waits for it forever). For one iterator over the
+        whole run, as `tfpipe.fit` makes; a guard per call."""
+        return dataset if self.timeout is None else StallGuard(self).wrap(dataset)
+
+    def stalled(self, waited: float) -> str:
+        """The error of a fetch that waited `waited` seconds, naming the lost workers."""
+        workers = registered_workers(self.address)
+        lost = [w for w in workers if not _answers(w)]
+        if lost:
+            who = f"worker(s) {lost} of {workers} registered there no longer answer(s)"
+        elif workers:
+            who = f"its worker(s) {workers} answer but sent nothing"
+        else:
+            who = "the dispatcher lists no worker"
+        return (
+            f"{_STALLED}: no batch came from the tf.data service at {self.address} for "
+            f"{waited:.0f} s (distribute(timeout={self.timeout:g})): {who}. The dispatcher keeps "
+            "giving a lost worker a share of every new epoch, which then waits for it: restart "
+            "it at the same address (`tfpipe service worker --dispatcher ... --port PORT`), "
+            "or raise the timeout if the workers are only slow"
+        )
+
+
+class StallGuard:
+    """Raises, in the fetch that waits, when it has waited `service.timeout` seconds.
+
+    The fetch stamps the time it asks for a batch (in the consumer's own call) and clears it
+    when the batch arrives; a watcher interleaved in parallel with the data looks at the stamp
+    every half second and fails the iteration with `DataService.stalled`'s message. The
+    watcher yields nothing and stops when the data ends. Each iteration marks its start (a
+    new iterator of a finite dataset, as Keras makes per epoch, is watched again); the
+    watcher's first look comes half a second after it starts.
+    """
+
+    def __init__(self, service: DataService) -> None:
+        self.service = service
+        with tf.device("/cpu:0"):
+            self._asked_at = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # 0: none
+            self._done = tf.Variable(False, trainable=False)
+
+    def wrap(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`dataset`, watched: stamped in the consumer's fetch, the watcher beside it."""
+        options = tf.data.Options()
+        options.experimental_optimization.inject_prefetch = False  # would fetch ahead
+        return self._stamped(self._beside_watcher(dataset)).with_options(options)
+
+    def _beside_watcher(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """The data (between marks of its start and end) and the watcher, interleaved in
+        parallel; only the data yields elements."""
+        empty = dataset.take(0)
+        tick = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8))
+
+        def mark(done: bool) -> tf.data.Dataset:
+            @tf.autograph.experimental.do_not_convert
+            def set_done(_: Any) -> tf.data.Dataset:
+                with tf.control_dependencies([self._done.assign(done)]):
+                    return empty.take(tf.constant(0, tf.int64))
+
+            return tick.flat_map(set_done)
+
+        @tf.autograph.experimental.do_not_convert
+        def watch(_: Any) -> tf.Tensor:
+            return tf.py_function(self._watch, [], tf.bool)
+
+        @tf.autograph.experimental.do_not_convert
+        def nothing(_: Any) -> tf.data.Dataset:
+            return empty
+
+        data = mark(False).concatenate(dataset).concatenate(mark(True))
+        watcher = tick.repeat().map(watch).take_while(tf.identity).flat_map(nothing)
+
+        @tf.autograph.experimental.do_not_convert
+        def branch(index: tf.Tensor) -> tf.data.Dataset:
+            # take(0) opens nothing: branch 0 reads only the data, branch 1 only the watcher.
+            def only(part: tf.data.Dataset, mine: tf.Tensor) -> tf.data.Dataset:
+                return part.take(tf.where(mine, tf.constant(-1, tf.int64), 0))
+
+            return only(data, index == 0).concatenate(only(watcher, index == 1))
+
+        return tf.data.Dataset.range(2).interleave(
+            branch, cycle_length=2, num_parallel_calls=2, deterministic=False
+        )
+
+    def _stamped(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """`dataset` whose fetches stamp `_asked_at` when they ask and clear it on arrival."""
+
+        @tf.autograph.experimental.do_not_convert
+        def ask(_: Any) -> tf.Tensor:
+            return self._asked_at.assign(tf.timestamp())
+
+        @tf.autograph.experimental.do_not_convert
+        def arrived(_: tf.Tensor, element: Any) -> Any:
+            self._asked_at.assign(0.0)  # stateful: runs without a control dependency
+            return element
+
+        asked_at = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8)).repeat().map(ask)
+        return tf.data.Dataset.zip(asked_at, dataset).map(arrived)
+
+    def _watch(self) -> bool:
+        """False when the data has ended; raises when a fetch waited too long."""
+        time.sleep(_WATCH_S)
+        if bool(self._done.numpy()):
+            return False
+        asked = float(self._asked_at.numpy())
+        waited = time.time() - asked if asked else 0.0
+        if waited >= self.service.timeout:  # type: ignore[operator]
+            raise TimeoutError(self.service.stalled(waited))
+        return True
+
+
+def stall_message(error: BaseException) -> str | None:
+    """The guard's message inside a TensorFlow error, if the error is a stalled fetch."""
+    text = str(error)
+    start = text.find(_STALLED)
+    if start < 0:
+        return None
+    end = text.find("raise the timeout if the workers are only slow", start)
+    return text[start : end + len("raise the timeout if the workers are only slow")]
+
+
+def registered_workers(address: str) -> list[str]:
+    """The addresses of the workers the dispatcher at `address` lists (its GetWorkers call);
+    empty when it does not answer within a few seconds."""
+    target = address.split("://", 1)[1]
+    try:
+        with grpc.insecure_channel(target) as channel:
+            call = channel.unary_unary(_GET_WORKERS)
+            reply = call(b"", timeout=_CONNECT_S)
+    except grpc.RpcError:
+        return []
+    return [_string_field(info, 1) for info in _fields(reply, 1)]
+
+
+def _fields(message: bytes, number: int) -> list[bytes]:
+    """The length-delimited fields `number` of a serialized protocol buffer message."""
+    found, at = [], 0
+    while at < len(message):
+        key, at = _varint(message, at)
+        kind = key & 7
+        if kind == 2:
+            size, at = _varint(message, at)
+            if key >> 3 == number:
+                found.append(message[at : at + size])
+            at += size
+        elif kind == 0:
+            _, at = _varint(message, at)
+        else:  # fixed 32/64-bit fields: none in the messages read here
+            at += 4 if kind == 5 else 8
+    return found
+
+
+def _string_field(message: bytes, number: int) -> str:
+    values = _fields(message, number)
+    return values[0].decode() if values else "?"
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def _answers(worker: str) -> bool:
+    host, port = worker.rsplit(":", 1)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), _CONNECT_S).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class PassCounter:
