@@ -21,13 +21,18 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e ".[dev]"
 	touch $@ $(VENV)/.installed
 
+# The benchmarks' peers (Grain, ArrayRecord, NVIDIA DALI): only `make bench` installs them.
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e ".[dev,bench]"
+	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
+
 demo: $(VENV)/.installed
 	$(BIN)/tfpipe demo --workdir demo-data
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-bench: $(VENV)/.installed-dev
+bench: $(VENV)/.installed-bench
 	$(BIN)/python -m benchmarks
 	$(BIN)/python -m benchmarks.tables
 

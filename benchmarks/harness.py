@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import platform
+import queue as queue_module
 import resource
 import statistics
 import sys
@@ -49,7 +50,16 @@ def run_isolated(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any
     queue = context.Queue()
     process = context.Process(target=_child, args=(fn, args, queue))
     process.start()
-    status, result = queue.get()
+    while True:
+        try:
+            status, result = queue.get(timeout=1)
+            break
+        except queue_module.Empty:
+            if not process.is_alive() and queue.empty():
+                # Died without a word (a crash in native code): fail instead of waiting forever.
+                raise RuntimeError(
+                    f"benchmark case {fn.__name__} died with exit code {process.exitcode}"
+                ) from None
     process.join()
     if status != "ok":
         raise RuntimeError(f"benchmark case {fn.__name__} failed: {result}")
@@ -66,6 +76,8 @@ def compare(
     extra: dict[str, Any] | None = None,
     pairs: dict[str, str] | None = None,
     repeats: int = REPEATS,
+    spreads: tuple[str, ...] = (),
+    optional: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Runs every case `repeats` times interleaved; prints a table; writes results/<title>.json.
 
@@ -80,16 +92,31 @@ def compare(
             runs of the same repeat, which ran minutes apart at most, so the machine's drift
             cancels out. The row gets `paired_ratios` and their median `paired_ratio`.
         repeats: runs of each case. Defaults to 3 (1 with TFPIPE_BENCH_QUICK=1).
+        spreads: more keys of the case results whose median, min and max per case are kept
+            (`spread`, with the metric's) and printed. Defaults to none.
+        optional: cases that may be unable to run here (a peer library not installed, or
+            that fails on this machine): the first failure drops the case, and the report's
+            `not_run` gives its reason. Defaults to none (any failure stops the benchmark).
     """
     goals = goals or {}
     repeats = 1 if QUICK else repeats
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
+    not_run: dict[str, str] = {}
     names = list(cases)
     for repeat in range(repeats):
         # Rotated each repeat, so that no case always runs right after the same neighbour.
         for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
+            if name in not_run:
+                continue
             fn, args = cases[name]
-            runs[name].append(run_isolated(fn, *args))
+            try:
+                runs[name].append(run_isolated(fn, *args))
+            except RuntimeError as e:
+                if name not in optional:
+                    raise
+                not_run[name] = str(e)
+                print(f"not run: {name}: {e}")
+    runs = {name: rs for name, rs in runs.items() if name not in not_run}
     medians = {name: statistics.median(r[metric] for r in rs) for name, rs in runs.items()}
     rows = []
     for name, rs in runs.items():
@@ -106,6 +133,8 @@ def compare(
                 "runs": rs,
             }
         )
+        if spreads:
+            rows[-1]["spread"] = {key: _spread([r[key] for r in rs]) for key in (metric, *spreads)}
         if pairs and name in pairs:
             other = runs[pairs[name]]
             paired = [mine[metric] / theirs[metric] for mine, theirs in zip(rs, other, strict=True)]
@@ -114,7 +143,11 @@ def compare(
                 paired_ratios=paired,
                 paired_ratio=statistics.median(paired),
             )
-    _print_table(title, rows, metric, baseline, repeats)
+    _print_table(title, rows, metric, baseline, repeats, paired_lines=not spreads)
+    if spreads:
+        _print_spreads(rows, (metric, *spreads))
+    for name, reason in not_run.items():
+        print(f"{name}: not run: {reason}")
     report = {
         "title": title,
         "baseline": baseline,
@@ -130,14 +163,38 @@ def compare(
         "env": {"MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX")},
         "extra": extra or {},
         "rows": rows,
+        "not_run": not_run,
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{title}{'-quick' if QUICK else ''}.json").write_text(json.dumps(report, indent=2))
     return report
 
 
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _print_spreads(rows: list[dict[str, Any]], keys: tuple[str, ...]) -> None:
+    """Median [min-max] of each key per case, and the run-by-run ratios' min and median."""
+    header = " ".join(f"{key:>22}" for key in keys)
+    print(f"{'case':<44} {header} {'ratio/run min, med':>19}")
+    for row in rows:
+        cells = " ".join(
+            f"{s['median']:>8.2f} [{s['min']:.2f}-{s['max']:.2f}]".rjust(22)
+            for s in (row["spread"][key] for key in keys)
+        )
+        paired = row.get("paired_ratios")
+        ratios = "" if paired is None else f"{min(paired):.2f}, {statistics.median(paired):.2f}"
+        print(f"{row['case']:<44} {cells} {ratios:>19}")
+
+
 def _print_table(
-    title: str, rows: list[dict[str, Any]], metric: str, baseline: str, repeats: int
+    title: str,
+    rows: list[dict[str, Any]],
+    metric: str,
+    baseline: str,
+    repeats: int,
+    paired_lines: bool = True,
 ) -> None:
     print(f"\n{title}  (median of {repeats}, ratio to {baseline!r})")
     print(f"{'case':<44} {metric:>16} {'ratio':>7} {'goal':>7} {'peak MB':>8}")
@@ -152,7 +209,7 @@ def _print_table(
             f"{row['peak_rss_mb']:>8.0f}"
         )
     for row in rows:
-        if "paired_ratio" in row:
+        if paired_lines and "paired_ratio" in row:
             each = ", ".join(f"{r:.2f}" for r in row["paired_ratios"])
             print(
                 f"{row['case']} / {row['paired_with']}, run by run: {each}; "

@@ -26,6 +26,8 @@ ORDER = (
     "workers",
     "pipeline_tfrecord",
     "pipeline_folder",
+    "photos_128",
+    "photos_224",
     "segmentation",
     "fit",
     "report",
@@ -59,10 +61,49 @@ def by_size(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _median_and_range(spread: dict[str, float], fmt: str) -> str:
+    return (
+        f"{fmt.format(spread['median'])} ({fmt.format(spread['min'])}-{fmt.format(spread['max'])})"
+    )
+
+
+def with_spreads(report: dict[str, Any]) -> str:
+    """Median (min-max) of every measure per case, and the ratios to the baseline run by run."""
+    metric, keys = report["metric"], list(report["rows"][0]["spread"])
+    others = [key for key in keys if key != metric]
+    load = report["extra"].get("load_average_at_start")
+    lines = [
+        f"**{report['title']}**: median (min-max) of {report['repeats']} runs, measured "
+        f"{report['when'][:10]}"
+        + ("" if load is None else f" (load average {load[0]:.1f} at the start)")
+        + f", ratios to *{report['baseline']}*: of the medians, and of each run to the "
+        "baseline's run of the same repeat (min, median).",
+        "",
+        f"| case | {metric.replace('_per_s', '/s')} | ratio | ratio per run (min, median) | "
+        + " | ".join(key.replace("_", " ") for key in others)
+        + " | peak RSS (MB) |",
+        "|---|---:|---:|---:|" + "---:|" * len(others) + "---:|",
+    ]
+    for row in report["rows"]:
+        paired = row.get("paired_ratios")
+        per_run = "" if paired is None else f"{min(paired):.2f}, {statistics.median(paired):.2f}"
+        cells = " | ".join(_median_and_range(row["spread"][key], "{:.2f}") for key in others)
+        lines.append(
+            f"| {row['case']} | {_median_and_range(row['spread'][metric], '{:,.0f}')} "
+            f"| {row['ratio']:.2f} | {per_run} | {cells} | {row['peak_rss_mb']:,.0f} |"
+        )
+    for case, reason in report.get("not_run", {}).items():
+        reason = " ".join(reason.replace("|", "/").split())  # one table cell
+        lines.append(f"| {case} | not run: {reason} |" + " |" * (3 + len(others)))
+    return "\n".join(lines)
+
+
 def table(report: dict[str, Any]) -> str:
     """One Markdown table: case, median, ratio to the baseline, goal and whether it was met."""
     if "columns" in report:
         return by_size(report)
+    if report["rows"] and "spread" in report["rows"][0]:
+        return with_spreads(report)
     metric = report["metric"].replace("_per_s", "/s")
     lines = [
         f"**{report['title']}**: median of {report['repeats']} runs, measured "

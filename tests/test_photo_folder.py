@@ -1,0 +1,36 @@
+"""The photo benchmark's folder: real photographs of mixed sizes that decode, in 10 classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tensorflow as tf
+from benchmarks.photos import NUM_CLASSES, build_photo_folder
+
+
+def test_photo_folder_has_decodable_jpegs_of_varied_sizes_in_ten_classes(tmp_path: Path) -> None:
+    folder = build_photo_folder(tmp_path / "photos", count=20, seed=3, min_side=40, max_side=120)
+
+    files = sorted(folder.glob("class_*/*.jpg"))
+    assert len(files) == 20
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == [
+        f"class_{k}" for k in range(NUM_CLASSES)
+    ]
+    shapes = [tuple(tf.io.decode_jpeg(p.read_bytes()).shape) for p in files]
+    assert all(40 <= h <= 120 and 40 <= w <= 120 for h, w, _ in shapes)
+    assert len({h for h, _, _ in shapes}) > 5 and len({w for _, w, _ in shapes}) > 5
+    assert {c for _, _, c in shapes} == {1, 3}  # grayscale-origin photos among the color ones
+
+
+def test_photo_folder_is_reused_when_complete_and_rebuilt_for_other_arguments(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "photos"
+    build_photo_folder(root, count=10, seed=0, min_side=40, max_side=60)
+    first = {p: p.stat().st_mtime_ns for p in root.glob("*/*.jpg")}
+
+    build_photo_folder(root, count=10, seed=0, min_side=40, max_side=60)
+    assert {p: p.stat().st_mtime_ns for p in root.glob("*/*.jpg")} == first
+
+    build_photo_folder(root, count=12, seed=1, min_side=40, max_side=60)
+    assert len(list(root.glob("*/*.jpg"))) == 12
