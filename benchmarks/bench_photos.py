@@ -15,7 +15,8 @@ decodes them to float32 in [0, 1] of 128x128 (table "photos_128") and of 224x224
   decode, `tfpipe.Image().decode_tensor` with its defaults;
 - `tfpipe.Pipeline` on the folder, on TFRecords of the full-size JPEGs (`write_tfrecords` of
   the folder copies each three-channel JPEG byte for byte; the one-channel ones it stores
-  re-encoded with three channels), and on the folder with `reduced_decode=True`;
+  re-encoded with three channels), and on the folder with `reduced_decode=False` (a full
+  JPEG decode before the resize; the default is the DCT-scale decode every tfpipe path uses);
 - `tfpipe.SequenceLoader` (workers=2), read through Keras's PyDatasetAdapter as `model.fit`
   reads a PyDataset;
 - the peers, each set up as its documentation shows: Grain (`grain.DataLoader` over
@@ -27,7 +28,8 @@ decodes them to float32 in [0, 1] of 128x128 (table "photos_128") and of 224x224
 Every loader shuffles as it does by default (the ceilings do not; Grain's sampler needs a
 seed). The resizes differ as the libraries do: TensorFlow's bilinear without antialiasing
 (Keras, tf.data, the ceiling (a)), Pillow's bilinear with it (Grain), DALI's linear with it;
-tfpipe's is whatever its defaults are at the time of the run. DALI's batches are copied to
+tfpipe's is its one resize (DCT-scale JPEG decode, bilinear, antialiased from 2x;
+docs/performance.md). DALI's batches are copied to
 numpy arrays (`as_array`), as a framework would receive them.
 
 Run it with `python -m benchmarks photos` (`make bench` runs it with the others);
@@ -196,9 +198,10 @@ def ceiling_in_memory(
 
 
 def tfpipe_pipeline(
-    source: str, folder: bool, count: int, size: tuple[int, int], reduced: bool
+    source: str, folder: bool, count: int, size: tuple[int, int], reduced: bool = True
 ) -> dict[str, Any]:
-    """`tfpipe.Pipeline` on the folder or on TFRecords, with its defaults."""
+    """`tfpipe.Pipeline` on the folder or on TFRecords, with its defaults (`reduced`: the
+    default DCT-scale JPEG decode, or False for a full decode)."""
     _import_tensorflow()
     import tfpipe
 
@@ -414,14 +417,14 @@ def main() -> None:
                 ceiling_in_memory,
                 (root, COUNT, size, True),
             ),
-            "Pipeline, folder": (tfpipe_pipeline, (root, True, COUNT, size, False)),
+            "Pipeline, folder": (tfpipe_pipeline, (root, True, COUNT, size)),
             "Pipeline, TFRecords of the full-size JPEGs": (
                 tfpipe_pipeline,
-                (prefix, False, COUNT, size, False),
+                (prefix, False, COUNT, size),
             ),
-            "Pipeline, folder, reduced_decode=True": (
+            "Pipeline, folder, reduced_decode=False (full decode)": (
                 tfpipe_pipeline,
-                (root, True, COUNT, size, True),
+                (root, True, COUNT, size, False),
             ),
             "SequenceLoader, folder, workers=2": (
                 sequence_loader,
