@@ -421,7 +421,7 @@ def test_explain_talks_of_images_only_when_there_are_images(
         plan = tfpipe.Pipeline(source, rescale=1 / 255).batch(8).explain()
         assert "image" not in plan and "float32 x" not in plan
     images = tfpipe.Pipeline(tfpipe.from_directory(image_folder), image_size=(8, 8)).explain()
-    assert "decode image files per element (resize to 8x8)" in images
+    assert "decode images per example (resize to 8x8, reduced DCT-scale JPEG decode)" in images
 
 
 def test_benchmark_times_a_table_with_or_without_x_and_y(table_records: str) -> None:
