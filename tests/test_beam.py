@@ -27,7 +27,7 @@ import tfpipe
 import tfpipe.beam
 from tfpipe import cli
 from tfpipe.beam import _finish, _Plan, _write_shard
-from tfpipe.records.writer import WriteOptions, _ShardWriter, _writer_lock
+from tfpipe.records.writer import ShardWriter, WriteOptions, writer_lock
 from tfpipe.synthetic import make_image_folder
 
 # One process: a DirectRunner with worker processes takes ~30 s to start (each imports
@@ -334,13 +334,13 @@ def _temporary_shards(prefix: Path, first: int = 0, count: int = 2) -> list[Any]
 
 def _temporary_shard(prefix: Path, shard: int, count: int, x: int) -> Any:
     """Shard `shard` of `count`, 3 records {"x": x}, under its temporary name."""
-    writer = _ShardWriter(prefix, list(range(count + 1)), None, unique=True)
+    writer = ShardWriter(prefix, list(range(count + 1)), None, unique=True)
     return _write_shard(writer, shard, [_X.encode({"x": x})] * 3)
 
 
 def _in_the_way(prefix: Path, shard: int, count: int) -> Path:
     """A directory where shard `shard`'s final file goes: renaming that shard fails."""
-    final = _ShardWriter(prefix, list(range(count + 1)), None).final_path(shard)
+    final = ShardWriter(prefix, list(range(count + 1)), None).final_path(shard)
     final.unlink(missing_ok=True)
     final.mkdir()
     return final
@@ -399,7 +399,7 @@ def test_the_last_step_removes_old_metadata_even_with_shard_0_renamed(tmp_path: 
     _in_the_way(prefix, 2, 3)  # the step stops after renaming shard 1 (as if killed)
     with pytest.raises(IsADirectoryError):
         _finish(written, [], [], _Plan(3, 9, 0), prefix, _X, WriteOptions(workers=1))
-    final = _ShardWriter(prefix, [0, 1, 2, 3], None).final_path(1)
+    final = ShardWriter(prefix, [0, 1, 2, 3], None).final_path(1)
     assert _file_records(final) == [_X.encode({"x": 1})] * 3  # the Beam write's, over the other's
     assert not (tmp_path / "train.json").exists()
 
@@ -414,7 +414,7 @@ def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path:
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
     stale = _temporary_shards(prefix, first=5)[0].entry  # {"x": 5}: as many bytes as {"x": 0}
-    _ShardWriter(prefix, [0, 1, 2], None).commit(0, stale)
+    ShardWriter(prefix, [0, 1, 2], None).commit(0, stale)
     (tmp_path / written[0].entry.file).unlink()
     assert (tmp_path / "train-00000-of-00002.tfrecord").stat().st_size == stale.num_bytes
     assert stale.num_bytes == written[0].entry.num_bytes
@@ -457,7 +457,7 @@ def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
     written = _temporary_shards(prefix)
     plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
     with (
-        _writer_lock(prefix),
+        writer_lock(prefix),
         pytest.raises(tfpipe.TfpipeError, match=r"prefix '.*train' is being written by another"),
     ):
         _finish(written, [], [], plan, prefix, _X, options)

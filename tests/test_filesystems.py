@@ -19,7 +19,7 @@ import tfpipe
 from tfpipe import fs
 from tfpipe.cli import main
 from tfpipe.frames import scan_offsets
-from tfpipe.records.writer import _ShardWriter
+from tfpipe.records.writer import ShardWriter
 
 N = 40
 
@@ -170,10 +170,9 @@ def test_interrupted_write_on_ram_leaves_no_dataset(ram: str) -> None:
 
 
 def test_temporary_shards_on_urls_carry_a_writer_token(ram: str, tmp_path: Path) -> None:
-    local = _ShardWriter(tmp_path / "train", [0, 4], None).temporary_path(0).name
+    local = ShardWriter(tmp_path / "train", [0, 4], None).temporary_path(0).name
     first, second = (
-        _ShardWriter(fs.GPath(f"{ram}/train"), [0, 4], None).temporary_path(0).name
-        for _ in range(2)
+        ShardWriter(fs.GPath(f"{ram}/train"), [0, 4], None).temporary_path(0).name for _ in range(2)
     )
     assert local == f".train-00000-of-00001.tfrecord.tmp-{os.getpid()}"  # the lock guards it
     assert first != second and first.startswith(".train-00000-of-00001.tfrecord.tmp-")

@@ -47,20 +47,20 @@ with _gc.paused():
         tf_compression,
     )
     from tfpipe.records.writer import (
-        _CHUNK,
+        CHUNK,
+        Encoder,
+        ShardWriter,
         WriteOptions,
-        _check_prefix,
-        _check_source,
-        _Encoder,
-        _positive_int,
-        _ShardWriter,
-        _warn_skipped,
-        _writer_lock,
         check_not_all_skipped,
         check_num_shards,
+        check_prefix,
+        check_source,
         dataset_info,
         plan_shards,
+        positive_int,
         shard_bounds,
+        warn_skipped,
+        writer_lock,
     )
     from tfpipe.schema import Schema
 
@@ -135,7 +135,7 @@ class _ReadRange(beam.DoFn):
         self.schema = schema
 
     def setup(self) -> None:
-        self.encoder = _Encoder(self.source, self.schema, skip=False, check_copies=True)
+        self.encoder = Encoder(self.source, self.schema, skip=False, check_copies=True)
 
     def process(self, bounds: tuple[int, int]) -> Iterator[SourceExample]:
         for index in range(*bounds):
@@ -182,7 +182,7 @@ class ReadSource(beam.PTransform):
         examples_per_range: int = EXAMPLES_PER_RANGE,
     ) -> None:
         super().__init__()
-        self.schema = _check_source(source, schema)
+        self.schema = check_source(source, schema)
         self.source = source
         if isinstance(examples_per_range, bool) or not (
             isinstance(examples_per_range, int) and examples_per_range >= 1
@@ -204,7 +204,7 @@ class ReadSource(beam.PTransform):
 
 
 class _Batch:
-    """Elements of a PCollection as a source by their own indices, for `_Encoder`: those it
+    """Elements of a PCollection as a source by their own indices, for `Encoder`: those it
     can encode (`readable`) and those the source could not give (`unreadable`)."""
 
     def __init__(self, elements: Sequence[Any]) -> None:
@@ -248,7 +248,7 @@ def shuffle_key(seed: int, index: int, origin: str) -> int:
 
 
 class _Encode(beam.DoFn):
-    """Encodes a batch of examples with the writer's `_Encoder` (on a worker): (key, record)
+    """Encodes a batch of examples with the writer's `Encoder` (on a worker): (key, record)
     pairs, and the skipped examples as a tagged output."""
 
     def __init__(self, schema: Schema, options: WriteOptions) -> None:
@@ -265,7 +265,7 @@ class _Encode(beam.DoFn):
             if not skip:
                 raise EncodeError(example.error)
             yield self._skip(SkippedExample(example.index, example.origin, str(example.error)))
-        encoder = _Encoder(batch, self.schema, skip, self.options.check_copies)
+        encoder = Encoder(batch, self.schema, skip, self.options.check_copies)
         indices = batch.readable
         for index, result in zip(indices, encoder(np.asarray(indices, np.int64)), strict=True):
             if isinstance(result, SkippedExample):
@@ -342,7 +342,7 @@ def _hashed(records: Iterable[bytes], digest: Any) -> Iterator[bytes]:
         yield record
 
 
-def _write_shard(writer: _ShardWriter, shard: int, records: Iterable[bytes]) -> _Written:
+def _write_shard(writer: ShardWriter, shard: int, records: Iterable[bytes]) -> _Written:
     digest = hashlib.blake2b(digest_size=16)
     entry = writer.write_whole(shard, _hashed(records, digest))
     return _Written(shard, entry, digest.hexdigest())
@@ -374,7 +374,7 @@ class _WriteShard(beam.DoFn):
     ) -> Iterator[_Written]:
         index, keyed = shard
         self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
-        writer = _ShardWriter(
+        writer = ShardWriter(
             self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
         )
         records = (record for _, record in sorted(keyed, key=lambda pair: pair[0]))
@@ -435,8 +435,8 @@ def _finish(
             f"examples in shards {sorted(by_shard)}, but {plan.num_records} were encoded for "
             f"shards 0..{plan.num_shards - 1}; no metadata was written"
         )
-    with _writer_lock(path) if lock else contextlib.nullcontext():
-        writer = _ShardWriter(
+    with writer_lock(path) if lock else contextlib.nullcontext():
+        writer = ShardWriter(
             path, list(range(plan.num_shards + 1)), options.compression, unique=True
         )
         for shard in range(plan.num_shards):
@@ -450,7 +450,7 @@ def _finish(
 
 
 def _commit(
-    writer: _ShardWriter,
+    writer: ShardWriter,
     path: fs.AnyPath,
     written: dict[int, _Written],
     compression: str | None,
@@ -553,7 +553,7 @@ class WriteTFRecords(beam.PTransform):
         )
         if self.options.seed >= _KEY_SPACE:
             raise ValueError(f"seed must be below 2**64. Received: seed={seed!r}")
-        self.path = _check_prefix(prefix)
+        self.path = check_prefix(prefix)
         if not isinstance(schema, Schema):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
         self.schema = schema
@@ -563,7 +563,7 @@ class WriteTFRecords(beam.PTransform):
         options = self.options
         encoded = (
             examples
-            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=_CHUNK)
+            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=CHUNK)
             | "Encode"
             >> beam.ParDo(_Encode(self.schema, options)).with_outputs(_SKIPPED, main="records")
         )
@@ -622,7 +622,7 @@ def pipeline_options(
             f"runner must be one of {sorted(RUNNERS)} (or {sorted(RUNNERS.values())}). "
             f"Received: runner={runner!r}"
         )
-    if workers is not None and not _positive_int(workers):
+    if workers is not None and not positive_int(workers):
         raise ValueError(f"workers must be a positive int or None. Received: workers={workers!r}")
     options = PipelineOptions(list(args), runner=name)
     if name == "DirectRunner":
@@ -686,15 +686,15 @@ def write_tfrecords(
             another write to the same local prefix is running.
     """
     options = pipeline_options(runner, args, workers)
-    schema = _check_source(source, schema)
-    path = _check_prefix(prefix)
+    schema = check_source(source, schema)
+    path = check_prefix(prefix)
     write = WriteTFRecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
     write._lock = False  # held here, for the whole run
     check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _writer_lock(path):
+    with writer_lock(path):
         try:
             with beam.Pipeline(options=options) as pipeline:
                 _ = pipeline | "ReadSource" >> ReadSource(source, schema) | "Write" >> write
@@ -704,7 +704,7 @@ def write_tfrecords(
             raise _failure(e, path) from e
     info = DatasetInfo.load(path)
     if info.skipped:
-        _warn_skipped(list(info.skipped), info.num_examples + len(info.skipped))
+        warn_skipped(list(info.skipped), info.num_examples + len(info.skipped))
     return info
 
 

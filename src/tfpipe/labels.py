@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tfpipe.errors import EncodeError, SchemaError
-from tfpipe.features.base import Where, _where
+from tfpipe.features.base import Where, where_text
 from tfpipe.features.class_label import ClassLabel, parse_list_cell
 from tfpipe.features.mask import Mask
 
@@ -114,7 +114,7 @@ class Relabeling:
                 try:
                     out[name] = _remap(out[name], mapping)
                 except ValueError as e:
-                    raise EncodeError(f"{name}: {e} in {_where(where)}") from e
+                    raise EncodeError(f"{name}: {e} in {where_text(where)}") from e
         return out
 
 

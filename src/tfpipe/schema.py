@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
-from tfpipe.features.base import Where, _describe, _where
+from tfpipe.features.base import Where, describe_value, where_text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 
 __all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
@@ -130,13 +130,14 @@ class Schema(Mapping[str, Feature]):
     def _check_keys(self, example: Mapping[str, Any], where: Where) -> None:
         if not isinstance(example, Mapping):
             raise EncodeError(
-                f"{_where(where)}: expected a dict of feature values, got {_describe(example)}"
+                f"{where_text(where)}: expected a dict of feature values, "
+                f"got {describe_value(example)}"
             )
         if len(example) != len(self._features) or any(n not in example for n in self._features):
             missing = [n for n in self._features if n not in example]
             extra = [n for n in example if n not in self._features]
             raise EncodeError(
-                f"{_where(where)} does not match the schema: missing {missing}, "
+                f"{where_text(where)} does not match the schema: missing {missing}, "
                 f"not in schema {extra}"
             )
 
@@ -161,11 +162,11 @@ class Schema(Mapping[str, Feature]):
             try:
                 feature.encode_into(example[name], entries[name])
             except (TypeError, ValueError, OSError) as e:
-                raise EncodeError(f"{name}: {e} in {_where(where)}") from e
+                raise EncodeError(f"{name}: {e} in {where_text(where)}") from e
         try:
             check_mask_sizes(self._mask_pairs, example)
         except ValueError as e:
-            raise EncodeError(f"{e} in {_where(where)}") from e
+            raise EncodeError(f"{e} in {where_text(where)}") from e
         return proto.SerializeToString(deterministic=True)  # map keys sorted: same bytes anywhere
 
     def stored(self, serialized: bytes, *, where: Where = "record") -> dict[str, Any]:
@@ -181,15 +182,19 @@ class Schema(Mapping[str, Feature]):
         try:
             proto = tf.train.Example.FromString(serialized).features.feature
         except Exception as e:
-            raise DecodeError(f"{_where(where)} is not a serialized tf.train.Example: {e}") from e
+            raise DecodeError(
+                f"{where_text(where)} is not a serialized tf.train.Example: {e}"
+            ) from e
         values = {}
         for name, feature in self._features.items():
             if name not in proto:
-                raise DecodeError(f"{name}: missing from {_where(where)}; it has {sorted(proto)}")
+                raise DecodeError(
+                    f"{name}: missing from {where_text(where)}; it has {sorted(proto)}"
+                )
             try:
                 values[name] = feature.stored(proto[name])
             except (TypeError, ValueError) as e:
-                raise DecodeError(f"{name}: {e} in {_where(where)}") from e
+                raise DecodeError(f"{name}: {e} in {where_text(where)}") from e
         return values
 
     def load(
@@ -211,11 +216,11 @@ class Schema(Mapping[str, Feature]):
             try:
                 out[name] = feature.load(example[name])
             except (TypeError, ValueError, OSError) as e:
-                raise DecodeError(f"{name}: {e} in {_where(where)}") from e
+                raise DecodeError(f"{name}: {e} in {where_text(where)}") from e
         try:
             check_mask_sizes(self._mask_pairs, example)
         except ValueError as e:
-            raise DecodeError(f"{e} in {_where(where)}") from e
+            raise DecodeError(f"{e} in {where_text(where)}") from e
         return out
 
     def decode(self, serialized: bytes, *, where: Where = "record") -> dict[str, np.ndarray]:

@@ -15,7 +15,8 @@ _FLOAT_DTYPES = ("float16", "float32", "float64")
 _INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """A value as an error message shows it: its repr, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -23,7 +24,7 @@ def _describe(value: Any) -> str:
 Where = str | Callable[[], str]
 
 
-def _where(where: Where) -> str:
+def where_text(where: Where) -> str:
     """The text naming an example in an error: `where` itself, or what it returns."""
     return where if isinstance(where, str) else where()
 

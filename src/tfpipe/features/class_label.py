@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DecodeError, SchemaError
-from tfpipe.features.base import Feature, _describe
+from tfpipe.features.base import Feature, describe_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +84,7 @@ class ClassLabel(Feature):
             return position
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             expected = "an int64 index or a class name" if self.names else "an int64 index"
-            raise TypeError(f"expected {expected}, got {_describe(value)}")
+            raise TypeError(f"expected {expected}, got {describe_value(value)}")
         if not 0 <= int(value) < int(self.num_classes):  # type: ignore[arg-type]
             raise ValueError(f"class index {int(value)} is out of range [0, {self.num_classes})")
         return int(value)
@@ -136,7 +136,7 @@ def parse_list_cell(text: str) -> list[Any]:
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError) as e:
-        raise ValueError(f"cannot parse {_describe(text)} as a list") from e
+        raise ValueError(f"cannot parse {describe_value(text)} as a list") from e
     if not isinstance(value, list | tuple):
-        raise ValueError(f"expected a list such as '[1, 0, 3]', got {_describe(text)}")
+        raise ValueError(f"expected a list such as '[1, 0, 3]', got {describe_value(text)}")
     return list(value)

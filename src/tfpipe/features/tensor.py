@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError
-from tfpipe.features.base import _FLOAT_DTYPES, _INT_DTYPES, Feature, _describe
+from tfpipe.features.base import _FLOAT_DTYPES, _INT_DTYPES, Feature, describe_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Tensor(Feature):
     def load(self, value: Any) -> np.ndarray:
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
-            raise TypeError(f"expected {self.dtype}, got {_describe(value)}")
+            raise TypeError(f"expected {self.dtype}, got {describe_value(value)}")
         if self.variable and array.ndim == 1 and len(self.shape) > 1:
             array = array.reshape(-1, *self.shape[1:])
         if array.ndim != len(self.shape) or any(
@@ -253,7 +253,7 @@ def _convert(array: np.ndarray, dtype: str) -> np.ndarray:
     if array.size == 0 or np.can_cast(array.dtype, target):
         return array.astype(target, copy=False)
     if array.dtype.kind == "f" and target.kind != "f" and not np.all(np.mod(array, 1) == 0):
-        raise TypeError(f"expected {target.name}, got non-integral values {_describe(array)}")
+        raise TypeError(f"expected {target.name}, got non-integral values {describe_value(array)}")
     low, high, limits = _range(target)
     if low <= array.min() and array.max() <= high:  # the common case; NaN takes the long way
         return array.astype(target)

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DecodeError
-from tfpipe.features.base import Feature, _describe
+from tfpipe.features.base import Feature, describe_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,14 +35,14 @@ class Text(Feature):
         if isinstance(value, str):
             value = value.encode("utf-8")
         if not isinstance(value, bytes):
-            raise TypeError(f"expected str or bytes, got {_describe(value)}")
+            raise TypeError(f"expected str or bytes, got {describe_value(value)}")
         proto.bytes_list.value.append(value)
 
     def load(self, value: Any) -> np.ndarray:
         if isinstance(value, bytes):
             value = value.decode("utf-8")
         if not isinstance(value, str):
-            raise TypeError(f"expected str or bytes, got {_describe(value)}")
+            raise TypeError(f"expected str or bytes, got {describe_value(value)}")
         return np.asarray(value)
 
     def stored(self, proto: tf.train.Feature) -> Any:

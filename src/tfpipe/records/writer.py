@@ -53,7 +53,7 @@ MIN_SHARDS = 8
 # arrays) the work holds the GIL and threads only contend for it: such writes use one thread,
 # unless the chunk's check of copied images (GIL-free) takes at least as long.
 PARALLEL_MIN_SECONDS = 250e-6
-_CHUNK = 32
+CHUNK = 32
 _CHUNKS_PER_WORKER = 4
 _SHOWN_SKIPPED = 3
 _ON_ERROR = ("raise", "skip")
@@ -63,7 +63,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def _positive_int(value: Any) -> bool:
+def positive_int(value: Any) -> bool:
+    """Whether `value` is an int (Python or numpy, not bool) of at least 1."""
     return isinstance(value, int | np.integer) and not isinstance(value, bool) and int(value) >= 1
 
 
@@ -81,7 +82,7 @@ class WriteOptions:
     check_copies: bool = True
 
     def __post_init__(self) -> None:
-        if self.num_shards is not None and not _positive_int(self.num_shards):
+        if self.num_shards is not None and not positive_int(self.num_shards):
             raise ValueError(
                 "num_shards must be a positive int or None. "
                 f"Received: num_shards={self.num_shards!r}"
@@ -95,7 +96,7 @@ class WriteOptions:
             raise ValueError(f"seed must be an int >= 0. Received: seed={self.seed!r}")
         if self.workers is None:
             object.__setattr__(self, "workers", os.cpu_count() or 1)
-        elif not _positive_int(self.workers):
+        elif not positive_int(self.workers):
             raise ValueError(
                 f"workers must be a positive int or None. Received: workers={self.workers!r}"
             )
@@ -129,7 +130,7 @@ def _ordered_map(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-class _Encoder:
+class Encoder:
     """Encodes examples of a source, naming them in errors; skips failures when asked."""
 
     def __init__(self, source: Any, schema: Schema, skip: bool, check_copies: bool) -> None:
@@ -238,7 +239,7 @@ def shard_bounds(total: int, num_shards: int) -> list[int]:
     return [round(k * total / num_shards) for k in range(num_shards + 1)]
 
 
-class _ShardWriter:
+class ShardWriter:
     """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically.
 
     `tfpipe.beam` writes whole shards instead (`write_whole`, then `commit`), with a random
@@ -366,7 +367,7 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def _writer_lock(prefix: fs.AnyPath) -> Iterator[None]:
+def writer_lock(prefix: fs.AnyPath) -> Iterator[None]:
     """Holds an exclusive `flock` on `<folder>/.<name>.lock` while one write to `prefix` runs.
 
     A second writer (process or thread) fails at once, naming the pid that holds the lock. The
@@ -429,7 +430,8 @@ def _not_writable(prefix: fs.AnyPath, error: OSError) -> TfpipeError:
     )
 
 
-def _check_source(source: Any, schema: Schema | None) -> Schema:
+def check_source(source: Any, schema: Schema | None) -> Schema:
+    """The schema to write `source` with, refusing a source without len/getitem."""
     if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
         raise SourceError(
             "source must support len(source) and source[i] -> example dict "
@@ -447,7 +449,8 @@ def _check_source(source: Any, schema: Schema | None) -> Schema:
     return schema
 
 
-def _check_prefix(prefix: str | os.PathLike[str]) -> fs.AnyPath:
+def check_prefix(prefix: str | os.PathLike[str]) -> fs.AnyPath:
+    """The output prefix as a path, refused (named) when it is not one a write can use."""
     fs.check_paths(prefix, "prefix")
     text = os.fspath(prefix)
     path = fs.path(text, "prefix")
@@ -463,7 +466,8 @@ def _check_prefix(prefix: str | os.PathLike[str]) -> fs.AnyPath:
     return path
 
 
-def _warn_skipped(skipped: list[SkippedExample], total: int) -> None:
+def warn_skipped(skipped: list[SkippedExample], total: int) -> None:
+    """Warns that `skipped` examples of `total` were left out, naming the first few."""
     shown = "; ".join(f"{s.origin}: {s.error}" for s in skipped[:_SHOWN_SKIPPED])
     more = f" (and {len(skipped) - _SHOWN_SKIPPED} more)" if len(skipped) > _SHOWN_SKIPPED else ""
     warnings.warn(
@@ -577,8 +581,8 @@ def write_tfrecords(
     options = WriteOptions(
         num_shards, compression, shuffle, seed, workers, on_error, progress, check_copies
     )
-    schema = _check_source(source, schema)
-    path = _check_prefix(prefix)
+    schema = check_source(source, schema)
+    path = check_prefix(prefix)
     if tfds_compatible:
         tfds_format.check_writable(path.parent, path.name, schema, options.compression)
     else:
@@ -588,14 +592,14 @@ def write_tfrecords(
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise _not_writable(path, e) from e
-    with _writer_lock(path):
+    with writer_lock(path):
         info = _write(source, path, schema, options)
         if tfds_compatible:
             payload = info.num_bytes - tfds_format.FRAME_OVERHEAD * info.num_examples
             lengths = [shard.num_examples for shard in info.shards]
             tfds_format.save(path.parent, path.name, schema, lengths, payload)
     if info.skipped:
-        _warn_skipped(list(info.skipped), len(source))
+        warn_skipped(list(info.skipped), len(source))
     return info
 
 
@@ -607,8 +611,8 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
         if options.shuffle
         else np.arange(total)
     )
-    encoder = _Encoder(source, schema, options.on_error == "skip", options.check_copies)
-    chunks = (order[start : start + _CHUNK] for start in range(0, total, _CHUNK))
+    encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
+    chunks = (order[start : start + CHUNK] for start in range(0, total, CHUNK))
     head, seconds, check = encoder.timed(next(chunks))
     encode = statistics.median(seconds)
     # Threads pay off when they run GIL-free work side by side: slow encodes (Pillow's), or an
@@ -617,7 +621,7 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
     sample = [len(r) for r in head if isinstance(r, bytes)]
     num_shards = options.num_shards or plan_shards(total, sum(sample) / max(len(sample), 1) * total)
-    shards = _ShardWriter(path, shard_bounds(total, num_shards), options.compression)
+    shards = ShardWriter(path, shard_bounds(total, num_shards), options.compression)
     skipped: list[SkippedExample] = []
     bar = tqdm(total=total, unit="ex", desc=f"writing {path.name}", disable=not options.progress)
     try:
