@@ -227,12 +227,15 @@ def prepare(
             scale = (height, width) if turned else (width, height)
         image.draft(draft_mode, scale)
     image = ImageOps.exif_transpose(image) if orientation(image) != 1 else image
-    image = to_channels(image, channels, fmt, wide)
+    # Gray made colour after the resize: the same pixels (each band is resized alone) for a
+    # third of the resize and a copy of the small image, not the large one.
+    colour_later = channels == 3 and image.mode == "L"
+    image = to_channels(image, 1 if colour_later else channels, fmt, wide)
     target = (width or image.width, height or image.height)
     if target != image.size:
         image = resize(image, target)
     image.load()
-    return image
+    return image.convert("RGB") if colour_later else image
 
 
 def resize(image: PILImage.Image, size: tuple[int, int]) -> PILImage.Image:

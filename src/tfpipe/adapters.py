@@ -26,6 +26,7 @@ from tfpipe.bench import Throughput, measure
 from tfpipe.errors import SchemaError, SourceError, TfpipeError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.info import DatasetInfo
+from tfpipe.loaders.inputs import plain
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import stall_message
@@ -417,4 +418,4 @@ def _select(dataset: tf.data.Dataset, argument: str, x: Names, y: Names) -> tf.d
             f"{type(spec).__name__}s: drop x and y, or yield dicts. Received: x={x!r}, y={y!r}"
         )
     check_known(x, y, list(spec), argument, "the dataset's examples")
-    return dataset.map(selector(x, y), num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.map(plain(selector(x, y)), num_parallel_calls=tf.data.AUTOTUNE)

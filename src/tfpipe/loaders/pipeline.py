@@ -49,6 +49,7 @@ from tfpipe.loaders.inputs import (
     PyDatasetInput,
     RecordInput,
     Stage,
+    plain,
 )
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
@@ -1105,7 +1106,7 @@ class Pipeline:
                 f"(got {type(spec).__name__}); a PyDataset already yields (x, y)"
             )
         check_known(x, y, sorted(spec), "as_supervised", "the examples")
-        assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(selector(x, y)))
+        assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(plain(selector(x, y))))
 
     def _apply_options(self, dataset: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
         options = tf.data.Options()
