@@ -183,9 +183,17 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
             from tfpipe import beam  # Apache Beam is an optional extra
 
             info = beam.write_tfrecords(
-                part, prefixes[name], runner=args.runner, args=args.beam_args, **options
+                part, prefixes[name], runner=args.runner, args=_beam_args(args), **options
             )
         print(*describe_info(info), sep="\n", file=out)
+
+
+def _beam_args(args: argparse.Namespace) -> list[str]:
+    """The options `tfpipe write` passes to Beam: those it does not know, and the scheduler
+    of `--dask-address`."""
+    if args.dask_address is None:
+        return args.beam_args
+    return [*args.beam_args, f"--dask_client_address={args.dask_address}"]
 
 
 def _dataset_prefixes(path: str) -> list[str]:
