@@ -179,6 +179,8 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
         }
         if args.runner is None:
             info = write_tfrecords(part, prefixes[name], **options)
+        elif args.runner == "spark":
+            info = _write_with_spark(part, prefixes[name], args.master, options)
         else:
             from tfpipe import beam  # Apache Beam is an optional extra
 
@@ -186,6 +188,20 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
                 part, prefixes[name], runner=args.runner, args=_beam_args(args), **options
             )
         print(*describe_info(info), sep="\n", file=out)
+
+
+def _write_with_spark(
+    source: Any, prefix: fs.AnyPath, master: str | None, options: dict[str, Any]
+) -> DatasetInfo:
+    """Writes with tfpipe.spark on a session of `master`, stopped after the write."""
+    from tfpipe import spark  # PySpark is an optional extra
+
+    session = spark.session(master)
+    try:
+        options = {k: v for k, v in options.items() if k != "workers"}  # Spark's executors
+        return spark.write_tfrecords(source, prefix, spark=session, **options)
+    finally:
+        session.stop()
 
 
 def _beam_args(args: argparse.Namespace) -> list[str]:
