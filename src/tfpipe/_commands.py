@@ -179,13 +179,37 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
         }
         if args.runner is None:
             info = write_tfrecords(part, prefixes[name], **options)
+        elif args.runner == "spark":
+            info = _write_with_spark(part, prefixes[name], args.master, options)
         else:
             from tfpipe import beam  # Apache Beam is an optional extra
 
             info = beam.write_tfrecords(
-                part, prefixes[name], runner=args.runner, args=args.beam_args, **options
+                part, prefixes[name], runner=args.runner, args=_beam_args(args), **options
             )
         print(*describe_info(info), sep="\n", file=out)
+
+
+def _write_with_spark(
+    source: Any, prefix: fs.AnyPath, master: str | None, options: dict[str, Any]
+) -> DatasetInfo:
+    """Writes with tfpipe.spark on a session of `master`, stopped after the write."""
+    from tfpipe import spark  # PySpark is an optional extra
+
+    session = spark.session(master)
+    try:
+        options = {k: v for k, v in options.items() if k != "workers"}  # Spark's executors
+        return spark.write_tfrecords(source, prefix, spark=session, **options)
+    finally:
+        session.stop()
+
+
+def _beam_args(args: argparse.Namespace) -> list[str]:
+    """The options `tfpipe write` passes to Beam: those it does not know, and the scheduler
+    of `--dask-address`."""
+    if args.dask_address is None:
+        return args.beam_args
+    return [*args.beam_args, f"--dask_client_address={args.dask_address}"]
 
 
 def _dataset_prefixes(path: str) -> list[str]:

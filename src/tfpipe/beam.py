@@ -1,12 +1,14 @@
 """Writing TFRecord datasets of any size with Apache Beam: the files `write_tfrecords` writes,
-from as many workers as the runner has (DirectRunner here; Dataflow, Flink or Spark on a
-cluster). An optional extra: `pip install 'tfpipe[beam]'`.
+from as many workers as the runner has (DirectRunner here; Dataflow, Flink, Spark or Dask on
+a cluster). An optional extra: `pip install 'tfpipe[beam]'` (`'tfpipe[dask]'` for Dask).
 
     ReadSource(source)     index ranges, reshuffled ──▶ each worker reads its own examples
         │ SourceExample(index, origin, example)
         ▼
     WriteTFRecords(prefix, schema)
-        encode (schema.encode, on the workers) ──▶ (key, record); key: a seeded hash
+        index // 32 ──GroupByKey──▶ batches of examples
+        encode (schema.encode, on the workers) ──▶ (key, record) or a skipped example,
+            split by filters; key: a seeded hash
         examples and bytes ──▶ the number of shards (as write_tfrecords plans it)
         shard = key range ──GroupByKey──▶ records sorted by key ──▶ .<shard>.tmp-<token>
         indices ──CombinePerKey──▶ any index two examples share
@@ -88,9 +90,12 @@ RUNNERS = {
     "dataflow": "DataflowRunner",
     "flink": "FlinkRunner",
     "spark": "SparkRunner",
+    "dask": "DaskRunner",
 }
-_SKIPPED = "skipped"
+# Runners Beam knows by their module path only.
+_RUNNER_PATHS = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 _SHOWN_REPEATED = 3
+_DASK_PARTITIONS = ("--dask_partition_size", "--dask_npartitions")
 _KEY_SPACE = 2**64
 # The main module of a Python SDK worker process (DirectRunner processes, Dataflow, ...).
 _SDK_WORKER_MAIN = "apache_beam.runners.worker.sdk_worker_main"
@@ -249,7 +254,7 @@ def shuffle_key(seed: int, index: int, origin: str) -> int:
 
 class _Encode(beam.DoFn):
     """Encodes a batch of examples with the writer's `Encoder` (on a worker): (key, record)
-    pairs, and the skipped examples as a tagged output."""
+    pairs and `SkippedExample`s, in one output (`_is_record` tells them apart)."""
 
     def __init__(self, schema: Schema, options: WriteOptions) -> None:
         super().__init__()
@@ -278,9 +283,25 @@ class _Encode(beam.DoFn):
                 key = index
             yield key, result
 
-    def _skip(self, skipped: SkippedExample) -> Any:
+    def _skip(self, skipped: SkippedExample) -> SkippedExample:
         self.skipped.inc()
-        return beam.pvalue.TaggedOutput(_SKIPPED, skipped)
+        return skipped
+
+
+def _chunk_of(element: Any) -> tuple[int, SourceExample]:
+    """An element keyed by the chunk of CHUNK indices it belongs to: the batches `_Encode`
+    encodes (a batch grouped by key, not by a runner's bundle, that some runners cut short)."""
+    example = _as_source_example(element)
+    return example.index // CHUNK, example
+
+
+def _is_record(element: Any) -> bool:
+    """Whether an output of `_Encode` is a (key, record) pair (else a `SkippedExample`)."""
+    return not isinstance(element, SkippedExample)
+
+
+def _is_skipped(element: Any) -> bool:
+    return isinstance(element, SkippedExample)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -561,13 +582,18 @@ class WriteTFRecords(beam.PTransform):
 
     def expand(self, examples: Any) -> Any:
         options = self.options
+        # One output split by filters, and batches grouped by key: a multi-output ParDo and
+        # BatchElements (whose last batch of a bundle comes from finish_bundle) are what
+        # Beam's DaskRunner runs wrong (every output gets every element; last batches lost).
         encoded = (
             examples
-            | "Batch" >> beam.BatchElements(min_batch_size=1, max_batch_size=CHUNK)
-            | "Encode"
-            >> beam.ParDo(_Encode(self.schema, options)).with_outputs(_SKIPPED, main="records")
+            | "ByChunk" >> beam.Map(_chunk_of)
+            | "Batch" >> beam.GroupByKey()
+            | "Batches" >> beam.Values()
+            | "Encode" >> beam.ParDo(_Encode(self.schema, options))
         )
-        records, skipped = encoded.records, encoded[_SKIPPED]
+        records = encoded | "Records" >> beam.Filter(_is_record)
+        skipped = encoded | "Skipped" >> beam.Filter(_is_skipped)
         sizes = records | "Sizes" >> beam.Map(lambda pair: (1, 0, len(pair[1]), pair[0]))
         skips = skipped | "SkipSizes" >> beam.Map(lambda skip: (0, 1, 0, skip.index))
         plan = beam.pvalue.AsSingleton(
@@ -609,9 +635,13 @@ class WriteTFRecords(beam.PTransform):
 def pipeline_options(
     runner: str = "direct", args: Sequence[str] = (), workers: int | None = None
 ) -> PipelineOptions:
-    """Beam options for `runner` ("direct", "dataflow", "flink", "spark" or a runner's class
-    name) and its command-line `args` (e.g. ["--project=p", "--region=r"]). The DirectRunner
-    runs `workers` processes (`--direct_num_workers`, `--direct_running_mode` in `args` win).
+    """Beam options for `runner` ("direct", "dataflow", "flink", "spark", "dask" or a runner's
+    class name) and its command-line `args` (e.g. ["--project=p", "--region=r"]). The
+    DirectRunner runs `workers` processes (`--direct_num_workers`, `--direct_running_mode` in
+    `args` win). The DaskRunner gets one partition per range of `ReadSource`
+    (`--dask_partition_size=1`), so that the ranges spread over the cluster's workers, unless
+    `args` give `--dask_partition_size` or `--dask_npartitions`; `--dask_client_address`
+    names the scheduler (else Dask starts a local cluster).
 
     Raises:
         ValueError: an unknown runner, or workers that is not a positive int.
@@ -624,7 +654,9 @@ def pipeline_options(
         )
     if workers is not None and not positive_int(workers):
         raise ValueError(f"workers must be a positive int or None. Received: workers={workers!r}")
-    options = PipelineOptions(list(args), runner=name)
+    if name == "DaskRunner" and not any(a.startswith(_DASK_PARTITIONS) for a in args):
+        args = [*args, "--dask_partition_size=1"]
+    options = PipelineOptions(list(args), runner=_RUNNER_PATHS.get(name, name))
     if name == "DirectRunner":
         direct = options.view_as(DirectOptions)
         if not any(a.startswith("--direct_num_workers") for a in args):
@@ -651,7 +683,7 @@ def write_tfrecords(
     """Writes a source with a Beam pipeline (`ReadSource | WriteTFRecords`) and waits for it.
 
     What `tfpipe.write_tfrecords` does, on Beam workers: the DirectRunner runs one process per
-    CPU (`workers`); Dataflow, Flink and Spark take their options in `args`. A local prefix is
+    CPU (`workers`); Dataflow, Flink, Spark and Dask take their options in `args`. A local prefix is
     locked for the run, as `tfpipe.write_tfrecords` locks it.
 
     Examples:
@@ -671,10 +703,11 @@ def write_tfrecords(
         on_error: see `WriteTFRecords`; skipped examples are warned about once at the end.
             Defaults to "raise".
         check_copies: see `WriteTFRecords`. Defaults to True.
-        runner: "direct", "dataflow", "flink" or "spark" (or "DataflowRunner", ...).
-            Defaults to "direct".
+        runner: "direct", "dataflow", "flink", "spark" or "dask" (or "DataflowRunner",
+            ...). Defaults to "direct".
         args: Beam pipeline options, e.g. ["--project=p", "--region=us-central1",
-            "--temp_location=gs://b/tmp"] for Dataflow. Defaults to none.
+            "--temp_location=gs://b/tmp"] for Dataflow, ["--dask_client_address=host:8786"]
+            for a Dask cluster (`pip install 'tfpipe[dask]'`). Defaults to none.
         workers: worker processes of the DirectRunner. Defaults to os.cpu_count().
 
     Returns:
@@ -695,9 +728,10 @@ def write_tfrecords(
     check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
+        pipeline = beam.Pipeline(options=options)
+        _ = pipeline | "ReadSource" >> ReadSource(source, schema) | "Write" >> write
         try:
-            with beam.Pipeline(options=options) as pipeline:
-                _ = pipeline | "ReadSource" >> ReadSource(source, schema) | "Write" >> write
+            _run(pipeline)
         except TfpipeError:
             raise
         except Exception as e:
@@ -706,6 +740,18 @@ def write_tfrecords(
     if info.skipped:
         warn_skipped(list(info.skipped), info.num_examples + len(info.skipped))
     return info
+
+
+def _run(pipeline: Any) -> None:
+    """Runs a pipeline and waits for it. The DaskRunner opens a client to the cluster for each
+    run and leaves it open: it is closed here, whatever the outcome."""
+    result = pipeline.run()
+    try:
+        result.wait_until_finish()
+    finally:
+        client = getattr(result, "client", None)
+        if client is not None:
+            client.close()
 
 
 def _failure(error: Exception, path: fs.AnyPath) -> TfpipeError:

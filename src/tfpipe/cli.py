@@ -217,11 +217,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     write.add_argument(
         "--runner",
-        choices=["direct", "DataflowRunner", "FlinkRunner", "SparkRunner"],
-        help="write with an Apache Beam pipeline on this runner (pip install 'tfpipe[beam]'); "
-        "any further --option=value goes to Beam, e.g. --project=p --region=r "
-        "--temp_location=gs://b/tmp for Dataflow, --flink_master=host:8081 for Flink "
-        "(default: write in this process, without Beam)",
+        choices=["direct", "dask", "DataflowRunner", "FlinkRunner", "SparkRunner", "spark"],
+        help="write with an Apache Beam pipeline on this runner (pip install 'tfpipe[beam]', "
+        "'tfpipe[dask]' for dask); any further --option=value goes to Beam, e.g. --project=p "
+        "--region=r --temp_location=gs://b/tmp for Dataflow, --flink_master=host:8081 for "
+        "Flink; spark: with PySpark itself, no Beam (pip install 'tfpipe[spark]', see "
+        "--master) (default: write in this process)",
+    )
+    write.add_argument(
+        "--master",
+        metavar="URL",
+        help="with --runner spark: the Spark master, e.g. local[4], spark://host:7077 or yarn "
+        "(default: Spark's own, local[*])",
+    )
+    write.add_argument(
+        "--dask-address",
+        metavar="HOST:PORT",
+        help="with --runner dask: the Dask scheduler to run on, e.g. 10.0.0.5:8786 (default: "
+        "a local Dask cluster started for the write)",
     )
     _command(write, "write")
 
@@ -392,6 +405,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(
             f"unrecognized arguments: {' '.join(extra)} (options for Apache Beam need "
             "`tfpipe write ... --runner RUNNER`)"
+        )
+    if getattr(args, "dask_address", None) and args.runner != "dask":
+        parser.error(f"--dask-address needs --runner dask (received --runner {args.runner})")
+    if getattr(args, "master", None) and args.runner != "spark":
+        parser.error(f"--master needs --runner spark (received --runner {args.runner})")
+    if extra and getattr(args, "runner", None) == "spark":
+        parser.error(
+            f"unrecognized arguments: {' '.join(extra)} (--runner spark takes no Beam options)"
         )
     args.beam_args = extra
     commands = _import_commands(args.verbose)

@@ -1,0 +1,351 @@
+"""Writing TFRecord datasets with Apache Spark: the shards and metadata `write_tfrecords`
+writes, encoded on Spark's executors. An optional extra: `pip install 'tfpipe[spark]'`.
+
+    DataFrame rows (zipWithIndex) or a tfpipe source's index ranges
+        ──mapPartitions──▶ Encoder (tfpipe's, on the executors) ──▶ (position, record)
+        or a skipped example; positions: write_tfrecords' order (its seeded permutation)
+    records ──repartitionAndSortWithinPartitions(shard of position)──▶ one task per shard
+        writes .<shard>.tmp-<pid>-<random> and returns its ShardInfo
+    driver (the prefix locked): renames the shards its successful tasks named, in order,
+        writes <prefix>.json last, removes the temporary files of failed attempts
+
+A task retried by Spark writes a temporary file of its own (a random token): only the files
+the driver receives from the successful attempts are renamed, so no record is written twice.
+Images are read where they are encoded: from paths the executors can open, or from bytes in
+the DataFrame (e.g. Spark's `binaryFile` source, whose `content` column holds each file).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from tfpipe import fs
+from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
+from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.records.writer import (
+    CHUNK,
+    Encoder,
+    ShardWriter,
+    WriteOptions,
+    check_not_all_skipped,
+    check_num_shards,
+    check_prefix,
+    check_source,
+    dataset_info,
+    plan_shards,
+    shard_bounds,
+    warn_skipped,
+    writer_lock,
+)
+from tfpipe.schema import Schema
+
+try:
+    from pyspark import StorageLevel
+    from pyspark.sql import DataFrame, SparkSession
+except ImportError as e:
+    raise ImportError(
+        "tfpipe.spark needs PySpark. You can install it via `pip install 'tfpipe[spark]'`."
+    ) from e
+
+__all__ = ["session", "write_tfrecords"]
+
+EXAMPLES_PER_RANGE = 256
+# The last line of an executor's traceback that raised one of tfpipe's errors.
+_RAISED = re.compile(r"^tfpipe\.errors\.(EncodeError|SourceError): (.*)$", re.MULTILINE)
+
+
+class _Rows:
+    """DataFrame rows by their index, as a source for `Encoder`: each row a dict of the
+    schema's columns (binary cells as bytes), named by `origin_column` when given."""
+
+    def __init__(
+        self, rows: Iterable[tuple[Any, int]], schema: Schema, origin_column: str | None
+    ) -> None:
+        self.by_index = {index: row.asDict() for row, index in rows}
+        self.features = list(schema.keys())
+        self.origin_column = origin_column
+
+    def __len__(self) -> int:
+        return len(self.by_index)
+
+    def __getitem__(self, index: int) -> Mapping[str, Any]:
+        row = self.by_index[index]
+        return {name: _plain(row[name]) for name in self.features}
+
+    def origin(self, index: int) -> str:
+        if self.origin_column is None:
+            return f"row {index}"
+        return str(self.by_index[index][self.origin_column])
+
+
+def _plain(value: Any) -> Any:
+    """A cell as the schema's encoders take it: binary as bytes, arrays as NumPy arrays."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list):
+        return np.asarray(value)
+    return value
+
+
+def _encoded(
+    encoder: Encoder, indices: list[int], positions: np.ndarray
+) -> Iterator[tuple[int, bytes] | SkippedExample]:
+    """(position, record) pairs and skipped examples, encoded CHUNK at a time."""
+    for start in range(0, len(indices), CHUNK):
+        chunk = np.asarray(indices[start : start + CHUNK], np.int64)
+        for index, result in zip(chunk, encoder(chunk), strict=True):
+            yield result if isinstance(result, SkippedExample) else (int(positions[index]), result)
+
+
+def _encode_rows(
+    schema: Schema, options: WriteOptions, origin_column: str | None, positions: Any
+) -> Any:
+    """The task that encodes a partition of (row, index) pairs."""
+
+    def encode(rows: Iterable[tuple[Any, int]]) -> Iterator[Any]:
+        batch = _Rows(rows, schema, origin_column)
+        encoder = Encoder(batch, schema, options.on_error == "skip", options.check_copies)
+        yield from _encoded(encoder, sorted(batch.by_index), positions.value)
+
+    return encode
+
+
+def _encode_ranges(source: Any, schema: Schema, options: WriteOptions, positions: Any) -> Any:
+    """The task that encodes ranges of a source's indices."""
+
+    def encode(ranges: Iterable[tuple[int, int]]) -> Iterator[Any]:
+        encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
+        for bounds in ranges:
+            yield from _encoded(encoder, list(range(*bounds)), positions.value)
+
+    return encode
+
+
+def _write_shards(path: fs.AnyPath, num_shards: int, compression: str | None) -> Any:
+    """The task that writes one shard (a partition, sorted by position) under a temporary
+    name of its own attempt."""
+
+    def write(shard: int, records: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, ShardInfo]]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = ShardWriter(path, list(range(num_shards + 1)), compression, unique=True)
+        yield shard, writer.write_whole(shard, (record for _, record in records))
+
+    return write
+
+
+def _check_columns(df: Any, schema: Schema, origin_column: str | None) -> list[str]:
+    """The columns to read: the schema's features (and `origin_column`), each refused by name
+    when the DataFrame lacks it."""
+    wanted = [*schema.keys(), *([origin_column] if origin_column else [])]
+    missing = [name for name in wanted if name not in df.columns]
+    if missing:
+        raise SchemaError(
+            f"the DataFrame has no column {missing[0]!r} (the schema's features and "
+            f"origin_column name columns). Its columns: {df.columns}; rename one with "
+            "df.withColumnRenamed(old, new)"
+        )
+    return list(dict.fromkeys(wanted))
+
+
+def _positions(total: int, options: WriteOptions) -> np.ndarray:
+    """Where each index goes in the written order: `write_tfrecords`' own (its permutation of
+    `seed` with shuffle, the indices in order without)."""
+    if not options.shuffle:
+        return np.arange(total)
+    order = np.random.default_rng(options.seed).permutation(total)
+    positions = np.empty(total, np.int64)
+    positions[order] = np.arange(total)
+    return positions
+
+
+def session(master: str | None = None, app_name: str = "tfpipe write") -> Any:
+    """A SparkSession on `master` (e.g. "local[4]", "spark://host:7077", "yarn"): the active
+    one when `master` is None, else a new one (stop it with `.stop()`).
+
+    Examples:
+        >>> spark = tfpipe.spark.session("local[2]")
+        >>> spark.sparkContext.master
+        'local[2]'
+    """
+    builder = SparkSession.builder.appName(app_name)
+    return (builder.master(master) if master else builder).getOrCreate()
+
+
+def _failure(error: Exception, path: fs.AnyPath) -> TfpipeError:
+    """Spark's error for a failed job as tfpipe's: an EncodeError or SourceError raised on an
+    executor stays one (its message naming the example); anything else names the prefix."""
+    raised = _RAISED.findall(str(error))
+    if raised:
+        name, message = raised[-1]
+        kind = EncodeError if name == "EncodeError" else SourceError
+        return kind(f"{message} (writing {str(path)!r} with Spark)")
+    return TfpipeError(
+        f"the Spark job writing {str(path)!r} failed: {type(error).__name__}: {str(error)[:2000]}"
+    )
+
+
+def write_tfrecords(
+    df_or_source: Any,
+    prefix: str | os.PathLike[str],
+    schema: Schema | None = None,
+    num_shards: int | None = None,
+    compression: str | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    on_error: str = "raise",
+    check_copies: bool = True,
+    origin_column: str | None = None,
+    spark: Any = None,
+) -> DatasetInfo:
+    """Writes a Spark DataFrame or a tfpipe source with Spark: what `tfpipe.write_tfrecords`
+    writes, byte for byte (the same shards, order and metadata), encoded on the executors.
+
+    A DataFrame needs a column per feature of `schema`: image paths the executors can open
+    or image bytes (e.g. `spark.read.format("binaryFile")`'s `content`), class labels (ints or
+    names), numbers or arrays of tensors. Its rows are numbered in the DataFrame's order; a
+    source's examples by their index. With `shuffle=True` the order is `write_tfrecords`'
+    permutation of `seed`: the driver holds it (8 bytes per example) and sends it to the
+    executors. Each shard is written by one task under a temporary name of its own and
+    renamed by the driver when every shard is written; the metadata is written last, and
+    the prefix is locked for the run, as `write_tfrecords` locks it.
+
+    Examples:
+        >>> df = spark.read.format("binaryFile").load("images/*/*.jpg")
+        >>> df = df.withColumn("label", F.element_at(F.split("path", "/"), -2))
+        >>> schema = tfpipe.Schema({"content": tfpipe.Image(shape=(None, None, 3)),
+        ...                         "label": tfpipe.ClassLabel(names=["cat", "dog"])})
+        >>> info = tfpipe.spark.write_tfrecords(df, "out/train", schema, origin_column="path")
+
+    Args:
+        df_or_source: a `pyspark.sql.DataFrame`, or anything with `len(source)` and
+            `source[i] -> example dict` (e.g. `tfpipe.from_directory(...)`), pickled to the
+            executors.
+        prefix: the dataset path without suffix, e.g. "out/train" or "gs://bucket/train",
+            where every executor can write.
+        schema: the schema of the records. Defaults to `source.schema` (a DataFrame needs
+            one).
+        num_shards: the number of shards. Defaults to ~128 MiB per shard (from every
+            record's size), and never fewer than min(8, number of examples).
+        compression: None or "gzip" (or "zlib"). Defaults to None.
+        shuffle: write the examples in `write_tfrecords`' random order. Defaults to True.
+        seed: the seed of that order. Defaults to 0.
+        on_error: "raise" fails at the first example that cannot be read or encoded,
+            naming it; "skip" leaves it out, lists it in the metadata and warns once.
+            Defaults to "raise".
+        check_copies: see `tfpipe.write_tfrecords`. Defaults to True.
+        origin_column: a DataFrame column that names each row in errors and in the
+            metadata's skipped examples (e.g. "path"). Defaults to "row <index>".
+        spark: the SparkSession to run a source's job on. Defaults to the active one (or a
+            new local one).
+
+    Returns:
+        The `DatasetInfo` saved beside the shards.
+
+    Raises:
+        EncodeError: an example cannot be read or encoded (naming it), or every one was
+            skipped.
+        SchemaError: a DataFrame without a schema, or without a column of it.
+        TfpipeError: the Spark job failed otherwise (Spark's error is the cause), or another
+            write to the same local prefix is running.
+    """
+    options = WriteOptions(num_shards, compression, shuffle, seed, 1, on_error, False, check_copies)
+    path = check_prefix(prefix)
+    if isinstance(df_or_source, DataFrame):
+        if not isinstance(schema, Schema):
+            raise SchemaError(
+                "writing a DataFrame needs schema=tfpipe.Schema({...}) naming its columns. "
+                f"Received: {type(schema).__name__}"
+            )
+        columns = _check_columns(df_or_source, schema, origin_column)
+        rows = df_or_source.select(*columns).rdd.zipWithIndex()
+        total = rows.count()
+        if total == 0:
+            raise SourceError("the DataFrame has no rows to write")
+        spark, source = df_or_source.sparkSession, None
+    else:
+        schema = check_source(df_or_source, schema)
+        spark = spark or SparkSession.builder.getOrCreate()
+        source, total = df_or_source, len(df_or_source)
+    check_num_shards(options, total)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with writer_lock(path):
+        positions = spark.sparkContext.broadcast(_positions(total, options))
+        try:
+            if source is None:
+                encoded = rows.mapPartitions(
+                    _encode_rows(schema, options, origin_column, positions)
+                )
+            else:
+                ranges = [
+                    (start, min(start + EXAMPLES_PER_RANGE, total))
+                    for start in range(0, total, EXAMPLES_PER_RANGE)
+                ]
+                encoded = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
+                    _encode_ranges(source, schema, options, positions)
+                )
+            info = _write(encoded, total, path, schema, options)
+        except TfpipeError:
+            raise
+        except Exception as e:
+            raise _failure(e, path) from e
+        finally:
+            positions.destroy()
+    if info.skipped:
+        warn_skipped(list(info.skipped), total)
+    return info
+
+
+def _write(
+    encoded: Any, total: int, path: fs.AnyPath, schema: Schema, options: WriteOptions
+) -> DatasetInfo:
+    """Plans the shards from every record's size, writes them on the executors, then renames
+    them, saves the metadata and removes stale files here, on the driver."""
+    encoded = encoded.persist(
+        StorageLevel.MEMORY_AND_DISK
+    )  # counted, then written: encoded once (again only if lost)
+    try:
+        skipped = sorted(encoded.filter(_is_skipped).collect(), key=lambda s: s.index)
+        check_not_all_skipped(skipped, total)
+        num_bytes = encoded.filter(_is_record).map(lambda pair: len(pair[1])).sum()
+        records = total - len(skipped)
+        num_shards = options.num_shards or plan_shards(total, num_bytes / max(records, 1) * total)
+        bounds = shard_bounds(total, num_shards)
+        written = dict(
+            encoded.filter(_is_record)
+            .repartitionAndSortWithinPartitions(
+                num_shards, lambda position: bisect.bisect_right(bounds, position) - 1
+            )
+            .mapPartitionsWithIndex(_write_shards(path, num_shards, options.compression))
+            .collect()
+        )
+    finally:
+        encoded.unpersist()
+    writer = ShardWriter(path, bounds, options.compression, unique=True)
+    if (
+        sorted(written) != list(range(num_shards))
+        or sum(entry.num_examples for entry in written.values()) != records
+    ):
+        raise TfpipeError(
+            f"the Spark job writing {str(path)!r} wrote shards {sorted(written)} holding "
+            f"{sum(e.num_examples for e in written.values())} examples, but {records} were "
+            f"encoded for shards 0..{num_shards - 1}; no metadata was written"
+        )
+    writer.shards += [writer.commit(shard, written[shard]) for shard in range(num_shards)]
+    info = dataset_info(path, schema, writer.shards, skipped, options)
+    info.save()
+    writer.remove_stale(every_writer=True)
+    return info
+
+
+def _is_record(element: Any) -> bool:
+    return not isinstance(element, SkippedExample)
+
+
+def _is_skipped(element: Any) -> bool:
+    return isinstance(element, SkippedExample)

@@ -1,0 +1,171 @@
+"""tfpipe.spark on `local[2]` (a session on 127.0.0.1, stopped after the module): the bytes
+`write_tfrecords` writes, from a DataFrame of Spark's binaryFile source or a tfpipe source;
+errors by name and skips listed."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import tfpipe
+import tfpipe.spark
+from tfpipe.synthetic import make_image_folder
+
+_LOCAL = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    builder = SparkSession.builder.master("local[2]").appName("tfpipe-test")
+    for key, value in {**_LOCAL, "spark.ui.enabled": "false"}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _bytes(info: tfpipe.DatasetInfo) -> list[bytes]:
+    return [f.read_bytes() for f in info.files]
+
+
+def _images(spark: Any, folder: Path, schema: tfpipe.Schema) -> Any:
+    """The folder's JPEGs as Spark reads them (binaryFile), in from_directory's order: an
+    `image` column of bytes, a `label` column of class names, and the file's `path`."""
+    files = spark.read.format("binaryFile").load(str(folder / "*" / "*.jpg"))
+    return files.orderBy("path").select(
+        F.col("content").alias("image"),
+        F.element_at(F.split("path", "/"), -2).alias("label"),
+        "path",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_dataframe_of_binary_files_gives_write_tfrecords_bytes(
+    spark: Any, tmp_path: Path, shuffle: bool
+) -> None:
+    folder = make_image_folder(tmp_path / "images", num_classes=3, per_class=12, size=(16, 16))
+    source = tfpipe.from_directory(folder)  # JPEGs copied as they are
+    df = _images(spark, folder, source.schema)
+    options: dict[str, Any] = {"num_shards": 4, "shuffle": shuffle, "seed": 5}
+    written = tfpipe.spark.write_tfrecords(
+        df, tmp_path / "spark" / "train", source.schema, origin_column="path", **options
+    )
+    local = tfpipe.write_tfrecords(source, tmp_path / "local" / "train", progress=False, **options)
+    assert written.num_examples == local.num_examples == 36
+    assert written.shards == local.shards  # names, counts, sizes, digests
+    assert _bytes(written) == _bytes(local)
+    assert (written.shuffled, written.seed) == (local.shuffled, local.seed)
+    assert sorted(p.name for p in (tmp_path / "spark").iterdir()) == [
+        *(s.file for s in written.shards),
+        "train.json",
+    ]
+
+
+@pytest.mark.slow
+def test_a_source_of_tensors_gives_write_tfrecords_bytes(spark: Any, tmp_path: Path) -> None:
+    schema = tfpipe.Schema(
+        {"x": tfpipe.Tensor(shape=(3,), dtype="float32"), "y": tfpipe.ClassLabel(names=["a", "b"])}
+    )
+    arrays = {"x": np.arange(900, dtype=np.float32).reshape(300, 3), "y": np.arange(300) % 2}
+    source = tfpipe.from_arrays(arrays, schema)
+    options: dict[str, Any] = {"num_shards": 3, "seed": 2, "compression": "gzip"}
+    written = tfpipe.spark.write_tfrecords(source, tmp_path / "spark" / "t", spark=spark, **options)
+    local = tfpipe.write_tfrecords(source, tmp_path / "local" / "t", progress=False, **options)
+    assert _bytes(written) == _bytes(local)
+    assert written.shards == local.shards
+    assert tfpipe.verify(tmp_path / "spark" / "t", progress=False).ok
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a corrupt JPEG in a DataFrame written with tfpipe.spark",
+    reader="tfpipe.spark.write_tfrecords",
+    outcome="EncodeError naming the file (origin_column), no metadata, no shard; with "
+    "on_error='skip' listed in the metadata as write_tfrecords lists it",
+)
+def test_a_corrupt_image_fails_naming_it_or_is_skipped(spark: Any, tmp_path: Path) -> None:
+    folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=8, size=(16, 16))
+    source = tfpipe.from_directory(folder)
+    broken = sorted((folder / "circle").iterdir())[2]
+    broken.write_bytes(b"not a JPEG")
+    df = _images(spark, folder, source.schema)
+    prefix = tmp_path / "spark" / "train"
+    with pytest.raises(tfpipe.EncodeError, match=rf"{broken.name}.*\(writing .* with Spark\)"):
+        tfpipe.spark.write_tfrecords(df, prefix, source.schema, origin_column="path")
+    assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
+    options: dict[str, Any] = {"num_shards": 2, "shuffle": False, "on_error": "skip"}
+    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 1 of 16"):
+        written = tfpipe.spark.write_tfrecords(
+            df, prefix, source.schema, origin_column="path", **options
+        )
+    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 1 of 16"):
+        local = tfpipe.write_tfrecords(
+            source, tmp_path / "local" / "train", progress=False, **options
+        )
+    assert [s.index for s in written.skipped] == [s.index for s in local.skipped] == [2]
+    assert written.skipped[0].origin.endswith(str(broken))
+    assert _bytes(written) == _bytes(local)
+    assert sorted(p.name for p in prefix.parent.iterdir()) == [
+        *(s.file for s in written.shards),
+        "train.json",
+    ]
+
+
+def test_a_dataframe_needs_a_schema_and_its_columns(spark: Any, tmp_path: Path) -> None:
+    df = spark.createDataFrame([(1,), (2,)], ["x"])
+    with pytest.raises(tfpipe.SchemaError, match="needs schema="):
+        tfpipe.spark.write_tfrecords(df, tmp_path / "t")
+    schema = tfpipe.Schema({"y": tfpipe.Tensor(shape=(), dtype="int64")})
+    with pytest.raises(tfpipe.SchemaError, match=r"no column 'y'.*Its columns: \['x'\]"):
+        tfpipe.spark.write_tfrecords(df, tmp_path / "t", schema)
+
+
+@pytest.mark.slow
+def test_cli_writes_with_spark_on_a_master(tmp_path: Path) -> None:
+    """`tfpipe write --runner spark --master local[2]` in a process of its own."""
+    folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=10, size=(16, 16))
+    out = tmp_path / "cli" / "train"
+    command = [str(Path(sys.executable).parent / "tfpipe"), "write", str(folder), str(out)]
+    result = subprocess.run(
+        [*command, "--runner", "spark", "--master", "local[2]", "--shards", "2", "--no-shuffle"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    info = tfpipe.DatasetInfo.load(out)
+    local = tfpipe.write_tfrecords(
+        tfpipe.from_directory(folder),
+        tmp_path / "local" / "train",
+        info.schema,  # JPEGs copied, as tfpipe write stores them
+        num_shards=2,
+        shuffle=False,
+        progress=False,
+    )
+    assert _bytes(info) == _bytes(local)
+
+
+def test_the_import_hint_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "tfpipe.spark")
+    monkeypatch.setattr(tfpipe, "spark", tfpipe.spark)  # put back after the test
+    with pytest.raises(ImportError, match=r"pip install 'tfpipe\[spark\]'"):
+        importlib.import_module("tfpipe.spark")
