@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from pathlib import Path
 
@@ -80,10 +81,50 @@ def sneaky(mutated: list[bytes]) -> bytes:
     return next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
 
 
-def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[bytes]) -> None:
-    verdicts = [(_tensorflow_accepts(d), _check_accepts(d)) for d in mutated]
-    assert all(tf_ok == check_ok for tf_ok, check_ok in verdicts)
-    assert 20 < sum(not tf_ok for tf_ok, _ in verdicts) < len(mutated)  # both kinds are tried
+@pytest.fixture
+def noisy(mutated: list[bytes]) -> bytes:
+    """A JPEG with a garbage body that TensorFlow and Pillow both decode (to noise), though
+    libjpeg reports corrupt data."""
+    return next(
+        d
+        for d in mutated
+        if _tensorflow_accepts(d) and _pillow_accepts(d) and _decode.jpeg_warning(d) is not None
+    )
+
+
+def test_the_write_check_rejects_what_tensorflow_rejects_or_libjpeg_warns_of(
+    mutated: list[bytes],
+) -> None:
+    verdicts = [
+        (_tensorflow_accepts(d), _decode.jpeg_warning(d) is None, _check_accepts(d))
+        for d in mutated
+    ]
+    assert all(check_ok == (tf_ok and clean) for tf_ok, clean, check_ok in verdicts)
+    assert 20 < sum(not tf_ok for tf_ok, *_ in verdicts) < len(mutated)  # both kinds are tried
+    assert sum(tf_ok and not clean for tf_ok, clean, _ in verdicts) > 5  # TF decodes to noise
+
+
+@pytest.mark.fault(
+    "JPEG body garbage TensorFlow and Pillow decode (libjpeg: corrupt data)",
+    reader="write_tfrecords (copy), then tfpipe.verify",
+    outcome="EncodeError naming the file; verify names the record",
+)
+def test_a_garbage_body_jpeg_tensorflow_decodes_is_refused_and_verify_names_it(
+    tmp_path: Path, noisy: bytes
+) -> None:
+    assert tf.io.decode_jpeg(noisy).shape[:2] == (48, 64)  # TensorFlow would train on noise
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(48, 64))
+    bad = images / "circle" / "zz-noise.jpg"
+    bad.write_bytes(noisy)
+    source = tfpipe.from_directory(images)
+    with pytest.raises(EncodeError, match=r"corrupt JPEG: libjpeg reports .*zz-noise\.jpg"):
+        tfpipe.write_tfrecords(source, tmp_path / "a" / "train", progress=False)
+    prefix = tmp_path / "b" / "train"
+    info = tfpipe.write_tfrecords(source, prefix, check_copies=False, shuffle=False, progress=False)
+    assert info.num_examples == 5  # check_copies=False skips the check, as asked
+    report = tfpipe.verify(prefix, progress=False)
+    assert not report.ok and len(report.faults) == 1
+    assert re.search(r"record \d+ of .*train-0000\d-of.*'image': corrupt JPEG", str(report))
 
 
 @pytest.mark.fault(

@@ -13,6 +13,7 @@ import contextvars
 import functools
 from collections.abc import Iterator
 
+import simplejpeg
 import tensorflow as tf
 
 from tfpipe import _imaging, _orientation
@@ -149,13 +150,36 @@ def decode_jpeg_reduced(
     return _orientation.upright(image, turn)
 
 
+def jpeg_warning(data: bytes) -> str | None:
+    """What libjpeg warns of while decoding a JPEG ("Corrupt JPEG data: bad Huffman code"),
+    None when it decodes cleanly.
+
+    TensorFlow and Pillow both decode past such warnings (a garbage body gives noise pixels);
+    simplejpeg's strict mode raises on them. Decoded at 1/8 scale: every entropy-coded block is
+    still read.
+
+    Examples:
+        >>> data = tf.io.encode_jpeg(tf.zeros((8, 8, 3), tf.uint8)).numpy()
+        >>> jpeg_warning(data) is None
+        True
+    """
+    try:
+        colour = simplejpeg.decode_jpeg_header(data)[2]
+        space = "cmyk" if colour in ("CMYK", "YCCK") else "rgb"
+        simplejpeg.decode_jpeg(data, colorspace=space, min_factor=8, strict=True)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 def check_decodes(data: bytes, fmt: str) -> None:
-    """Raises EncodeError when TensorFlow's decoder would refuse a JPEG or PNG at training time.
+    """Raises EncodeError when TensorFlow's decoder would refuse a JPEG or PNG at training time,
+    or libjpeg warns of corrupt JPEG data that TensorFlow would decode to noise.
 
     A JPEG is decoded at 1/8 scale: libjpeg still reads every entropy-coded block, so this
-    rejects exactly what a full decode rejects (checked on mutated files), in about 2/3 of the
-    time. Pillow is not enough: it ignores libjpeg's "corrupt data" warnings that TensorFlow
-    treats as errors. A PNG is decoded in full (libpng checks every chunk's CRC).
+    rejects what a full decode rejects (checked on mutated files), in about 2/3 of the
+    time. Pillow is not enough: it ignores libjpeg's "corrupt data" warnings, and TensorFlow
+    ignores some (`jpeg_warning`). A PNG is decoded in full (libpng checks every chunk's CRC).
 
     Inside `deferred_checks()` (on this thread), the decode is only collected, for one
     `all_decode` call over many images; inside `unchecked_copies()` it is not done at all. The
@@ -166,6 +190,12 @@ def check_decodes(data: bytes, fmt: str) -> None:
         _imaging.check_pixels(*size)
     if not _CHECK_COPIES.get():
         return
+    warning = jpeg_warning(data) if fmt == "jpeg" else None
+    if warning is not None:
+        raise EncodeError(
+            f"corrupt JPEG: libjpeg reports {warning!r}; TensorFlow would decode it to "
+            "damaged pixels and train on them; re-encode or remove the file"
+        )
     pending = _PENDING.get()
     if pending is not None:
         pending.append((data, fmt))

@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfpipe import fs
+from tfpipe import _decode, _imaging, fs
 from tfpipe.errors import (
     DataNotFoundError,
     DecodeError,
@@ -265,9 +265,21 @@ def _image_faults(
     for name, feature in schema.items():
         if isinstance(feature, Image | Mask):
             mine = [entry for entry in images if entry[2] == name]
-            for position, why in failing_images([e[3] for e in mine], feature, size):
+            failed = dict(failing_images([e[3] for e in mine], feature, size))
+            failed.update(_jpeg_warnings([e[3] for e in mine], skip=failed))
+            for position, why in sorted(failed.items()):
                 faults.append(Fault(mine[position][0], mine[position][1], name, why))
     return faults
+
+
+def _jpeg_warnings(values: Sequence[bytes], skip: dict[int, str]) -> Iterator[tuple[int, str]]:
+    """Positions of the JPEGs TensorFlow decodes though libjpeg reports corrupt data (a
+    garbage body decodes to noise), and why; positions in `skip` are not checked."""
+    for position, data in enumerate(values):
+        if position not in skip and _imaging.sniff_format(data) == "jpeg":
+            warning = _decode.jpeg_warning(data)
+            if warning is not None:
+                yield position, f"corrupt JPEG: libjpeg reports {warning!r}"
 
 
 class _Checker:
