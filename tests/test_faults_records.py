@@ -342,3 +342,50 @@ def test_a_glob_of_some_shards_is_checked_and_sized_by_the_metadata(data: Path) 
     assert tfpipe.Pipeline(some).batch(8).batches_per_epoch() == 2
     (data / "train-00002-of-00003.tfrecord").write_bytes(b"")  # not read: not checked
     assert sorted(pipeline(some)) == expected
+
+
+def plain_tf_files(data: Path, replace: Callable[[int, bytes], bytes]) -> None:
+    """Rewrites the shard SHARD without metadata (as a plain TensorFlow script would leave
+    it), each record through `replace(index, record)`; the frames' CRCs stay valid."""
+    import tensorflow as tf
+
+    (data / "train.json").unlink()
+    records = list(tf.data.TFRecordDataset(str(data / SHARD)).as_numpy_iterator())
+    with tf.io.TFRecordWriter(str(data / SHARD)) as writer:
+        for index, record in enumerate(records):
+            writer.write(replace(index, record))
+
+
+@readers(
+    "record with valid CRCs that is not a tf.train.Example",
+    "DecodeError naming shard and record",
+    tf_data_outcome="DecodeError naming shard and record in a plain loop over the dataset",
+)
+def test_a_record_that_is_not_an_example_is_named(data: Path, read: Reader) -> None:
+    garbage = b"\xff\xfe not an Example \x80\x81"
+    plain_tf_files(data, lambda i, record: garbage if i == 3 else record)
+    named = pytest.raises(tfpipe.DecodeError, match=rf"record 3 of .*{SHARD}.*not a serialized")
+    with named, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
+        read(data)
+
+
+@readers(
+    "schema feature missing from some records of plain TensorFlow files",
+    "DecodeError naming feature, shard and record",
+    tf_data_outcome="DecodeError naming feature, shard and record in a plain loop",
+)
+def test_a_feature_missing_from_some_records_is_named(data: Path, read: Reader) -> None:
+    import tensorflow as tf
+
+    def without_label(index: int, record: bytes) -> bytes:
+        if index != 5:
+            return record
+        example = tf.train.Example.FromString(record)
+        del example.features.feature["label"]
+        return example.SerializeToString()
+
+    plain_tf_files(data, without_label)
+    named = pytest.raises(tfpipe.DecodeError, match=rf"record 5 of .*{SHARD}")
+    with named as error, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
+        read(data)
+    assert re.search(r"label.*missing|missing.*label", str(error.value))

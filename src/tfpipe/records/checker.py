@@ -45,13 +45,11 @@ from tfpipe.info import (
     tf_compression,
 )
 from tfpipe.records.infer import PathArg, infer_schema
-from tfpipe.records.reader import locate
+from tfpipe.records.reader import RAW_ERRORS, locate
 from tfpipe.schema import Schema
 
 _CHUNK = 256
 _IMAGES = 1024
-RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
-"""What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
 
 
 @dataclasses.dataclass(frozen=True)
