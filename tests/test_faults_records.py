@@ -259,12 +259,35 @@ def test_metadata_lying_about_counts(data: Path, read: Reader) -> None:
         with pytest.raises(tfpipe.SourceError, match=message):
             read(data / "train")
     else:
-        # tf.data only sees a short epoch; named_errors finds the shard behind it.
-        expected = "25" if read is read_tfrecords else "4"  # examples, or batches of 8
+        # tf.data only sees a short epoch (Pipeline: a short shard); the dataset's own
+        # loop finds the shard behind it.
+        expected = "25" if read is read_tfrecords else "9"  # examples, or the shard's records
         named = pytest.raises(tfpipe.DecodeError, match=rf"{SHARD}.* 8 records.* 9")
-        with named as error, tfpipe.named_errors(data / "train"):
+        with named as error:
             read(data / "train")
         assert f"expected to contain {expected} elements" in str(error.value.__cause__)
+
+
+@pytest.mark.fault(
+    "metadata declaring one example more or fewer in a shard, same batch count",
+    reader="Pipeline",
+    outcome="DecodeError naming the shard and both counts",
+)
+@pytest.mark.parametrize("more", [1, -1])
+def test_pipeline_fails_on_a_shard_count_off_by_one_the_batches_hide(data: Path, more: int) -> None:
+    def change(metadata: dict[str, Any]) -> None:
+        metadata["shards"][1]["num_examples"] += more
+        metadata["num_examples"] += more
+
+    edit_metadata(data, change)
+    # 23, 24 or 25 examples are 3 batches of 10: the epoch's length alone hides it.
+    batches = tfpipe.Pipeline(data / "train", schema=SCHEMA).batch(10).build()
+    named = pytest.raises(
+        tfpipe.DecodeError, match=rf"{SHARD}: the file holds 8 records, .* {8 + more}"
+    )
+    with named:
+        for _ in batches:
+            pass
 
 
 @readers("interrupted write: shards without metadata, one missing", "DataNotFoundError naming it")
