@@ -246,7 +246,7 @@ def test_metadata_lying_about_the_total(data: Path, read: Reader) -> None:
 @readers(
     "metadata lying about a shard's record count",
     "SourceError naming shard and metadata file",
-    tf_data_outcome="with named_errors: DecodeError naming the shard and both counts",
+    tf_data_outcome="DecodeError naming the shard and both counts, in a plain loop",
 )
 def test_metadata_lying_about_counts(data: Path, read: Reader) -> None:
     def change(metadata: dict[str, Any]) -> None:
@@ -412,3 +412,19 @@ def test_a_feature_missing_from_some_records_is_named(data: Path, read: Reader) 
     with named as error, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
         read(data)
     assert re.search(r"label.*missing|missing.*label", str(error.value))
+
+
+@pytest.mark.fault(
+    "bit flip in a record's data, iterated by your own loop",
+    reader="for batch in Pipeline(...).build()",
+    outcome="DecodeError naming shard and record, no named_errors needed",
+)
+def test_a_plain_loop_over_a_built_pipeline_names_a_damaged_shard(data: Path) -> None:
+    start = offsets(data / SHARD)[3]
+    flip(data / SHARD, start + 12 + 2)
+    batches = tfpipe.Pipeline(data / "train", schema=SCHEMA).batch(4).build()
+    named = pytest.raises(tfpipe.DecodeError, match=rf"record 3 of .*{SHARD}: damaged")
+    with named as error:
+        for _ in batches:
+            pass
+    assert error.value.__cause__ is not None  # TensorFlow's error, kept

@@ -170,7 +170,10 @@ def test_check_copies_false_stores_a_corrupt_jpeg_that_verify_and_training_name(
     pipeline = tfpipe.Pipeline(prefix, image_size=(48, 64)).batch(5)
     named = pytest.raises(DecodeError, match=r"train-0000\d-of-0000\d\.tfrecord")
     with named, tfpipe.named_errors(pipeline):
-        list(pipeline.build())
+        list(pipeline.build().unbatch())  # a derived dataset: named_errors names it
+    with pytest.raises(DecodeError, match=r"record \d of .*train-0000\d-of-0000\d\.tfrecord"):
+        for _ in pipeline.build():  # the built dataset's own loop names it
+            pass
     assert main(["write", str(images), str(tmp_path / "cli" / "train")]) == 2
     assert main(["write", str(images), str(tmp_path / "cli" / "train"), "--no-check-copies"]) == 0
     with pytest.raises(TypeError, match="check_copies must be True or False"):
