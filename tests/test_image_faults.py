@@ -331,3 +331,37 @@ def test_bomb_is_named_and_skippable_on_every_pillow_path(
     lines = [line for line in err.splitlines() if line.startswith("tfpipe")]
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("tfpipe write: error: ") and bomb.name in lines[0]
+
+
+@pytest.mark.fault(
+    "image above the decompression-bomb limit in a folder and in records",
+    reader="Pipeline (tf.data decode)",
+    outcome="DecodeError naming the file / record and the limit",
+)
+def test_pipeline_refuses_an_image_above_the_pixel_limit(tmp_path: Path, limit: int) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(16, 16))
+    bomb = images / "circle" / "zz-bomb.png"
+    bomb.write_bytes(_encoded("PNG", (50, 50)))  # 2500 pixels, the limit 1000
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(images), image_size=(16, 16)).batch(5)
+    with pytest.raises(DecodeError, match=r"zz-bomb\.png.*decompression-bomb limit"):
+        for _ in pipeline.build():
+            pass
+    prefix = tmp_path / "train"
+    schema = tfpipe.Schema(
+        {"image": tfpipe.Image(encoding="png"), "label": tfpipe.ClassLabel(names=["a"])}
+    )
+    with tf.io.TFRecordWriter(f"{prefix}-00000-of-00001.tfrecord") as writer:
+        for size in [(16, 16), (50, 50), (16, 16)]:
+            feature = {
+                "image": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[_encoded("PNG", size)])
+                ),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0])),
+            }  # not schema.encode, which refuses the bomb
+            example = tf.train.Example(features=tf.train.Features(feature=feature))
+            writer.write(example.SerializeToString())
+    named = pytest.raises(DecodeError, match=r"record 1 of .*decompression-bomb limit")
+    with named, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
+        records = tfpipe.Pipeline(f"{prefix}-*", schema=schema, image_size=(16, 16))
+        for _ in records.batch(3).build():
+            pass

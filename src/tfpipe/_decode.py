@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import simplejpeg
 import tensorflow as tf
+from PIL import Image as PILImage
 
 from tfpipe import _imaging, _orientation
 from tfpipe.errors import EncodeError
@@ -170,6 +171,49 @@ def jpeg_warning(data: bytes) -> str | None:
     except ValueError as e:
         return str(e)
     return None
+
+
+def stored_size(data: tf.Tensor, turn: tf.Tensor | None = None) -> tf.Tensor:
+    """(height, width) as int64 of one stored JPEG (upright by its EXIF orientation `turn`,
+    read here when None) or PNG, from its header only; (-1, -1) for other formats."""
+    head = _head(data)
+
+    def png() -> tf.Tensor:
+        big = tf.constant([1 << 24, 1 << 16, 1 << 8, 1], tf.int64)
+        ints = tf.cast(head, tf.int64)
+        return tf.stack([tf.reduce_sum(ints[20:24] * big), tf.reduce_sum(ints[16:20] * big)])
+
+    def jpeg() -> tf.Tensor:
+        size = tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64)
+        turned = (_orientation.orientation(data) if turn is None else turn) >= 5
+        return tf.where(turned, size[::-1], size)
+
+    return tf.case(
+        [(tf.io.is_jpeg(data), jpeg), (_is_png(head), png)],
+        default=lambda: tf.constant([-1, -1], tf.int64),
+        exclusive=True,
+    )
+
+
+def within_pixel_limit(data: tf.Tensor, turn: tf.Tensor | None = None) -> tf.Tensor:
+    """`data` (one stored image), once asserted not to exceed Pillow's decompression-bomb
+    limit (`PIL.Image.MAX_IMAGE_PIXELS` when traced), as the Pillow paths refuse it
+    (`_imaging.check_pixels`); only JPEG and PNG headers are read."""
+    limit = PILImage.MAX_IMAGE_PIXELS
+    if limit is None:
+        return data
+    pixels = tf.reduce_prod(stored_size(data, turn))
+    check = tf.debugging.Assert(
+        pixels <= limit,
+        [
+            f"image exceeds the decompression-bomb limit of {limit / 1e6:.1f} MP "
+            "(PIL.Image.MAX_IMAGE_PIXELS); if the file is trusted, raise "
+            "PIL.Image.MAX_IMAGE_PIXELS. Pixels:",
+            pixels,
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(data)
 
 
 def check_decodes(data: bytes, fmt: str) -> None:

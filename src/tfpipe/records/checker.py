@@ -34,6 +34,7 @@ from tfpipe.errors import (
     tf_message,
 )
 from tfpipe.features import Image, Mask
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.frames import file_crc32c
 from tfpipe.info import (
     DatasetInfo,
@@ -240,12 +241,13 @@ def _record_faults(
     except Exception as e:  # protobuf raises its own DecodeError type
         yield Fault(file, index, None, f"not a serialized tf.train.Example ({e})")
         return
+    stored = {}
     for name, feature in schema.items():
         if name not in proto:
             yield Fault(file, index, name, f"missing; the record has {sorted(proto)}")
             continue
         try:
-            value = feature.stored(proto[name])
+            value = stored[name] = feature.stored(proto[name])
             if not isinstance(feature, Image):
                 feature.load(value)  # label ranges, UTF-8 texts, mask values
         except (TypeError, ValueError, OSError) as e:
@@ -253,6 +255,12 @@ def _record_faults(
             continue
         if isinstance(feature, Mask) or (isinstance(feature, Image) and feature.encoding != "raw"):
             images.append((file, index, name, value))
+    pairs = mask_image_pairs(dict(schema.items()))
+    try:
+        check_mask_sizes([p for p in pairs if set(p) <= set(stored)], stored)
+    except ValueError as e:  # "<mask>: the mask is ... but image ... is ..."
+        mask, why = str(e).split(": ", 1)
+        yield Fault(file, index, mask, why)
 
 
 def _image_faults(
