@@ -246,7 +246,7 @@ def test_metadata_lying_about_the_total(data: Path, read: Reader) -> None:
 @readers(
     "metadata lying about a shard's record count",
     "SourceError naming shard and metadata file",
-    tf_data_outcome="with named_errors: DecodeError naming the shard and both counts",
+    tf_data_outcome="DecodeError naming the shard and both counts, in a plain loop",
 )
 def test_metadata_lying_about_counts(data: Path, read: Reader) -> None:
     def change(metadata: dict[str, Any]) -> None:
@@ -259,12 +259,35 @@ def test_metadata_lying_about_counts(data: Path, read: Reader) -> None:
         with pytest.raises(tfpipe.SourceError, match=message):
             read(data / "train")
     else:
-        # tf.data only sees a short epoch; named_errors finds the shard behind it.
-        expected = "25" if read is read_tfrecords else "4"  # examples, or batches of 8
+        # tf.data only sees a short epoch (Pipeline: a short shard); the dataset's own
+        # loop finds the shard behind it.
+        expected = "25" if read is read_tfrecords else "9"  # examples, or the shard's records
         named = pytest.raises(tfpipe.DecodeError, match=rf"{SHARD}.* 8 records.* 9")
-        with named as error, tfpipe.named_errors(data / "train"):
+        with named as error:
             read(data / "train")
         assert f"expected to contain {expected} elements" in str(error.value.__cause__)
+
+
+@pytest.mark.fault(
+    "metadata declaring one example more or fewer in a shard, same batch count",
+    reader="Pipeline",
+    outcome="DecodeError naming the shard and both counts",
+)
+@pytest.mark.parametrize("more", [1, -1])
+def test_pipeline_fails_on_a_shard_count_off_by_one_the_batches_hide(data: Path, more: int) -> None:
+    def change(metadata: dict[str, Any]) -> None:
+        metadata["shards"][1]["num_examples"] += more
+        metadata["num_examples"] += more
+
+    edit_metadata(data, change)
+    # 23, 24 or 25 examples are 3 batches of 10: the epoch's length alone hides it.
+    batches = tfpipe.Pipeline(data / "train", schema=SCHEMA).batch(10).build()
+    named = pytest.raises(
+        tfpipe.DecodeError, match=rf"{SHARD}: the file holds 8 records, .* {8 + more}"
+    )
+    with named:
+        for _ in batches:
+            pass
 
 
 @readers("interrupted write: shards without metadata, one missing", "DataNotFoundError naming it")
@@ -342,3 +365,66 @@ def test_a_glob_of_some_shards_is_checked_and_sized_by_the_metadata(data: Path) 
     assert tfpipe.Pipeline(some).batch(8).batches_per_epoch() == 2
     (data / "train-00002-of-00003.tfrecord").write_bytes(b"")  # not read: not checked
     assert sorted(pipeline(some)) == expected
+
+
+def plain_tf_files(data: Path, replace: Callable[[int, bytes], bytes]) -> None:
+    """Rewrites the shard SHARD without metadata (as a plain TensorFlow script would leave
+    it), each record through `replace(index, record)`; the frames' CRCs stay valid."""
+    import tensorflow as tf
+
+    (data / "train.json").unlink()
+    records = list(tf.data.TFRecordDataset(str(data / SHARD)).as_numpy_iterator())
+    with tf.io.TFRecordWriter(str(data / SHARD)) as writer:
+        for index, record in enumerate(records):
+            writer.write(replace(index, record))
+
+
+@readers(
+    "record with valid CRCs that is not a tf.train.Example",
+    "DecodeError naming shard and record",
+    tf_data_outcome="DecodeError naming shard and record in a plain loop over the dataset",
+)
+def test_a_record_that_is_not_an_example_is_named(data: Path, read: Reader) -> None:
+    garbage = b"\xff\xfe not an Example \x80\x81"
+    plain_tf_files(data, lambda i, record: garbage if i == 3 else record)
+    named = pytest.raises(tfpipe.DecodeError, match=rf"record 3 of .*{SHARD}.*not a serialized")
+    with named, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
+        read(data)
+
+
+@readers(
+    "schema feature missing from some records of plain TensorFlow files",
+    "DecodeError naming feature, shard and record",
+    tf_data_outcome="DecodeError naming feature, shard and record in a plain loop",
+)
+def test_a_feature_missing_from_some_records_is_named(data: Path, read: Reader) -> None:
+    import tensorflow as tf
+
+    def without_label(index: int, record: bytes) -> bytes:
+        if index != 5:
+            return record
+        example = tf.train.Example.FromString(record)
+        del example.features.feature["label"]
+        return example.SerializeToString()
+
+    plain_tf_files(data, without_label)
+    named = pytest.raises(tfpipe.DecodeError, match=rf"record 5 of .*{SHARD}")
+    with named as error, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
+        read(data)
+    assert re.search(r"label.*missing|missing.*label", str(error.value))
+
+
+@pytest.mark.fault(
+    "bit flip in a record's data, iterated by your own loop",
+    reader="for batch in Pipeline(...).build()",
+    outcome="DecodeError naming shard and record, no named_errors needed",
+)
+def test_a_plain_loop_over_a_built_pipeline_names_a_damaged_shard(data: Path) -> None:
+    start = offsets(data / SHARD)[3]
+    flip(data / SHARD, start + 12 + 2)
+    batches = tfpipe.Pipeline(data / "train", schema=SCHEMA).batch(4).build()
+    named = pytest.raises(tfpipe.DecodeError, match=rf"record 3 of .*{SHARD}: damaged")
+    with named as error:
+        for _ in batches:
+            pass
+    assert error.value.__cause__ is not None  # TensorFlow's error, kept

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import warnings
 from pathlib import Path
 
@@ -80,10 +81,50 @@ def sneaky(mutated: list[bytes]) -> bytes:
     return next(d for d in mutated if _pillow_accepts(d) and not _tensorflow_accepts(d))
 
 
-def test_the_write_check_rejects_exactly_what_tensorflow_rejects(mutated: list[bytes]) -> None:
-    verdicts = [(_tensorflow_accepts(d), _check_accepts(d)) for d in mutated]
-    assert all(tf_ok == check_ok for tf_ok, check_ok in verdicts)
-    assert 20 < sum(not tf_ok for tf_ok, _ in verdicts) < len(mutated)  # both kinds are tried
+@pytest.fixture
+def noisy(mutated: list[bytes]) -> bytes:
+    """A JPEG with a garbage body that TensorFlow and Pillow both decode (to noise), though
+    libjpeg reports corrupt data."""
+    return next(
+        d
+        for d in mutated
+        if _tensorflow_accepts(d) and _pillow_accepts(d) and _decode.jpeg_warning(d) is not None
+    )
+
+
+def test_the_write_check_rejects_what_tensorflow_rejects_or_libjpeg_warns_of(
+    mutated: list[bytes],
+) -> None:
+    verdicts = [
+        (_tensorflow_accepts(d), _decode.jpeg_warning(d) is None, _check_accepts(d))
+        for d in mutated
+    ]
+    assert all(check_ok == (tf_ok and clean) for tf_ok, clean, check_ok in verdicts)
+    assert 20 < sum(not tf_ok for tf_ok, *_ in verdicts) < len(mutated)  # both kinds are tried
+    assert sum(tf_ok and not clean for tf_ok, clean, _ in verdicts) > 5  # TF decodes to noise
+
+
+@pytest.mark.fault(
+    "JPEG body garbage TensorFlow and Pillow decode (libjpeg: corrupt data)",
+    reader="write_tfrecords (copy), then tfpipe.verify",
+    outcome="EncodeError naming the file; verify names the record",
+)
+def test_a_garbage_body_jpeg_tensorflow_decodes_is_refused_and_verify_names_it(
+    tmp_path: Path, noisy: bytes
+) -> None:
+    assert tf.io.decode_jpeg(noisy).shape[:2] == (48, 64)  # TensorFlow would train on noise
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(48, 64))
+    bad = images / "circle" / "zz-noise.jpg"
+    bad.write_bytes(noisy)
+    source = tfpipe.from_directory(images)
+    with pytest.raises(EncodeError, match=r"corrupt JPEG: libjpeg reports .*zz-noise\.jpg"):
+        tfpipe.write_tfrecords(source, tmp_path / "a" / "train", progress=False)
+    prefix = tmp_path / "b" / "train"
+    info = tfpipe.write_tfrecords(source, prefix, check_copies=False, shuffle=False, progress=False)
+    assert info.num_examples == 5  # check_copies=False skips the check, as asked
+    report = tfpipe.verify(prefix, progress=False)
+    assert not report.ok and len(report.faults) == 1
+    assert re.search(r"record \d+ of .*train-0000\d-of.*'image': corrupt JPEG", str(report))
 
 
 @pytest.mark.fault(
@@ -129,7 +170,10 @@ def test_check_copies_false_stores_a_corrupt_jpeg_that_verify_and_training_name(
     pipeline = tfpipe.Pipeline(prefix, image_size=(48, 64)).batch(5)
     named = pytest.raises(DecodeError, match=r"train-0000\d-of-0000\d\.tfrecord")
     with named, tfpipe.named_errors(pipeline):
-        list(pipeline.build())
+        list(pipeline.build().unbatch())  # a derived dataset: named_errors names it
+    with pytest.raises(DecodeError, match=r"record \d of .*train-0000\d-of-0000\d\.tfrecord"):
+        for _ in pipeline.build():  # the built dataset's own loop names it
+            pass
     assert main(["write", str(images), str(tmp_path / "cli" / "train")]) == 2
     assert main(["write", str(images), str(tmp_path / "cli" / "train"), "--no-check-copies"]) == 0
     with pytest.raises(TypeError, match="check_copies must be True or False"):
@@ -287,3 +331,37 @@ def test_bomb_is_named_and_skippable_on_every_pillow_path(
     lines = [line for line in err.splitlines() if line.startswith("tfpipe")]
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("tfpipe write: error: ") and bomb.name in lines[0]
+
+
+@pytest.mark.fault(
+    "image above the decompression-bomb limit in a folder and in records",
+    reader="Pipeline (tf.data decode)",
+    outcome="DecodeError naming the file / record and the limit",
+)
+def test_pipeline_refuses_an_image_above_the_pixel_limit(tmp_path: Path, limit: int) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(16, 16))
+    bomb = images / "circle" / "zz-bomb.png"
+    bomb.write_bytes(_encoded("PNG", (50, 50)))  # 2500 pixels, the limit 1000
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(images), image_size=(16, 16)).batch(5)
+    with pytest.raises(DecodeError, match=r"zz-bomb\.png.*decompression-bomb limit"):
+        for _ in pipeline.build():
+            pass
+    prefix = tmp_path / "train"
+    schema = tfpipe.Schema(
+        {"image": tfpipe.Image(encoding="png"), "label": tfpipe.ClassLabel(names=["a"])}
+    )
+    with tf.io.TFRecordWriter(f"{prefix}-00000-of-00001.tfrecord") as writer:
+        for size in [(16, 16), (50, 50), (16, 16)]:
+            feature = {
+                "image": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[_encoded("PNG", size)])
+                ),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[0])),
+            }  # not schema.encode, which refuses the bomb
+            example = tf.train.Example(features=tf.train.Features(feature=feature))
+            writer.write(example.SerializeToString())
+    named = pytest.raises(DecodeError, match=r"record 1 of .*decompression-bomb limit")
+    with named, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
+        records = tfpipe.Pipeline(f"{prefix}-*", schema=schema, image_size=(16, 16))
+        for _ in records.batch(3).build():
+            pass

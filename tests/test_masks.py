@@ -270,8 +270,8 @@ def _with_bad_mask(segmentation, tmp_path: Path, data: bytes, name: str) -> tfpi
 
 @pytest.mark.fault(
     "a mask of another size than its image in one example",
-    reader="write_tfrecords, SequenceLoader, Pipeline over files (+ named_errors), "
-    "Schema.decode / from_tfrecords, from_arrays",
+    reader="write_tfrecords, SequenceLoader, Pipeline over files or records of undeclared "
+    "size, verify, Schema.decode / from_tfrecords, from_arrays",
     outcome="EncodeError / DecodeError naming the example (record) and both sizes (was "
     "accepted: the mask resized onto the image)",
 )
@@ -289,9 +289,11 @@ def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: 
         loader[0]
     pipeline = tfpipe.Pipeline(source).batch(COUNT)  # masks read in the graph
     with pytest.raises(tf.errors.InvalidArgumentError, match=sizes):
-        list(pipeline.build())
+        list(pipeline.build().unbatch())  # a derived dataset: TensorFlow's error
     named = pytest.raises(tfpipe.DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes)
     with named, tfpipe.named_errors(pipeline):
+        list(pipeline.build().unbatch())
+    with pytest.raises(tfpipe.DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes):
         list(pipeline.build())
 
     # Records another tool wrote: image and mask stored at their own sizes.
@@ -309,6 +311,12 @@ def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: 
         loader[1]
     with pytest.raises(tfpipe.DecodeError, match=stored + ".* in record$"):
         free.decode(_foreign(np.zeros((*SHAPE, 3), np.uint8), half))
+    # Pipeline over them (no declared size, so both are resized): checked before the resize.
+    named = pytest.raises(tfpipe.DecodeError, match=r"^record 1 of .*foreign.*'mask': the mask")
+    with named:
+        list(tfpipe.Pipeline(path, schema=free, image_size=(8, 8)).batch(2).build())
+    report = tfpipe.verify(path, schema=free, progress=False)
+    assert [(f.record, f.feature) for f in report.faults] == [(1, "mask")]
     arrays = {"image": np.zeros((2, *SHAPE, 3), np.uint8), "mask": np.stack([half, half])}
     with pytest.raises(tfpipe.SourceError, match=r"^arrays: " + stored):
         tfpipe.from_arrays(arrays, _schema(tfpipe.Mask()))
@@ -437,10 +445,12 @@ def test_values_beyond_a_narrower_schema_fail_on_both_paths(
     pipeline = tfpipe.Pipeline(plain, schema=narrow)
     pipeline = (pipeline.map(lambda example: example) if mapped else pipeline).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
-        list(pipeline.build())
+        list(pipeline.build().unbatch())  # a derived dataset: TensorFlow's error
     named = pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")
     with named, tfpipe.named_errors(pipeline):
-        list(pipeline.build())
+        list(pipeline.build().unbatch())
+    with pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row"):
+        list(pipeline.build())  # the built dataset names it itself
     source = tfpipe.from_tfrecords(plain, schema=narrow)
     with pytest.raises(tfpipe.DecodeError, match="mask value 7 at row"):
         narrow.load(source[1])

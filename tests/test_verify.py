@@ -336,9 +336,12 @@ def test_a_non_example_record_is_named_in_pipeline_and_read_tfrecords(tmp_path: 
     records.insert(2, b"\xff\xfe not a protobuf \x80")
     file = _write_records(tmp_path / "mixed.tfrecord", records)
     pipeline = tfpipe.Pipeline(file, schema=schema).batch(2)
-    with pytest.raises(UnicodeDecodeError):  # what TensorFlow raises, without the block
-        list(pipeline.build())
+    with pytest.raises(UnicodeDecodeError):  # TensorFlow's, from a derived dataset
+        list(pipeline.build().unbatch())
     with pytest.raises(tfpipe.DecodeError) as error, tfpipe.named_errors(pipeline):
+        list(pipeline.build().unbatch())
+    _assert_named(error, rf"^record 2 of {re.escape(str(file))}: not a serialized")
+    with pytest.raises(tfpipe.DecodeError) as error:  # the built dataset names it itself
         list(pipeline.build())
     _assert_named(error, rf"^record 2 of {re.escape(str(file))}: not a serialized")
     with pytest.raises(tfpipe.DecodeError) as error, tfpipe.named_errors(file):

@@ -13,7 +13,9 @@ import contextvars
 import functools
 from collections.abc import Iterator
 
+import simplejpeg
 import tensorflow as tf
+from PIL import Image as PILImage
 
 from tfpipe import _imaging, _orientation
 from tfpipe.errors import EncodeError
@@ -149,13 +151,79 @@ def decode_jpeg_reduced(
     return _orientation.upright(image, turn)
 
 
+def jpeg_warning(data: bytes) -> str | None:
+    """What libjpeg warns of while decoding a JPEG ("Corrupt JPEG data: bad Huffman code"),
+    None when it decodes cleanly.
+
+    TensorFlow and Pillow both decode past such warnings (a garbage body gives noise pixels);
+    simplejpeg's strict mode raises on them. Decoded at 1/8 scale: every entropy-coded block is
+    still read.
+
+    Examples:
+        >>> data = tf.io.encode_jpeg(tf.zeros((8, 8, 3), tf.uint8)).numpy()
+        >>> jpeg_warning(data) is None
+        True
+    """
+    try:
+        colour = simplejpeg.decode_jpeg_header(data)[2]
+        space = "cmyk" if colour in ("CMYK", "YCCK") else "rgb"
+        simplejpeg.decode_jpeg(data, colorspace=space, min_factor=8, strict=True)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def stored_size(data: tf.Tensor, turn: tf.Tensor | None = None) -> tf.Tensor:
+    """(height, width) as int64 of one stored JPEG (upright by its EXIF orientation `turn`,
+    read here when None) or PNG, from its header only; (-1, -1) for other formats."""
+    head = _head(data)
+
+    def png() -> tf.Tensor:
+        big = tf.constant([1 << 24, 1 << 16, 1 << 8, 1], tf.int64)
+        ints = tf.cast(head, tf.int64)
+        return tf.stack([tf.reduce_sum(ints[20:24] * big), tf.reduce_sum(ints[16:20] * big)])
+
+    def jpeg() -> tf.Tensor:
+        size = tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64)
+        turned = (_orientation.orientation(data) if turn is None else turn) >= 5
+        return tf.where(turned, size[::-1], size)
+
+    return tf.case(
+        [(tf.io.is_jpeg(data), jpeg), (_is_png(head), png)],
+        default=lambda: tf.constant([-1, -1], tf.int64),
+        exclusive=True,
+    )
+
+
+def within_pixel_limit(data: tf.Tensor, turn: tf.Tensor | None = None) -> tf.Tensor:
+    """`data` (one stored image), once asserted not to exceed Pillow's decompression-bomb
+    limit (`PIL.Image.MAX_IMAGE_PIXELS` when traced), as the Pillow paths refuse it
+    (`_imaging.check_pixels`); only JPEG and PNG headers are read."""
+    limit = PILImage.MAX_IMAGE_PIXELS
+    if limit is None:
+        return data
+    pixels = tf.reduce_prod(stored_size(data, turn))
+    check = tf.debugging.Assert(
+        pixels <= limit,
+        [
+            f"image exceeds the decompression-bomb limit of {limit / 1e6:.1f} MP "
+            "(PIL.Image.MAX_IMAGE_PIXELS); if the file is trusted, raise "
+            "PIL.Image.MAX_IMAGE_PIXELS. Pixels:",
+            pixels,
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(data)
+
+
 def check_decodes(data: bytes, fmt: str) -> None:
-    """Raises EncodeError when TensorFlow's decoder would refuse a JPEG or PNG at training time.
+    """Raises EncodeError when TensorFlow's decoder would refuse a JPEG or PNG at training time,
+    or libjpeg warns of corrupt JPEG data that TensorFlow would decode to noise.
 
     A JPEG is decoded at 1/8 scale: libjpeg still reads every entropy-coded block, so this
-    rejects exactly what a full decode rejects (checked on mutated files), in about 2/3 of the
-    time. Pillow is not enough: it ignores libjpeg's "corrupt data" warnings that TensorFlow
-    treats as errors. A PNG is decoded in full (libpng checks every chunk's CRC).
+    rejects what a full decode rejects (checked on mutated files), in about 2/3 of the
+    time. Pillow is not enough: it ignores libjpeg's "corrupt data" warnings, and TensorFlow
+    ignores some (`jpeg_warning`). A PNG is decoded in full (libpng checks every chunk's CRC).
 
     Inside `deferred_checks()` (on this thread), the decode is only collected, for one
     `all_decode` call over many images; inside `unchecked_copies()` it is not done at all. The
@@ -166,6 +234,12 @@ def check_decodes(data: bytes, fmt: str) -> None:
         _imaging.check_pixels(*size)
     if not _CHECK_COPIES.get():
         return
+    warning = jpeg_warning(data) if fmt == "jpeg" else None
+    if warning is not None:
+        raise EncodeError(
+            f"corrupt JPEG: libjpeg reports {warning!r}; TensorFlow would decode it to "
+            "damaged pixels and train on them; re-encode or remove the file"
+        )
     pending = _PENDING.get()
     if pending is not None:
         pending.append((data, fmt))

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.features.base import Where, describe_value, where_text
-from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, same_size_tensor
 
 __all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
 
@@ -343,6 +343,9 @@ class Schema(Mapping[str, Feature]):
         """
         out = dict(example)
         turns = orientations or {}
+        for pair in self._mask_pairs:
+            mask, image = pair
+            out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))
         for name, feature in self._features.items():
             if isinstance(feature, Image):
                 out[name] = feature.decode_tensor(

@@ -405,6 +405,30 @@ def check_mask_sizes(pairs: list[tuple[str, str]], example: Mapping[str, Any]) -
             )
 
 
+def same_size_tensor(
+    mask_data: tf.Tensor, image_data: tf.Tensor, pair: tuple[str, str], turn: tf.Tensor | None
+) -> tf.Tensor:
+    """`mask_data` (one stored mask), once asserted to be stored at the height and width of
+    its image `image_data` (upright by its EXIF orientation `turn`; read when None), in a
+    graph, before both are resized: as `check_mask_sizes` does in Python. An image stored in
+    another format than JPEG or PNG is not checked."""
+    mask, image = pair
+    mask_size = _decode.stored_size(mask_data)
+    image_size = _decode.stored_size(image_data, turn)
+    check = tf.debugging.Assert(
+        tf.reduce_any(image_size < 0) | tf.reduce_all(mask_size == image_size),
+        [
+            f"{mask}: the mask is stored at another size than image {image!r}: a mask must "
+            "have its image's size, to cover it pixel for pixel. (height, width) of the mask, "
+            "of the image:",
+            mask_size,
+            image_size,
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(mask_data)
+
+
 def _sized(size: tuple[int, int] | None) -> str:
     return "x".join(map(str, size or ()))
 

@@ -106,11 +106,14 @@ class RecordInput:
     ) -> tuple[list[Stage], bool]:
         """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
+        counts = np.array(self._declared_counts(), np.int64)
         stages: list[Stage] = [
             (
                 f"list {len(self.files)} TFRecord file(s) of {self.name}"
                 + (f" ({self.compression})" if self.compression else ""),
-                lambda _: tf.data.Dataset.from_tensor_slices(self.files),
+                lambda _: tf.data.Dataset.from_tensor_slices(
+                    (self.files, tf.constant(counts, tf.int64))
+                ),
             )
         ]
         if by_file:
@@ -129,7 +132,7 @@ class RecordInput:
             (
                 f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
                 lambda ds: ds.interleave(
-                    plain(lambda f: tf.data.TFRecordDataset(f, compression, buffer_size=1 << 20)),
+                    plain(lambda f, n: _records(f, n, compression)),
                     cycle_length=cycle,
                     num_parallel_calls=AUTOTUNE,
                     deterministic=det,
@@ -137,6 +140,12 @@ class RecordInput:
             )
         )
         return stages, not by_file
+
+    def _declared_counts(self) -> list[int]:
+        """The record count the metadata declares for each file; -1 where none does."""
+        info = self.info
+        declared = {} if info is None else {s.file: s.num_examples for s in info.shards}
+        return [declared.get(os.path.basename(f), -1) for f in self.files]
 
     def identity(self) -> list[bytes | str]:
         """What identifies the records: file names, sizes, the CRC-32C digest of each file
@@ -237,6 +246,18 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
         ),
         "decode images per example" + decoding.describe(schema),
         plain(decode),
+    )
+
+
+def _records(file: tf.Tensor, count: tf.Tensor, compression: str) -> tf.data.Dataset:
+    """The records of one file; a file that holds another count than its metadata's `count`
+    (-1: none) fails at its end, so an epoch never silently reads fewer or more examples.
+    The built dataset names the file (`Pipeline.locate_fault`)."""
+    records = tf.data.TFRecordDataset(file, compression, buffer_size=1 << 20)
+    return tf.cond(
+        count >= 0,
+        lambda: records.apply(tf.data.experimental.assert_cardinality(count)),
+        lambda: records,
     )
 
 

@@ -55,7 +55,8 @@ from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
-from tfpipe.records.checker import Fault
+from tfpipe.records.checker import Fault, from_input, named_error
+from tfpipe.records.reader import NamedDataset
 from tfpipe.schema import Schema
 
 _DEFAULT_BATCH = 64
@@ -737,13 +738,27 @@ class Pipeline:
     def build(self) -> tf.data.Dataset:
         """The `tf.data.Dataset`, ready for `model.fit`.
 
+        A loop over it (`for batch in ds:`) that meets damaged data (a damaged shard, a record
+        that is not an Example, a corrupt image file) raises a `DecodeError` naming the file
+        and record, found by `locate_fault`, with TensorFlow's error as its cause. That holds
+        for this dataset itself: after a further `.map`/`.batch`, or in `model.fit`, wrap the
+        loop in `tfpipe.named_errors(pipeline)` (`tfpipe.fit` does).
+
         Examples:
             >>> ds = tfpipe.Pipeline("out/train").batch(64).build()
             >>> {name: spec.dtype.name for name, spec in ds.element_spec.items()}
             {'image': 'uint8', 'label': 'int64'}
         """
         dataset, _ = self._assemble()
-        return dataset
+        return NamedDataset(dataset, self._named_error)
+
+    def _named_error(self, error: BaseException) -> Exception | None:
+        """The DecodeError naming the record behind a raw error of the built dataset, or None
+        when the error is not the data's or no fault is found."""
+        if not from_input(error):
+            return None
+        fault = self.locate_fault()
+        return None if fault is None else named_error(fault, error)
 
     def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
         """The dataset for training under a `tf.distribute` strategy, each worker on its part.

@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfpipe import fs
+from tfpipe import _decode, _imaging, fs
 from tfpipe.errors import (
     DataNotFoundError,
     DecodeError,
@@ -34,6 +34,7 @@ from tfpipe.errors import (
     tf_message,
 )
 from tfpipe.features import Image, Mask
+from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.frames import file_crc32c
 from tfpipe.info import (
     DatasetInfo,
@@ -45,13 +46,11 @@ from tfpipe.info import (
     tf_compression,
 )
 from tfpipe.records.infer import PathArg, infer_schema
-from tfpipe.records.reader import locate
+from tfpipe.records.reader import RAW_ERRORS, locate
 from tfpipe.schema import Schema
 
 _CHUNK = 256
 _IMAGES = 1024
-RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
-"""What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,12 +241,13 @@ def _record_faults(
     except Exception as e:  # protobuf raises its own DecodeError type
         yield Fault(file, index, None, f"not a serialized tf.train.Example ({e})")
         return
+    stored = {}
     for name, feature in schema.items():
         if name not in proto:
             yield Fault(file, index, name, f"missing; the record has {sorted(proto)}")
             continue
         try:
-            value = feature.stored(proto[name])
+            value = stored[name] = feature.stored(proto[name])
             if not isinstance(feature, Image):
                 feature.load(value)  # label ranges, UTF-8 texts, mask values
         except (TypeError, ValueError, OSError) as e:
@@ -255,6 +255,12 @@ def _record_faults(
             continue
         if isinstance(feature, Mask) or (isinstance(feature, Image) and feature.encoding != "raw"):
             images.append((file, index, name, value))
+    pairs = mask_image_pairs(dict(schema.items()))
+    try:
+        check_mask_sizes([p for p in pairs if set(p) <= set(stored)], stored)
+    except ValueError as e:  # "<mask>: the mask is ... but image ... is ..."
+        mask, why = str(e).split(": ", 1)
+        yield Fault(file, index, mask, why)
 
 
 def _image_faults(
@@ -265,9 +271,21 @@ def _image_faults(
     for name, feature in schema.items():
         if isinstance(feature, Image | Mask):
             mine = [entry for entry in images if entry[2] == name]
-            for position, why in failing_images([e[3] for e in mine], feature, size):
+            failed = dict(failing_images([e[3] for e in mine], feature, size))
+            failed.update(_jpeg_warnings([e[3] for e in mine], skip=failed))
+            for position, why in sorted(failed.items()):
                 faults.append(Fault(mine[position][0], mine[position][1], name, why))
     return faults
+
+
+def _jpeg_warnings(values: Sequence[bytes], skip: dict[int, str]) -> Iterator[tuple[int, str]]:
+    """Positions of the JPEGs TensorFlow decodes though libjpeg reports corrupt data (a
+    garbage body decodes to noise), and why; positions in `skip` are not checked."""
+    for position, data in enumerate(values):
+        if position not in skip and _imaging.sniff_format(data) == "jpeg":
+            warning = _decode.jpeg_warning(data)
+            if warning is not None:
+                yield position, f"corrupt JPEG: libjpeg reports {warning!r}"
 
 
 class _Checker:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import tensorflow as tf
 
@@ -22,6 +24,93 @@ from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import PathArg, infer_schema, records
 from tfpipe.schema import Schema
 from tfpipe.shards import check_sizes, declared_examples, one_dataset
+
+RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
+"""What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
+
+Namer = Callable[[BaseException], Exception | None]
+"""Gives the error naming the file and record behind a raw TensorFlow error, or None."""
+
+
+class NamedDataset(tf.data.Dataset):
+    """A `tf.data.Dataset` whose Python loop (`for batch in ds:`) raises errors that name the
+    file and record of damaged data, where TensorFlow's own name neither.
+
+    tf.data has no try/except inside the graph, so the naming happens where the loop gets
+    the next element: a raw error (`UnicodeDecodeError`, `DataLossError`, ...) is given to
+    `name`, and the error it returns is raised instead, with TensorFlow's as its cause. The
+    variant (the graph) is the dataset's own: nothing is added to the reads. Only a loop over
+    this very dataset is covered: a transformation (`.map`, `.batch`) gives a plain
+    `tf.data.Dataset`, and a loop in a graph (`model.fit`) raises TensorFlow's errors, which
+    `tfpipe.named_errors` and `tfpipe.fit` name.
+
+    Examples:
+        >>> ds = tfpipe.read_tfrecords("out/train")
+        >>> isinstance(ds, tf.data.Dataset), type(ds).__name__
+        (True, 'NamedDataset')
+    """
+
+    def __init__(self, dataset: tf.data.Dataset, name: Namer) -> None:
+        self._dataset = dataset
+        self._name = name
+        super().__init__(dataset._variant_tensor)
+
+    def _inputs(self) -> list[tf.data.Dataset]:
+        return [self._dataset]
+
+    @property
+    def element_spec(self) -> Any:
+        """The spec of the elements, as the wrapped dataset's.
+
+        Examples:
+            >>> sorted(tfpipe.read_tfrecords("out/train").element_spec)
+            ['image', 'label']
+        """
+        return self._dataset.element_spec
+
+    def __iter__(self) -> Any:
+        iterator = super().__iter__()
+        if not tf.executing_eagerly() or tf.inside_function():
+            return iterator
+        return NamedIterator(iterator, self._name)
+
+
+class NamedIterator(Iterator[Any]):
+    """The iterator of a `NamedDataset`: TensorFlow's iterator, its raw errors named.
+
+    Examples:
+        >>> iterator = iter(tfpipe.read_tfrecords("out/train"))
+        >>> sorted(next(iterator))
+        ['image', 'label']
+    """
+
+    def __init__(self, iterator: Any, name: Namer) -> None:
+        self._iterator = iterator
+        self._name = name
+
+    def __next__(self) -> Any:
+        return self._named(self._iterator.__next__)
+
+    def get_next(self) -> Any:
+        """The next element, as `tf.data.Iterator.get_next` gives it, its errors named.
+
+        Examples:
+            >>> sorted(iter(tfpipe.read_tfrecords("out/train")).get_next())
+            ['image', 'label']
+        """
+        return self._named(self._iterator.get_next)
+
+    def _named(self, step: Callable[[], Any]) -> Any:
+        try:
+            return step()
+        except RAW_ERRORS as e:
+            named = self._name(e)
+            if named is None:
+                raise
+            raise named from e
+
+    def __getattr__(self, attribute: str) -> Any:  # element_spec, get_next_as_optional, ...
+        return getattr(self._iterator, attribute)
 
 
 def _is_prefix(text: str) -> bool:
@@ -136,7 +225,10 @@ def read_tfrecords(
         DataNotFoundError: no metadata for a prefix (e.g. after an interrupted write), no
             TFRecord files at `path`, shards of a dataset are missing, or `path` is a URL
             whose scheme TensorFlow cannot open.
-        DecodeError: the first record does not match the schema, or a file is not a TFRecord.
+        DecodeError: the first record does not match the schema, or a file is not a TFRecord;
+            in a loop over the returned dataset itself, a damaged record, a record that is not
+            a `tf.train.Example`, a missing feature or another count than the metadata's
+            (named by shard and record; after `.map`/`.batch`, see `tfpipe.named_errors`).
         SourceError: a file's size differs from its metadata's, or a file is empty; a TFDS
             folder holds several splits and none is named, or a glob matches several.
     """
@@ -156,4 +248,20 @@ def read_tfrecords(
     if count is not None:
         # The metadata's count: len(dataset) works, and a count that differs fails the epoch.
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return NamedDataset(dataset.prefetch(tf.data.AUTOTUNE), _namer(files, info, schema))
+
+
+def _namer(files: list[fs.AnyPath], info: DatasetInfo | None, schema: Schema) -> Namer:
+    """Names the shard and record behind a raw error of `read_tfrecords`' dataset by reading
+    the files again to the first fault (`tfpipe.locate_fault`)."""
+
+    def name(error: BaseException) -> Exception | None:
+        from tfpipe.records import checker  # the checker imports this module
+
+        if not checker.from_input(error):
+            return None
+        compression = info.compression if info is not None else None
+        fault = checker.first_fault(files, info, compression, schema)
+        return None if fault is None else checker.named_error(fault, error)
+
+    return name

@@ -547,8 +547,10 @@ def write_tfrecords(
             leaves it out, records it in `DatasetInfo.skipped` and warns once at the end.
             Defaults to "raise".
         progress: show a progress bar (examples/s). Defaults to True.
-        check_copies: decode each JPEG/PNG stored byte for byte once with TensorFlow's decoder,
-            so a corrupt file fails here, named, rather than in training. It is most of the
+        check_copies: decode each JPEG/PNG stored byte for byte once with TensorFlow's decoder
+            (and each JPEG strictly, refusing libjpeg's "corrupt data" warnings that TensorFlow
+            decodes past to noise), so a corrupt file fails here, named, rather than in
+            training. It is most of the
             cost of a copying write (~0.2x the speed of copying bytes alone); pass False only
             for images checked already (e.g. by `tfpipe verify` of the records they come from).
             Unchecked, a corrupt image fails when it is decoded, named by `tfpipe.fit` and
