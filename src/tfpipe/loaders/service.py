@@ -37,6 +37,7 @@ _CONNECT_S = 5.0
 STALL_TIMEOUT_S = 120.0
 _WATCH_S = 0.5  # how often the guard looks at a waiting fetch
 _STALLED = "tf.data service stalled"  # starts the guard's error, to find it in TF's
+_STALL_END = "Workers that answer are waited for, however slow."  # and ends it
 _GET_WORKERS = "/tensorflow.data.DispatcherService/GetWorkers"
 
 
@@ -111,7 +112,7 @@ class DataService:
 
     def apply(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """`dataset` read through the service, registered with the dispatcher now; batches
-        travel uncompressed.
+        travel uncompressed, and a fetch stalled by a lost worker fails (`guard`).
 
         TensorFlow retries an unreachable dispatcher for up to an hour, so the address is
         tried first: a `SourceError` names it when nothing listens there.
@@ -125,7 +126,7 @@ class DataService:
                 f"there ({e}). Start one with `tfpipe service dispatcher --port {port}` on "
                 f"{host}, or pass the address it printed"
             ) from e
-        return dataset.apply(
+        served = dataset.apply(
             tf.data.experimental.service.distribute(
                 processing_mode=MODES[self.mode],
                 service=self.address,
@@ -135,42 +136,69 @@ class DataService:
                 compression=None,
             )
         )
+        # Every read of the service is watched, not only training's: a lost worker also hung
+        # the input-alone probe `tfpipe.fit` runs after training, and custom loops.
+        return self.guard(served)
 
     def guard(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """`dataset` that fails with an error naming the dispatcher and the workers that do
-        not answer when a fetch waited `timeout` seconds for its batch (a worker that died and
-        was not restarted: the service waits for it forever). For one iterator over the
-        whole run, as `tfpipe.fit` makes; a guard per call."""
+        """`dataset` that fails with an error naming the dispatcher and the workers that no
+        longer answer when a fetch has waited `timeout` seconds for its element while a worker
+        is lost (one that died and was not restarted: the service waits for it forever).
+
+        A fetch that waits as long while every worker answers goes on waiting (slow workers
+        are not lost ones). `apply` guards every dataset it builds; iterators of a dataset
+        are watched one after another (concurrent ones may hide each other's waits)."""
         return dataset if self.timeout is None else StallGuard(self).wrap(dataset)
 
-    def stalled(self, waited: float) -> str:
-        """The error of a fetch that waited `waited` seconds, naming the lost workers."""
+    def stalled(self, waited: float, known: set[str]) -> str | None:
+        """The error of a fetch that waited `waited` seconds, naming the lost workers; None
+        when the dispatcher and every worker answer (slow, not lost).
+
+        Args:
+            waited: seconds the fetch has waited.
+            known: workers seen registered at earlier looks; the dispatcher's list of this
+                look is added to it (a dispatcher may drop a lost worker from its list
+                while a job still waits for it).
+        """
         workers = registered_workers(self.address)
-        lost = [w for w in workers if not _answers(w)]
-        if lost:
-            who = f"worker(s) {lost} of {workers} registered there no longer answer(s)"
-        elif workers:
-            who = f"its worker(s) {workers} answer but sent nothing"
+        target = self.address.split("://", 1)[1]
+        if workers is None:
+            who = "the dispatcher does not answer"
+            fix = "restart it at the same address (with --work-dir, it resumes its jobs)"
         else:
-            who = "the dispatcher lists no worker"
+            known.update(workers)
+            lost = sorted(w for w in known if not _answers(w))
+            if lost:
+                who = f"worker(s) {lost} of {sorted(known)} registered there no longer answer(s)"
+                fix = (
+                    "the dispatcher keeps giving a lost worker a share of every epoch, which "
+                    "then waits for it: restart it at the same address (`tfpipe service worker "
+                    f"--dispatcher {target} --port PORT`)"
+                )
+            elif workers:
+                return None
+            else:
+                who = "the dispatcher lists no worker"
+                fix = f"start one: `tfpipe service worker --dispatcher {target}`"
         return (
             f"{_STALLED}: no batch came from the tf.data service at {self.address} for "
-            f"{waited:.0f} s (distribute(timeout={self.timeout:g})): {who}. The dispatcher keeps "
-            "giving a lost worker a share of every new epoch, which then waits for it: restart "
-            "it at the same address (`tfpipe service worker --dispatcher ... --port PORT`), "
-            "or raise the timeout if the workers are only slow"
+            f"{waited:.0f} s (distribute(timeout={self.timeout:g})): {who}. Fix: {fix}. "
+            f"{_STALL_END}"
         )
 
 
 class StallGuard:
-    """Raises, in the fetch that waits, when it has waited `service.timeout` seconds.
+    """Raises, in the fetch that waits, when it has waited `service.timeout` seconds while a
+    worker of the service no longer answers.
 
     The fetch stamps the time it asks for a batch (in the consumer's own call) and clears it
     when the batch arrives; a watcher interleaved in parallel with the data looks at the stamp
-    every half second and fails the iteration with `DataService.stalled`'s message. The
-    watcher yields nothing and stops when the data ends. Each iteration marks its start (a
-    new iterator of a finite dataset, as Keras makes per epoch, is watched again); the
-    watcher's first look comes half a second after it starts.
+    every half second. Once a fetch has waited `timeout` seconds it asks the dispatcher for
+    its workers and tries each (`DataService.stalled`): a lost one fails the iteration with
+    the message naming it; if all answer, it looks again `timeout` seconds later. The watcher
+    yields nothing and stops when the data ends. Each iteration marks its start (a new
+    iterator of a finite dataset, as Keras makes per epoch, is watched again); the watcher's
+    first look comes half a second after it starts.
     """
 
     def __init__(self, service: DataService) -> None:
@@ -178,6 +206,8 @@ class StallGuard:
         with tf.device("/cpu:0"):
             self._asked_at = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # 0: none
             self._done = tf.Variable(False, trainable=False)
+        self._known: set[str] = set()  # workers the dispatcher listed at earlier looks
+        self._next_look = 0.0  # time.time() before which the workers are not tried again
 
     def wrap(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """`dataset`, watched: stamped in the consumer's fetch, the watcher beside it."""
@@ -238,14 +268,20 @@ class StallGuard:
         return tf.data.Dataset.zip(asked_at, dataset).map(arrived)
 
     def _watch(self) -> bool:
-        """False when the data has ended; raises when a fetch waited too long."""
+        """False when the data has ended; raises when a fetch waited too long for a lost
+        worker."""
         time.sleep(_WATCH_S)
         if bool(self._done.numpy()):
             return False
-        asked = float(self._asked_at.numpy())
-        waited = time.time() - asked if asked else 0.0
-        if waited >= self.service.timeout:  # type: ignore[operator]
-            raise TimeoutError(self.service.stalled(waited))
+        asked, now = float(self._asked_at.numpy()), time.time()
+        waited = now - asked if asked else 0.0
+        timeout: float = self.service.timeout  # type: ignore[assignment]
+        if waited < timeout or now < self._next_look:
+            return True
+        error = self.service.stalled(waited, self._known)
+        if error is not None:
+            raise TimeoutError(error)
+        self._next_look = now + timeout
         return True
 
 
@@ -255,20 +291,20 @@ def stall_message(error: BaseException) -> str | None:
     start = text.find(_STALLED)
     if start < 0:
         return None
-    end = text.find("raise the timeout if the workers are only slow", start)
-    return text[start : end + len("raise the timeout if the workers are only slow")]
+    end = text.find(_STALL_END, start)
+    return text[start : end + len(_STALL_END)]
 
 
-def registered_workers(address: str) -> list[str]:
+def registered_workers(address: str) -> list[str] | None:
     """The addresses of the workers the dispatcher at `address` lists (its GetWorkers call);
-    empty when it does not answer within a few seconds."""
+    None when it does not answer within a few seconds."""
     target = address.split("://", 1)[1]
     try:
         with grpc.insecure_channel(target) as channel:
             call = channel.unary_unary(_GET_WORKERS)
             reply = call(b"", timeout=_CONNECT_S)
     except grpc.RpcError:
-        return []
+        return None
     return [_string_field(info, 1) for info in _fields(reply, 1)]
 
 
