@@ -509,9 +509,8 @@ LOST_WORKER_TIMEOUT_S = 2.0
     outcome="SourceError naming the dispatcher and the lost worker after distribute(timeout=)",
 )
 def test_a_lost_worker_stops_fit_with_its_address_instead_of_a_hang(tmp_path: Path) -> None:
-    """The fetch that waits for the lost worker may be a train step or, when the batches of
-    the epochs left were already read, the input-alone probe of fit's report: either ends
-    in the error, `timeout` seconds (plus a look at the workers) after the wait began."""
+    """Training stops with the error `timeout` seconds (plus a look at the servers) after the
+    kill, although the other worker goes on serving the epoch."""
     _ids_in_shards(tmp_path / "train")
     cluster = Cluster()
     try:
@@ -534,15 +533,15 @@ def test_a_lost_worker_stops_fit_with_its_address_instead_of_a_hang(tmp_path: Pa
         assert killer.killed_at is not None
         after_kill = time.monotonic() - killer.killed_at
         message = str(raised.value)
-        # The error's frames hold the stalled iterators: released while the dispatcher still
-        # answers, they end at once (released after it is killed, they retried for ~40 s).
+        # The error's frames hold the stalled iterators: released here, while the dispatcher
+        # answers (released after it was killed, they once delayed pytest's exit by ~40 s).
         del raised
         gc.collect()
         print(f"{after_kill:.1f} s after the kill: {message}")
         assert dispatcher in message and repr([worker0]) in message, message
         restart = f"`tfpipe service worker --dispatcher {dispatcher.removeprefix('grpc://')} --port"
         assert f"restart it at the same address ({restart}" in message
-        # The timeout, the rest of training (a few seconds here) and the report's probe.
-        assert after_kill < LOST_WORKER_TIMEOUT_S + 20
+        # The timeout, a look at the servers (every timeout / 4 s) and slack for a busy host.
+        assert after_kill < LOST_WORKER_TIMEOUT_S + 10
     finally:
         cluster.stop_all()
