@@ -35,8 +35,10 @@ _ADDRESS = re.compile(
 _PROTOCOLS = ("grpc",)
 _CONNECT_S = 5.0
 STALL_TIMEOUT_S = 120.0
-_WATCH_S = 0.5  # how often the guard looks at a waiting fetch
+_WATCH_S = 0.5  # how often the guard's watcher wakes
+_LOOK_S = 5.0  # the most seconds between two looks at the servers
 _STALLED = "tf.data service stalled"  # starts the guard's error, to find it in TF's
+_STALL_END = "Workers that answer are waited for, however slow."  # and ends it
 _GET_WORKERS = "/tensorflow.data.DispatcherService/GetWorkers"
 
 
@@ -111,7 +113,7 @@ class DataService:
 
     def apply(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """`dataset` read through the service, registered with the dispatcher now; batches
-        travel uncompressed.
+        travel uncompressed, and a server lost for `timeout` seconds fails the read (`guard`).
 
         TensorFlow retries an unreachable dispatcher for up to an hour, so the address is
         tried first: a `SourceError` names it when nothing listens there.
@@ -125,7 +127,7 @@ class DataService:
                 f"there ({e}). Start one with `tfpipe service dispatcher --port {port}` on "
                 f"{host}, or pass the address it printed"
             ) from e
-        return dataset.apply(
+        served = dataset.apply(
             tf.data.experimental.service.distribute(
                 processing_mode=MODES[self.mode],
                 service=self.address,
@@ -135,57 +137,84 @@ class DataService:
                 compression=None,
             )
         )
+        # Every read of the service is watched, not only training's: a lost worker also hung
+        # the input-alone probe `tfpipe.fit` runs after training, and custom loops.
+        return self.guard(served)
 
     def guard(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """`dataset` that fails with an error naming the dispatcher and the workers that do
-        not answer when a fetch waited `timeout` seconds for its batch (a worker that died and
-        was not restarted: the service waits for it forever). For one iterator over the
-        whole run, as `tfpipe.fit` makes; a guard per call."""
+        """`dataset` that fails with an error naming the dispatcher and the workers that no
+        longer answer once one has not answered for `timeout` seconds while it is read (a
+        worker that died and was not restarted: the service waits for it forever).
+
+        Workers that answer are never given up on, however slow. `apply` guards every dataset
+        it builds; iterators of a dataset are watched one after another (of two at the same
+        time, the first to end stops the watch of the other)."""
         return dataset if self.timeout is None else StallGuard(self).wrap(dataset)
 
-    def stalled(self, waited: float) -> str:
-        """The error of a fetch that waited `waited` seconds, naming the lost workers."""
+    def silent(self, known: set[str], since: dict[str, float], now: float) -> str | None:
+        """The error when the dispatcher, every worker, or a worker has not answered for
+        `timeout` seconds; None while all answer, or not for long enough yet.
+
+        Args:
+            known: workers seen registered at earlier looks; this look's list is added (a
+                dispatcher may drop a lost worker from its list while a job waits for it).
+            since: what did not answer (the dispatcher's address, "no worker" or a worker's)
+                -> the time (`now`'s clock) it was first found so; updated here.
+            now: the time of this look (time.monotonic()).
+        """
         workers = registered_workers(self.address)
-        lost = [w for w in workers if not _answers(w)]
-        if lost:
-            who = f"worker(s) {lost} of {workers} registered there no longer answer(s)"
-        elif workers:
-            who = f"its worker(s) {workers} answer but sent nothing"
-        else:
+        target = self.address.split("://", 1)[1]
+        if workers is None:
+            silent = [self.address]
+            who = "the dispatcher does not answer"
+            fix = "restart it at the same address (with --work-dir, it resumes its jobs)"
+        elif not workers and not known:
+            silent = ["no worker"]
             who = "the dispatcher lists no worker"
+            fix = f"start one: `tfpipe service worker --dispatcher {target}`"
+        else:
+            known.update(workers)
+            silent = sorted(w for w in known if not _answers(w))
+            who = f"worker(s) {silent} of {sorted(known)} registered there no longer answer(s)"
+            fix = (
+                "the dispatcher keeps giving a lost worker a share of every epoch, which then "
+                "waits for it: restart it at the same address (`tfpipe service worker "
+                f"--dispatcher {target} --port PORT`)"
+            )
+        for gone in set(since) - set(silent):
+            del since[gone]
+        waited = max((now - since.setdefault(s, now) for s in silent), default=0.0)
+        if waited < self.timeout:  # type: ignore[operator]
+            return None
         return (
-            f"{_STALLED}: no batch came from the tf.data service at {self.address} for "
-            f"{waited:.0f} s (distribute(timeout={self.timeout:g})): {who}. The dispatcher keeps "
-            "giving a lost worker a share of every new epoch, which then waits for it: restart "
-            "it at the same address (`tfpipe service worker --dispatcher ... --port PORT`), "
-            "or raise the timeout if the workers are only slow"
+            f"{_STALLED}: at {self.address}, {who}, for {waited:.0f} s "
+            f"(distribute(timeout={self.timeout:g})). Fix: {fix}. {_STALL_END}"
         )
 
 
 class StallGuard:
-    """Raises, in the fetch that waits, when it has waited `service.timeout` seconds.
+    """Raises, in the iteration of the data, once the dispatcher or a worker of the service
+    has not answered for `service.timeout` seconds.
 
-    The fetch stamps the time it asks for a batch (in the consumer's own call) and clears it
-    when the batch arrives; a watcher interleaved in parallel with the data looks at the stamp
-    every half second and fails the iteration with `DataService.stalled`'s message. The
-    watcher yields nothing and stops when the data ends. Each iteration marks its start (a
-    new iterator of a finite dataset, as Keras makes per epoch, is watched again); the
-    watcher's first look comes half a second after it starts.
+    A watcher interleaved in parallel with the data wakes every half second and, every
+    `timeout / 4` seconds (at most 5), asks the dispatcher for its workers and tries to connect
+    to each (`DataService.silent`). Looking at the servers rather than at how long a batch
+    takes bounds the time to the error: with a worker lost, the others still serve (slowly,
+    ~1 batch/s in tests/test_data_service.py) until the end of the epoch, where the client
+    waits for the lost one forever. The watcher yields nothing and stops when the data ends;
+    each iteration marks its start (a new iterator of a finite dataset, as Keras makes per
+    epoch, is watched again).
     """
 
     def __init__(self, service: DataService) -> None:
         self.service = service
         with tf.device("/cpu:0"):
-            self._asked_at = tf.Variable(0.0, dtype=tf.float64, trainable=False)  # 0: none
             self._done = tf.Variable(False, trainable=False)
+        self._known: set[str] = set()  # workers the dispatcher listed at earlier looks
+        self._since: dict[str, float] = {}  # what did not answer -> since when
+        self._next_look = 0.0  # time.monotonic() of the next look at the servers
 
     def wrap(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """`dataset`, watched: stamped in the consumer's fetch, the watcher beside it."""
-        options = tf.data.Options()
-        options.experimental_optimization.inject_prefetch = False  # would fetch ahead
-        return self._stamped(self._beside_watcher(dataset)).with_options(options)
-
-    def _beside_watcher(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """The data (between marks of its start and end) and the watcher, interleaved in
         parallel; only the data yields elements."""
         empty = dataset.take(0)
@@ -222,30 +251,18 @@ class StallGuard:
             branch, cycle_length=2, num_parallel_calls=2, deterministic=False
         )
 
-    def _stamped(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """`dataset` whose fetches stamp `_asked_at` when they ask and clear it on arrival."""
-
-        @tf.autograph.experimental.do_not_convert
-        def ask(_: Any) -> tf.Tensor:
-            return self._asked_at.assign(tf.timestamp())
-
-        @tf.autograph.experimental.do_not_convert
-        def arrived(_: tf.Tensor, element: Any) -> Any:
-            self._asked_at.assign(0.0)  # stateful: runs without a control dependency
-            return element
-
-        asked_at = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8)).repeat().map(ask)
-        return tf.data.Dataset.zip(asked_at, dataset).map(arrived)
-
     def _watch(self) -> bool:
-        """False when the data has ended; raises when a fetch waited too long."""
+        """False when the data has ended; raises when a server has not answered for too
+        long."""
         time.sleep(_WATCH_S)
         if bool(self._done.numpy()):
             return False
-        asked = float(self._asked_at.numpy())
-        waited = time.time() - asked if asked else 0.0
-        if waited >= self.service.timeout:  # type: ignore[operator]
-            raise TimeoutError(self.service.stalled(waited))
+        now = time.monotonic()
+        if now >= self._next_look:
+            self._next_look = now + min(self.service.timeout / 4, _LOOK_S)  # type: ignore[operator]
+            error = self.service.silent(self._known, self._since, now)
+            if error is not None:
+                raise TimeoutError(error)
         return True
 
 
@@ -255,20 +272,20 @@ def stall_message(error: BaseException) -> str | None:
     start = text.find(_STALLED)
     if start < 0:
         return None
-    end = text.find("raise the timeout if the workers are only slow", start)
-    return text[start : end + len("raise the timeout if the workers are only slow")]
+    end = text.find(_STALL_END, start)
+    return text[start : end + len(_STALL_END)]
 
 
-def registered_workers(address: str) -> list[str]:
+def registered_workers(address: str) -> list[str] | None:
     """The addresses of the workers the dispatcher at `address` lists (its GetWorkers call);
-    empty when it does not answer within a few seconds."""
+    None when it does not answer within a few seconds."""
     target = address.split("://", 1)[1]
     try:
         with grpc.insecure_channel(target) as channel:
             call = channel.unary_unary(_GET_WORKERS)
             reply = call(b"", timeout=_CONNECT_S)
     except grpc.RpcError:
-        return []
+        return None
     return [_string_field(info, 1) for info in _fields(reply, 1)]
 
 
