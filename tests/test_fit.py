@@ -599,7 +599,7 @@ def test_the_input_wait_is_measured_where_the_step_waits(speed: str) -> None:
     assert report.input_wait_measured, report
     assert "blocked on the next batch" in str(report)
     if speed == "slow":
-        assert report.verdict == "input-bound" and report.input_wait_fraction > 0.3, report
+        assert report.verdict == "input-bound" and report.input_wait_fraction > 0.15, report
         # 18 steps timed (each epoch's first is start-up or a restart), each waiting 80 ms
         # less the model's step.
         assert report.breakdown["input wait"].seconds > 0.3 * 18 * 0.08, report

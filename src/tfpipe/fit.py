@@ -277,10 +277,10 @@ def fit(
             else:
                 if passes is not None:
                     dataset, steps = passes.repeat(train.data), train.steps
-                    dataset = _feed(_guarded(dataset, train), _accelerator(model), meter)
+                    dataset = _feed(dataset, _accelerator(model), meter)
                 elif distributed is None:
                     dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
-                    dataset = _feed(_guarded(dataset, train), _accelerator(model), meter)
+                    dataset = _feed(dataset, _accelerator(model), meter)
                 else:
                     dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
                 history = model.fit(
@@ -594,15 +594,6 @@ def _pass_counter(
     ):
         return None
     return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
-
-
-def _guarded(dataset: Any, source: Input) -> Any:
-    """A Pipeline's dataset on the tf.data service, failing with an error that names the lost
-    worker when a batch takes `distribute(timeout=...)` seconds (`DataService.guard`)."""
-    service = None if source.pipeline is None else source.pipeline.service
-    if service is None or not isinstance(dataset, tf.data.Dataset):
-        return dataset
-    return service.guard(dataset)
 
 
 def _service_address(source: Input) -> str | None:

@@ -376,10 +376,20 @@ def resize_nearest_tensor(values: tf.Tensor, size: tuple[int, int], axis: int = 
 
 
 def mask_image_pairs(features: Mapping[str, Feature]) -> list[tuple[str, str]]:
-    """Every (mask, image) pair of feature names of a schema, whose sizes must agree."""
-    masks = [name for name, feature in features.items() if isinstance(feature, Mask)]
-    images = [name for name, feature in features.items() if isinstance(feature, Image)]
-    return [(mask, image) for mask in masks for image in images]
+    """Every (mask, image) pair of feature names of a schema, whose sizes must agree: each
+    mask with each image, but an image the schema itself declares at another size (a 4x4
+    thumbnail beside a 40x48 photo and its mask)."""
+    masks = {name: f for name, f in features.items() if isinstance(f, Mask)}
+    images = {name: f for name, f in features.items() if isinstance(f, Image)}
+    return [
+        (mask, image)
+        for mask, mask_feature in masks.items()
+        for image, image_feature in images.items()
+        if all(
+            None in (a, b) or a == b
+            for a, b in zip(mask_feature.shape[:2], image_feature.shape[:2], strict=True)
+        )
+    ]
 
 
 def check_mask_sizes(pairs: list[tuple[str, str]], example: Mapping[str, Any]) -> None:

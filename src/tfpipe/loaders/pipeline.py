@@ -528,10 +528,11 @@ class Pipeline:
                 "dynamic".
             job_name: trainers whose Pipelines use the same job name split one job's data
                 among them. Defaults to None (a job of its own for every iteration).
-            timeout: in `tfpipe.fit`, seconds a train step may wait for its next batch before
-                training stops with a `SourceError` naming the dispatcher and the workers
-                that no longer answer (a worker that died and was not restarted makes every
-                later epoch wait for it). None waits forever. Defaults to 120.
+            timeout: seconds the dispatcher or a worker may go unanswered during any read
+                of the built dataset (training, fit's report, your own loop) before the read
+                fails with a `SourceError` naming them (a worker that died and was not
+                restarted would make every later epoch wait for it). Slow workers that answer
+                are waited for. None waits forever. Defaults to 120.
         """
         return self._with(service=DataService(service, mode, job_name, timeout))
 
