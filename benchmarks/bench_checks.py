@@ -38,7 +38,7 @@ IMAGE_SIZE = (128, 128)
 def _unchecked_source(prefix: str) -> Any:
     """`from_tfrecords(prefix)` with the read it had before checksums were verified."""
     from tfpipe import from_tfrecords
-    from tfpipe.frames import FRAME_HEADER
+    from tfpipe.format.frames import FRAME_HEADER
     from tfpipe.sources.tfrecords import TFRecordSource
 
     class Unchecked(TFRecordSource):
@@ -143,7 +143,7 @@ def interleaved(prefix: str) -> dict[str, Any]:
 
 def main() -> None:
     from tfpipe import from_directory, from_tfrecords, write_tfrecords
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     work = Path(tempfile.mkdtemp(prefix="tfpipe-bench-checks-"))
     try:

@@ -82,7 +82,7 @@ def tensorflow_imported_by_help() -> bool:
 
 def main() -> None:
     import tfpipe
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     root = tempfile.mkdtemp(prefix="tfpipe-bench-cli-")
     try:

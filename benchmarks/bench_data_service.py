@@ -40,7 +40,7 @@ def pipeline(prefix: str, served: bool, resize: bool, rescale: bool = True) -> d
     import tensorflow as tf
 
     import tfpipe
-    from tfpipe.bench import measure
+    from tfpipe.training.bench import measure
 
     servers: list[Any] = []
     p = tfpipe.Pipeline(
@@ -71,8 +71,8 @@ def pipeline(prefix: str, served: bool, resize: bool, rescale: bool = True) -> d
 
 def _prepare(work: Path) -> tuple[str, str]:
     import tfpipe
-    from tfpipe import cli
-    from tfpipe.synthetic import make_image_folder
+    import tfpipe.cli.parser as cli
+    from tfpipe.sources.synthetic import make_image_folder
 
     root = make_image_folder(
         work / "images", num_classes=6, per_class=scale(500, 40), size=(256, 256), seed=0

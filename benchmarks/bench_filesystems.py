@@ -114,7 +114,7 @@ def tf_reads(shard: str) -> dict[str, Any]:
     import numpy as np
     from tensorflow.python.lib.io import _pywrap_file_io, tf_record
 
-    from tfpipe.frames import scan_offsets
+    from tfpipe.format.frames import scan_offsets
 
     size = os.path.getsize(shard)
     starts = scan_offsets(Path(shard), size)

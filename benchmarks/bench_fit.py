@@ -30,7 +30,7 @@ WARMUP_STEPS = 3
 def _data(root: Path) -> dict[str, str]:
     """256x256 JPEG folders, and TFRecords of them as stored and at training size."""
     import tfpipe
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     per_class = scale(4000, 192) // NUM_CLASSES
     folder = make_image_folder(

@@ -33,7 +33,7 @@ BATCH = 64
 
 
 def _measure(dataset: Any) -> dict[str, Any]:
-    from tfpipe.bench import measure
+    from tfpipe.training.bench import measure
 
     result = measure(dataset, num_batches=scale(100, 8), warmup=scale(10, 2))
     return {"examples_per_s": result.examples_per_s, "first_batch_s": result.first_batch_s}
@@ -192,8 +192,8 @@ def ceiling_tfpipe_decode(root: str) -> dict[str, Any]:
 
 def _prepare(work: Path) -> tuple[str, str, str, str, float]:
     import tfpipe
-    from tfpipe import cli
-    from tfpipe.synthetic import make_image_folder
+    import tfpipe.cli.parser as cli
+    from tfpipe.sources.synthetic import make_image_folder
 
     root = make_image_folder(
         work / "images", num_classes=6, per_class=scale(667, 40), size=(256, 256), seed=0

@@ -1,7 +1,7 @@
 """The report's own cost: `tfpipe.fit(report=True)` against `report=False` on the same run.
 
 With `report=True`, fit times every callback hook (a clock first in the callback list, each
-user callback wrapped and timed by class name, a mark last; see `tfpipe.timing`) and, after
+user callback wrapped and timed by class name, a mark last; see `tfpipe.training.timing`) and, after
 training, probes the input alone. Goal (issue 17): training at most 2% slower than with
 `report=False`, beyond those probes. The worst case for a per-step cost is a short step, so
 the model is tiny (a few ms per step), `steps_per_execution` stays 1 (the dataset's length is
@@ -139,7 +139,7 @@ def hook_cost(steps: int) -> dict[str, float]:
     this thread's CPU time, which the load of the machine does not change."""
     import keras
 
-    from tfpipe.timing import Clock
+    from tfpipe.training.timing import Clock
 
     model = _model()
     per_step: dict[bool, list[float]] = {False: [], True: []}

@@ -63,7 +63,7 @@ def backup_sizes(work: Path) -> dict[str, int]:
     import numpy as np
 
     import tfpipe
-    from tfpipe.resume import POSITION, WEIGHTS, Backups, Position
+    from tfpipe.training.resume import POSITION, WEIGHTS, Backups, Position
 
     model = keras.Sequential(
         [
@@ -87,7 +87,7 @@ def backup_sizes(work: Path) -> dict[str, int]:
 
 def _prepare(work: Path) -> str:
     import tfpipe
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     root = make_image_folder(
         work / "images", num_classes=6, per_class=scale(667, 40), size=(256, 256), seed=0

@@ -1,7 +1,7 @@
 """Segmentation input: `tfpipe.Pipeline` with a joint flip against the same by hand in tf.data.
 
 Issue 12. Batches of 64 (image, mask) pairs at 128x128 from 256x256 JPEG images and PNG masks
-(`tfpipe.synthetic.make_segmentation_folder`) written to TFRecords by tfpipe (image as JPEG,
+(`tfpipe.sources.synthetic.make_segmentation_folder`) written to TFRecords by tfpipe (image as JPEG,
 mask as a `tfpipe.Mask` grayscale PNG), every loader shuffled and repeated, each case in its
 own process. Table "segmentation" (ratios to the hand-written pipeline):
 
@@ -43,7 +43,7 @@ def _measure(dataset: Any) -> dict[str, Any]:
     """Throughput, and the process's CPU time per example over the timed batches (after the
     warm-up, which holds the one-time cost of building the functions): on a shared machine
     the first depends on the share of the cores a case gets, the second much less."""
-    from tfpipe.bench import measure
+    from tfpipe.training.bench import measure
 
     warmup, timed = scale(10, 2), scale(100, 8)
     batches = iter(dataset)
@@ -192,7 +192,7 @@ def _dataframe_source(root: str, count: int) -> Any:
 
 def _prepare(work: Path) -> tuple[str, str, int]:
     import tfpipe
-    from tfpipe.synthetic import make_segmentation_folder
+    from tfpipe.sources.synthetic import make_segmentation_folder
 
     count = scale(2000, 128)
     root = make_segmentation_folder(work / "seg", count=count, num_classes=CLASSES - 1, size=STORED)

@@ -44,7 +44,7 @@ def _consume(loader: Any) -> dict[str, Any]:
     """Times batches of a PyDataset read through Keras's adapter, as model.fit reads them."""
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
-    from tfpipe.bench import measure
+    from tfpipe.training.bench import measure
 
     adapter = PyDatasetAdapter(loader, shuffle=False)
     adapter.on_epoch_begin()
@@ -192,7 +192,7 @@ def batch_by_batch(folder: str, records: str, workers: int, cold: bool) -> dict[
 
 def main() -> None:
     from tfpipe import from_directory, from_tfrecords, write_tfrecords
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     work = Path(tempfile.mkdtemp(prefix="tfpipe-bench-sequence-"))
     try:

@@ -64,7 +64,7 @@ def tfpipe_verify(prefix: str) -> dict[str, Any]:
 
 def main() -> None:
     import tfpipe
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     per_class = scale(500, 40)
     root = tempfile.mkdtemp(prefix="tfpipe-bench-verify-")

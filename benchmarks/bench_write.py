@@ -170,7 +170,7 @@ def _print_mb_per_s(report: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     per_class = scale(400, 40)
     root = tempfile.mkdtemp(prefix="tfpipe-bench-write-")
@@ -213,7 +213,7 @@ def compare_beam() -> None:
     if importlib.util.find_spec("apache_beam") is None:
         print("write_beam skipped: Apache Beam is not installed (pip install 'tfpipe[beam]')")
         return
-    from tfpipe.synthetic import make_image_folder
+    from tfpipe.sources.synthetic import make_image_folder
 
     with tempfile.TemporaryDirectory(prefix="tfpipe-bench-beam-") as work:
         root = str(Path(work) / "images")

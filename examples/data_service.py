@@ -30,7 +30,7 @@ from pathlib import Path
 import keras
 
 import tfpipe
-from tfpipe.synthetic import make_image_folder
+from tfpipe.sources.synthetic import make_image_folder
 
 START_S = 60.0
 SIZES = {"small": 40, "large": 1000}  # images per class (3 classes)

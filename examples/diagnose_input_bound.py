@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 import tfpipe
-from tfpipe.synthetic import make_image_folder
+from tfpipe.sources.synthetic import make_image_folder
 
 SIZES = {"small": 80, "large": 600}  # images per class (3 classes)
 IMAGE_SIZE = (64, 64)

@@ -18,7 +18,7 @@ from pathlib import Path
 import keras
 
 import tfpipe
-from tfpipe.synthetic import make_image_folder
+from tfpipe.sources.synthetic import make_image_folder
 
 SIZES = {"small": (3, 60, 5), "large": (6, 300, 6)}  # classes, images per class, epochs
 IMAGE_SIZE = (64, 64)

@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.synthetic import make_image_folder
+from tfpipe.sources.synthetic import make_image_folder
 
 SIZES = {"small": (3, 50, 5), "large": (6, 300, 6)}  # classes, images per class, epochs
 

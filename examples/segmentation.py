@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 import tfpipe
-from tfpipe.synthetic import make_segmentation_folder
+from tfpipe.sources.synthetic import make_segmentation_folder
 
 SIZES = {"small": (160, 8), "large": (1500, 10)}  # images, epochs
 NUM_SHAPES = 3  # circle, square, triangle: mask values 1, 2, 3; 0 is the background

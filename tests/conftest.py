@@ -10,7 +10,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pandas as pd
 import pytest
 
-from tfpipe.synthetic import make_image_dataframe, make_image_folder
+from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,9 @@ A fault-injection test says what it breaks, which reader it tries and what must 
     @pytest.mark.fault("zero-byte shard", reader="read_tfrecords", outcome="DecodeError naming it")
     def test_...
 
-`tests/test_reliability_doc.py` checks that the page's table is exactly the one rendered from
-every marked test; `TFPIPE_WRITE_FAULT_TABLE=1 python -m pytest tests/test_reliability_doc.py
-tests` rewrites it.
+`tests/project/test_reliability_doc.py` checks that the page's table is exactly the one
+rendered from every marked test; `TFPIPE_WRITE_FAULT_TABLE=1 python -m pytest
+tests/project/test_reliability_doc.py tests` rewrites it.
 """
 
 from __future__ import annotations
@@ -46,4 +46,4 @@ def replace_block(text: str, block: str) -> str:
 
 def marked_modules(folder: Path) -> set[str]:
     """The test modules that contain fault marks."""
-    return {p.name for p in folder.glob("test_*.py") if "mark.fault(" in p.read_text()}
+    return {p.name for p in folder.rglob("test_*.py") if "mark.fault(" in p.read_text()}

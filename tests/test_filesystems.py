@@ -17,8 +17,8 @@ import tensorflow as tf
 
 import tfpipe
 from tfpipe import fs
-from tfpipe.cli import main
-from tfpipe.frames import scan_offsets
+from tfpipe.cli.parser import main
+from tfpipe.format.frames import scan_offsets
 from tfpipe.records.writer import ShardWriter
 
 N = 40

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 import tfpipe
 import tfpipe.spark
-from tfpipe.synthetic import make_image_folder
+from tfpipe.sources.synthetic import make_image_folder
 
 _LOCAL = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 

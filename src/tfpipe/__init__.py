@@ -5,19 +5,14 @@ The data flows one way: schema -> sources -> records -> loaders -> fit.
 `import tfpipe` is light: each public name is imported on first use (PEP 562), so that the
 `tfpipe` command answers `--help` without importing TensorFlow. The first use also hides
 TensorFlow's GPUs when Keras runs on another backend (JAX, PyTorch), which then trains on them
-while TensorFlow reads the data (see `tfpipe.backend`). The submodule `tfpipe.fit`, once
-imported, never hides the function `tfpipe.fit`.
+while TensorFlow reads the data (see `tfpipe.training.backend`).
 """
 
 import importlib
 import importlib.util
-import sys
-import types
 import typing  # as a module: `import tfpipe` binds no public name but those of __all__
 
 if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and editors
-    from tfpipe import augment
-    from tfpipe.adapters import benchmark, named_errors
     from tfpipe.distribute.sharding import DistributedInput
     from tfpipe.errors import (
         DataNotFoundError,
@@ -29,8 +24,8 @@ if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and ed
         TfpipeWarning,
     )
     from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
-    from tfpipe.fit import fit
-    from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+    from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
+    from tfpipe.loaders import augment
     from tfpipe.loaders.pipeline import Pipeline
     from tfpipe.loaders.sequence import SequenceLoader
     from tfpipe.records import (
@@ -42,9 +37,11 @@ if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and ed
         verify,
         write_tfrecords,
     )
-    from tfpipe.report import FitReport
     from tfpipe.schema import Schema
     from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
+    from tfpipe.training.adapters import benchmark, named_errors
+    from tfpipe.training.fit import fit
+    from tfpipe.training.report import FitReport
 
 __version__ = "0.1.0"
 
@@ -53,21 +50,21 @@ __version__ = "0.1.0"
 _MODULES = {
     "ClassLabel": "tfpipe.features",
     "DataNotFoundError": "tfpipe.errors",
-    "DatasetInfo": "tfpipe.info",
+    "DatasetInfo": "tfpipe.format.metadata",
     "DecodeError": "tfpipe.errors",
     "DistributedInput": "tfpipe.distribute.sharding",
     "EncodeError": "tfpipe.errors",
     "Fault": "tfpipe.records",
     "Feature": "tfpipe.features",
-    "FitReport": "tfpipe.report",
+    "FitReport": "tfpipe.training.report",
     "Image": "tfpipe.features",
     "Mask": "tfpipe.features",
     "Pipeline": "tfpipe.loaders.pipeline",
     "Schema": "tfpipe.schema",
     "SchemaError": "tfpipe.errors",
     "SequenceLoader": "tfpipe.loaders.sequence",
-    "ShardInfo": "tfpipe.info",
-    "SkippedExample": "tfpipe.info",
+    "ShardInfo": "tfpipe.format.metadata",
+    "SkippedExample": "tfpipe.format.metadata",
     "Source": "tfpipe.sources",
     "SourceError": "tfpipe.errors",
     "Tensor": "tfpipe.features",
@@ -75,16 +72,16 @@ _MODULES = {
     "TfpipeError": "tfpipe.errors",
     "TfpipeWarning": "tfpipe.errors",
     "VerifyReport": "tfpipe.records",
-    "augment": "tfpipe.augment",
-    "benchmark": "tfpipe.adapters",
-    "fit": "tfpipe.fit",
+    "augment": "tfpipe.loaders.augment",
+    "benchmark": "tfpipe.training.adapters",
+    "fit": "tfpipe.training.fit",
     "from_arrays": "tfpipe.sources",
     "from_dataframe": "tfpipe.sources",
     "from_directory": "tfpipe.sources",
     "from_tfrecords": "tfpipe.sources",
     "infer_schema": "tfpipe.records",
     "locate_fault": "tfpipe.records",
-    "named_errors": "tfpipe.adapters",
+    "named_errors": "tfpipe.training.adapters",
     "read_tfrecords": "tfpipe.records",
     "verify": "tfpipe.records",
     "write_tfrecords": "tfpipe.records",
@@ -139,7 +136,7 @@ def __getattr__(name: str) -> typing.Any:
         if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         module = f"{__name__}.{name}"
-    importlib.import_module("tfpipe.backend").data_only()
+    importlib.import_module("tfpipe.training.backend").data_only()
     imported = importlib.import_module(module)
     # A submodule is itself, never a global of the same name in it (`beam` in `tfpipe.beam`).
     value = getattr(imported, name, imported) if name in _MODULES else imported
@@ -149,16 +146,3 @@ def __getattr__(name: str) -> typing.Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """The `tfpipe` package: importing a submodule binds it as an attribute of its package,
-    which must not replace the public name the submodule defines (`tfpipe.fit`)."""
-
-    def __setattr__(self, name: str, value: typing.Any) -> None:
-        if isinstance(value, types.ModuleType) and name in _MODULES and hasattr(value, name):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

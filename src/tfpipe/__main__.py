@@ -2,6 +2,6 @@
 
 import sys
 
-from tfpipe.cli import main
+from tfpipe.cli.parser import main
 
 sys.exit(main())

@@ -27,7 +27,7 @@ import numpy as np
 
 from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-from tfpipe.info import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.records.writer import (
     CHUNK,
     Encoder,

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 import numpy as np
 import tensorflow as tf
 
-from tfpipe import _decode, _imaging, _orientation
 from tfpipe.errors import DecodeError, SchemaError
+from tfpipe.features import decoding, imaging, orientation
 from tfpipe.features.base import Feature
 
 
@@ -102,16 +102,16 @@ class Image(Feature):
         """
         if self.encoding == "raw":
             return self.load(value).tobytes()
-        data = _imaging.read_bytes(value)
+        data = imaging.read_bytes(value)
         if (
             data is not None
-            and _imaging.sniff_format(data) == self.encoding
-            and _imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
+            and imaging.sniff_format(data) == self.encoding
+            and imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
         ):
-            _decode.check_decodes(data, self.encoding)
+            decoding.check_decodes(data, self.encoding)
             return data
         image = self._prepare(value if data is None else data, self.shape[:2])
-        return _imaging.encode_image(image, self.encoding, self.quality)
+        return imaging.encode_image(image, self.encoding, self.quality)
 
     def load(
         self, value: Any, size: tuple[int, int] | None = None, reduced: bool = True
@@ -129,15 +129,15 @@ class Image(Feature):
             if value.dtype != np.uint8:
                 raise TypeError(f"expected a uint8 image array, got dtype {value.dtype}")
             return value
-        return _imaging.as_array(self._prepare(value, target, reduced))
+        return imaging.as_array(self._prepare(value, target, reduced))
 
     def _prepare(
         self, value: Any, size: tuple[int | None, int | None], reduced: bool = True
     ) -> Any:
         """The value as a decoded PIL image with the declared channels, resized to `size`."""
-        image = _imaging.open_image(value)
+        image = imaging.open_image(value)
         try:
-            return _imaging.prepare(image, self.channels, size, reduced)
+            return imaging.prepare(image, self.channels, size, reduced)
         except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
             raise OSError(f"cannot decode image: {e}") from e
 
@@ -182,13 +182,13 @@ class Image(Feature):
         """
         size = self._resize_to(size)
         if self.encoding != "raw":
-            parsed = _decode.within_pixel_limit(parsed, orientation)
+            parsed = decoding.within_pixel_limit(parsed, orientation)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
-        elif size is not None and _imaging.reduces_jpeg(reduced, self.channels, size):
-            image = _decode.decode_reduced(parsed, self.channels, size, orientation)
+        elif size is not None and imaging.reduces_jpeg(reduced, self.channels, size):
+            image = decoding.decode_reduced(parsed, self.channels, size, orientation)
         else:
-            image = _decode.decode(parsed, self.channels, orientation)
+            image = decoding.decode(parsed, self.channels, orientation)
         image.set_shape((None, None, self.channels) if size else self.shape)
         return resize_and_scale(image, size, rescale)
 
@@ -201,7 +201,7 @@ class Image(Feature):
             >>> tfpipe.Image().orientations(tf.constant([data, data])).numpy()  # 1: upright
             array([1, 1], dtype=int32)
         """
-        return None if self.encoding == "raw" else _orientation.orientation(parsed)
+        return None if self.encoding == "raw" else orientation.orientation(parsed)
 
     def _resize_to(self, size: tuple[int, int] | None) -> tuple[int, int] | None:
         """`size`, or None when the images are stored at that size already."""
@@ -246,7 +246,7 @@ def resize_and_scale(
     """tfpipe's one resize of uint8 image(s) to `size` (None: as they are), then uint8 again,
     or float32 times `rescale` when it is given.
 
-    The pixels are those of `_imaging.resize` on the Pillow path (SequenceLoader, the writer):
+    The pixels are those of `imaging.resize` on the Pillow path (SequenceLoader, the writer):
     bilinear interpolation rounded down while the image is less than twice the target in both
     sides; an antialiased bilinear, rounded, when it is at least twice the target in a side.
     """

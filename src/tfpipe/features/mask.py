@@ -18,15 +18,15 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image as PILImage
 
-from tfpipe import _decode, _imaging
-from tfpipe._checks import is_int
+from tfpipe.checks import is_int
 from tfpipe.errors import SchemaError
+from tfpipe.features import decoding, imaging
 from tfpipe.features.base import Feature
 from tfpipe.features.image import Image
 
 # Pillow modes whose pixel values are the mask values: palette indices (not their colours),
 # bilevel, 8-bit and 16/32-bit grayscale.
-_VALUE_MODES = ("P", "1", "L", "I", *_imaging.SIXTEEN_BIT_GRAY)
+_VALUE_MODES = ("P", "1", "L", "I", *imaging.SIXTEEN_BIT_GRAY)
 _LOSSY_FORMATS = ("JPEG", "MPO")
 _COLOR_MODES = ("RGB", "RGBA", "P", "PA")
 # Pillow scales 2- and 4-bit grayscale to 0..255 (x 0x55, x 0x11); a mask keeps the stored values.
@@ -169,7 +169,7 @@ class Mask(Feature):
         """
         values = self.load(value)
         image = PILImage.fromarray(values.reshape(values.shape[:2]))
-        proto.bytes_list.value.append(_imaging.encode_image(image, "png", 0))
+        proto.bytes_list.value.append(imaging.encode_image(image, "png", 0))
 
     def load(self, value: Any, size: tuple[int, int] | None = None) -> np.ndarray:
         """The mask values as `dtype` of the declared rank, resized (nearest) to `size`, else
@@ -204,7 +204,7 @@ class Mask(Feature):
             if self.colors is not None and array.ndim == 3 and array.shape[-1] == 3:
                 return self._classes_of_colors(array)
         else:
-            image = _imaging.open_image(value)
+            image = imaging.open_image(value)
             if self.colors is not None and image.mode in _COLOR_MODES:
                 _refuse_lossy(image)
                 return self._classes_of_colors(np.asarray(image.convert("RGB")))
@@ -247,7 +247,7 @@ class Mask(Feature):
         values = proto.bytes_list.value
         if len(values) != 1:
             raise ValueError(f"expected one bytes value, found {len(values)}")
-        problem = _decode.gray_png_problem(values[0], self.dtype)
+        problem = decoding.gray_png_problem(values[0], self.dtype)
         if problem is not None:
             raise ValueError(problem)
         return values[0]
@@ -292,7 +292,7 @@ class Mask(Feature):
                 return mask  # resized for the whole batch below
             return resize_nearest_tensor(self._checked(mask), size)
 
-        data = _decode.check_gray_png(parsed, self.dtype)
+        data = decoding.check_gray_png(parsed, self.dtype)
         if batched:
             each = declared if fixed else (*size, 1)  # type: ignore[misc]
             masks = tf.map_fn(one, data, fn_output_signature=tf.TensorSpec(each, self.dtype))
@@ -342,7 +342,7 @@ def _image_values(image: PILImage.Image) -> np.ndarray:
             f"{image.mode} image: colours are not classes; save it as a palette or grayscale "
             "PNG of class indices, or declare Mask(colors=[...]) with the colour of each class"
         )
-    scale = _LOW_BIT_GRAY.get(_imaging.raw_mode(image) or "", 1)
+    scale = _LOW_BIT_GRAY.get(imaging.raw_mode(image) or "", 1)
     try:
         values = np.asarray(image)
     except (OSError, SyntaxError) as e:  # Pillow raises SyntaxError for broken PNG chunks
@@ -405,8 +405,8 @@ def check_mask_sizes(pairs: list[tuple[str, str]], example: Mapping[str, Any]) -
         ValueError: mask: the mask is 4x4 (height x width) but image 'image' is 4x6: ...
     """
     for mask, image in pairs:
-        mask_size = _imaging.header_size(example[mask], upright=False)
-        image_size = _imaging.header_size(example[image])
+        mask_size = imaging.header_size(example[mask], upright=False)
+        image_size = imaging.header_size(example[image])
         if None not in (mask_size, image_size) and mask_size != image_size:
             raise ValueError(
                 f"{mask}: the mask{_file(example[mask])} is {_sized(mask_size)} (height x "
@@ -423,8 +423,8 @@ def same_size_tensor(
     graph, before both are resized: as `check_mask_sizes` does in Python. An image stored in
     another format than JPEG or PNG is not checked."""
     mask, image = pair
-    mask_size = _decode.stored_size(mask_data)
-    image_size = _decode.stored_size(image_data, turn)
+    mask_size = decoding.stored_size(mask_data)
+    image_size = decoding.stored_size(image_data, turn)
     check = tf.debugging.Assert(
         tf.reduce_any(image_size < 0) | tf.reduce_all(mask_size == image_size),
         [

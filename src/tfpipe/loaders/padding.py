@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfpipe._checks import check_int
+from tfpipe.checks import check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import Tensor
 from tfpipe.loaders.inputs import AUTOTUNE, Stage

@@ -32,7 +32,7 @@ import keras
 import tensorflow as tf
 
 from tfpipe import fs
-from tfpipe._checks import check_image_size, check_int, check_positive, is_int
+from tfpipe.checks import check_image_size, check_int, check_positive, is_int
 from tfpipe.distribute.sharding import (
     DistributedInput,
     Layout,
@@ -41,7 +41,7 @@ from tfpipe.distribute.sharding import (
     record_split,
 )
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
-from tfpipe.info import with_split
+from tfpipe.format.metadata import with_split
 from tfpipe.loaders.inputs import (
     AUTOTUNE,
     Decoding,
@@ -55,8 +55,8 @@ from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
-from tfpipe.records.checker import Fault, from_input, named_error
 from tfpipe.records.reader import NamedDataset
+from tfpipe.records.verification import Fault, from_input, named_error
 from tfpipe.schema import Schema
 
 _DEFAULT_BATCH = 64

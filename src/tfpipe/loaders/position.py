@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from tfpipe._checks import check_int
+from tfpipe.checks import check_int
 
 
 @dataclasses.dataclass(frozen=True)

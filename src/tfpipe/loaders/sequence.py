@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfpipe._checks import check_image_size, check_int, check_positive
+from tfpipe.checks import check_image_size, check_int, check_positive
 from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text

@@ -200,7 +200,7 @@ class StallGuard:
     `timeout / 4` seconds (at most 5), asks the dispatcher for its workers and tries to connect
     to each (`DataService.silent`). Looking at the servers rather than at how long a batch
     takes bounds the time to the error: with a worker lost, the others still serve (slowly,
-    ~1 batch/s in tests/test_data_service.py) until the end of the epoch, where the client
+    ~1 batch/s in tests/loaders/test_data_service.py) until the end of the epoch, where the client
     waits for the lost one forever. The watcher yields nothing and stops when the data ends;
     each iteration marks its start (a new iterator of a finite dataset, as Keras makes per
     epoch, is watched again).

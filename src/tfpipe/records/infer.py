@@ -9,15 +9,15 @@ from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
-from tfpipe import _decode, _imaging, fs
+from tfpipe import fs
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
-from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
-from tfpipe.info import compression_of, resolve_files, tf_compression
+from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text, decoding, imaging
+from tfpipe.format.metadata import compression_of, resolve_files, tf_compression
 from tfpipe.schema import Schema
 
 _MASK_WORDS = ("mask", "segmentation")
 _CHANNELS_FOR_MODE = {"1": 1, "L": 1, "LA": 4, "RGBA": 4, "PA": 4}
-_CHANNELS_FOR_MODE.update(dict.fromkeys(_imaging.SIXTEEN_BIT_GRAY, 1))
+_CHANNELS_FOR_MODE.update(dict.fromkeys(imaging.SIXTEEN_BIT_GRAY, 1))
 
 PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -91,15 +91,15 @@ def _observe(files: Sequence[fs.AnyPath], num_records: int) -> tuple[dict[str, _
 
 def _image_feature(key: str, encoded: list[bytes], formats: set[str | None]) -> Image | Mask:
     if any(word in key.lower() for word in _MASK_WORDS) and not any(
-        _decode.gray_png_problem(data, "uint8") for data in encoded
+        decoding.gray_png_problem(data, "uint8") for data in encoded
     ):
-        headers = {_imaging.image_size(data) for data in encoded}
+        headers = {imaging.image_size(data) for data in encoded}
         size = headers.pop() if len(headers) == 1 else None  # (width, height)
         return Mask(shape=(size[1], size[0], 1) if size else (None, None, 1))
     sizes = set()
     channels = set()
     for data in encoded:
-        with _imaging.open_image(data) as image:  # a bomb is a DecodeError, not Pillow's
+        with imaging.open_image(data) as image:  # a bomb is a DecodeError, not Pillow's
             sizes.add((image.height, image.width))
             mode = image.mode
             if mode == "P" and "transparency" in image.info:
@@ -126,7 +126,7 @@ def _guess(key: str, seen: _Observed) -> Feature | str:
         if variable or length != 1:
             return "it holds lists of strings (tfpipe stores one string or image per feature)"
         encoded = [v for v in seen.values if isinstance(v, bytes)]
-        formats = {_imaging.sniff_format(data) for data in encoded}
+        formats = {imaging.sniff_format(data) for data in encoded}
         if None not in formats:
             return _image_feature(key, encoded, formats)
         return Text()

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError
-from tfpipe.info import (
+from tfpipe.format.metadata import (
     DatasetInfo,
     compression_of,
     locate_files,
@@ -20,10 +20,10 @@ from tfpipe.info import (
     tf_compression,
     with_split,
 )
+from tfpipe.format.shards import check_sizes, declared_examples, one_dataset
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import PathArg, infer_schema, records
 from tfpipe.schema import Schema
-from tfpipe.shards import check_sizes, declared_examples, one_dataset
 
 RAW_ERRORS = (tf.errors.OpError, UnicodeDecodeError)
 """What TensorFlow raises for damaged data while a `tf.data` pipeline is iterated."""
@@ -125,7 +125,7 @@ def locate(
     named by its prefix, a folder, a glob or a list), and the number of examples their
     metadata declares (None when a file has no metadata).
 
-    Each file's size is checked against its metadata (see `tfpipe.shards.check_sizes`); a
+    Each file's size is checked against its metadata (see `tfpipe.format.shards.check_sizes`); a
     URL whose scheme TensorFlow cannot open fails first, naming `argument`.
     """
     fs.check_paths(path, argument)
@@ -256,12 +256,12 @@ def _namer(files: list[fs.AnyPath], info: DatasetInfo | None, schema: Schema) ->
     the files again to the first fault (`tfpipe.locate_fault`)."""
 
     def name(error: BaseException) -> Exception | None:
-        from tfpipe.records import checker  # the checker imports this module
+        from tfpipe.records import verification  # which imports this module
 
-        if not checker.from_input(error):
+        if not verification.from_input(error):
             return None
         compression = info.compression if info is not None else None
-        fault = checker.first_fault(files, info, compression, schema)
-        return None if fault is None else checker.named_error(fault, error)
+        fault = verification.first_fault(files, info, compression, schema)
+        return None if fault is None else verification.named_error(fault, error)
 
     return name

@@ -33,10 +33,12 @@ from typing import Any, TypeVar
 import numpy as np
 from tqdm import tqdm
 
-from tfpipe import _decode, fs, tfds_format
+from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
-from tfpipe.frames import FrameWriter
-from tfpipe.info import (
+from tfpipe.features import decoding
+from tfpipe.format import tfds_folders
+from tfpipe.format.frames import FrameWriter
+from tfpipe.format.metadata import (
     DatasetInfo,
     ShardInfo,
     SkippedExample,
@@ -159,12 +161,12 @@ class Encoder:
         and the seconds per example of the chunk's image check.
 
         The images the chunk copies are checked at the end, in graph calls that release the GIL
-        (`_decode.all_decode`). A failure ends as checks one by one would end it: an example
+        (`decoding.all_decode`). A failure ends as checks one by one would end it: an example
         with a rejected image is encoded again, checked at once (its EncodeError, or its skip).
         With `check_copies=False` copied images are not decoded at all.
         """
         if not self.check_copies:
-            with _decode.unchecked_copies():
+            with decoding.unchecked_copies():
                 return self._timed(indices)
         return self._timed(indices)
 
@@ -172,13 +174,13 @@ class Encoder:
         self, indices: np.ndarray
     ) -> tuple[list[bytes | SkippedExample], list[float], float]:
         done: list[bytes | SkippedExample] = []
-        waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]] = []
+        waiting: list[tuple[int, bytes | SkippedExample, list[decoding.Check]]] = []
         seconds = []
         for index in map(int, indices):
             started = time.perf_counter()
             result: bytes | SkippedExample | None
             try:
-                with _decode.deferred_checks() as pending:
+                with decoding.deferred_checks() as pending:
                     result = self.encode(index)
             except Exception:  # raised again below, after the checks that come first
                 result = None
@@ -192,20 +194,20 @@ class Encoder:
             seconds.append(time.perf_counter() - started)
         if not any(pending for *_, pending in waiting):
             return done + [result for _, result, _ in waiting], seconds, 0.0
-        _decode.warm_up()  # not timed: once per process
+        decoding.warm_up()  # not timed: once per process
         started = time.perf_counter()
         done += self._confirm(waiting)
         return done, seconds, (time.perf_counter() - started) / len(seconds)
 
     def _confirm(
-        self, waiting: list[tuple[int, bytes | SkippedExample, list[_decode.Check]]]
+        self, waiting: list[tuple[int, bytes | SkippedExample, list[decoding.Check]]]
     ) -> list[bytes | SkippedExample]:
         """The results, once their deferred image checks pass; an example with an image
         TensorFlow rejects is encoded again, checked at once (its EncodeError, or its skip)."""
-        if _decode.all_decode([check for *_, pending in waiting for check in pending]):
+        if decoding.all_decode([check for *_, pending in waiting for check in pending]):
             return [result for _, result, _ in waiting]
         return [
-            result if all(_decode.decodes(*check) for check in pending) else self.encode(index)
+            result if all(decoding.decodes(*check) for check in pending) else self.encode(index)
             for index, result, pending in waiting
         ]
 
@@ -586,9 +588,9 @@ def write_tfrecords(
     schema = check_source(source, schema)
     path = check_prefix(prefix)
     if tfds_compatible:
-        tfds_format.check_writable(path.parent, path.name, schema, options.compression)
+        tfds_folders.check_writable(path.parent, path.name, schema, options.compression)
     else:
-        tfds_format.check_metadata_name(path.parent, path.name, tfds_compatible=False)
+        tfds_folders.check_metadata_name(path.parent, path.name, tfds_compatible=False)
     check_num_shards(options, len(source))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -597,9 +599,9 @@ def write_tfrecords(
     with writer_lock(path):
         info = _write(source, path, schema, options)
         if tfds_compatible:
-            payload = info.num_bytes - tfds_format.FRAME_OVERHEAD * info.num_examples
+            payload = info.num_bytes - tfds_folders.FRAME_OVERHEAD * info.num_examples
             lengths = [shard.num_examples for shard in info.shards]
-            tfds_format.save(path.parent, path.name, schema, lengths, payload)
+            tfds_folders.save(path.parent, path.name, schema, lengths, payload)
     if info.skipped:
         warn_skipped(list(info.skipped), len(source))
     return info

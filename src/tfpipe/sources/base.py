@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from tfpipe._checks import check_int, is_positive
+from tfpipe.checks import check_int, is_positive
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.schema import Schema
 

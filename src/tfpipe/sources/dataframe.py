@@ -14,7 +14,8 @@ import pandas as pd
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.schema import Schema
-from tfpipe.sources._cells import (
+from tfpipe.sources.base import SourceBase
+from tfpipe.sources.cells import (
     as_indices,
     cells,
     crowding,
@@ -22,7 +23,6 @@ from tfpipe.sources._cells import (
     is_missing,
     tag_cells,
 )
-from tfpipe.sources.base import SourceBase
 
 PerColumn = str | Mapping[str, str] | None
 

@@ -30,11 +30,11 @@ from tqdm.auto import tqdm
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
-from tfpipe.frames import DATA_CRC, FRAME_HEADER, FRAME_OVERHEAD, masked_crc32c, scan_offsets
-from tfpipe.info import compression_of, locate_files, with_split
+from tfpipe.format.frames import DATA_CRC, FRAME_HEADER, FRAME_OVERHEAD, masked_crc32c, scan_offsets
+from tfpipe.format.metadata import compression_of, locate_files, with_split
+from tfpipe.format.shards import check_counts, check_sizes, one_dataset
 from tfpipe.labels import check_stored_labels
 from tfpipe.schema import Schema
-from tfpipe.shards import check_counts, check_sizes, one_dataset
 from tfpipe.sources.base import SourceBase
 
 INDEX_FOLDER = ".tfpipe-index"

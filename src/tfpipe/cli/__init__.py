@@ -1,0 +1,5 @@
+"""The `tfpipe` command."""
+
+from tfpipe.cli.parser import main
+
+__all__ = ["main"]

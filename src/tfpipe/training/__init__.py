@@ -1,0 +1,1 @@
+"""Training: `tfpipe.fit`, its input adapters, the report and its measurements, resume."""

@@ -1,0 +1,421 @@
+"""The one dispatcher that turns every input tfpipe trains on into what Keras consumes.
+
+    tfpipe.Pipeline ─────build()────────────┐
+    tf.data.Dataset ─────────────────────────┼─▶ Input(data=prefetched Dataset, steps, ...)
+    "out/train" (TFRecords) ─default Pipeline┘
+    keras.utils.PyDataset ──────────────────────▶ Input(data=the PyDataset, steps=num_batches)
+
+It sits above the loaders and below `fit`; `benchmark` times an input alone through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tfpipe import fs
+from tfpipe.checks import check_image_size, check_int
+from tfpipe.errors import SchemaError, SourceError, TfpipeError
+from tfpipe.features import ClassLabel, Image
+from tfpipe.format.metadata import DatasetInfo
+from tfpipe.loaders.inputs import plain
+from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.loaders.service import stall_message
+from tfpipe.loaders.supervised import Names, check_known, selector
+from tfpipe.records.verification import RAW_ERRORS, from_input, named_error
+from tfpipe.schema import Schema
+from tfpipe.sources import SourceBase
+from tfpipe.training.bench import Throughput, measure
+
+DEFAULT_BATCH_SIZE = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """One training input in the form Keras consumes, with what is known about its size.
+
+    Attributes:
+        kind: "tf.data", "PyDataset", "Pipeline", "TFRecords" (a path) or "source".
+        data: the `tf.data.Dataset` (ending in a prefetch) or the `keras.utils.PyDataset`.
+        steps: batches per epoch; None when unknown (a finite dataset Keras runs to its end)
+            or infinite.
+        infinite: the input repeats forever, so an epoch needs a `steps_per_epoch`.
+        honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
+        image_encoding: how the images are stored ("jpeg", "png" or "raw") when the input
+            reads tfpipe records or sources with one Image feature; None when unknown.
+        batch_size: the size of every batch but an epoch's last, as declared (a Pipeline's
+            `batch()`, a SequenceLoader's `batch_size`, the static batch dimension of a
+            dataset); None when only the batches can tell.
+        examples: examples in one pass over the data, when known (metadata, source length).
+        pipeline: the `Pipeline` the input reads (for a Pipeline, a path or a source), which
+            can locate the record behind a raw TensorFlow error; None for other kinds.
+        data_kind: "images" when the schema has an Image feature, "tensors" when it has none
+            (a table, lists, text); None when no schema is known.
+    """
+
+    kind: str
+    data: tf.data.Dataset | keras.utils.PyDataset
+    steps: int | None
+    infinite: bool = False
+    honours: frozenset[str] = frozenset()
+    image_encoding: str | None = None
+    batch_size: int | None = None
+    examples: int | None = None
+    pipeline: Pipeline | None = None
+    data_kind: str | None = None
+
+    def batches(self, *, repeat: bool = False) -> Iterator[Any]:
+        """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
+        if isinstance(self.data, tf.data.Dataset):
+            return iter(self.data.repeat() if repeat and not self.infinite else self.data)
+        total = self.data.num_batches
+        if total is None:
+            indices: Iterable[int] = itertools.count()
+        else:
+            indices = itertools.cycle(range(total)) if repeat else range(total)
+        return (self.data[i] for i in indices)
+
+
+def adapt(
+    data: Any,
+    *,
+    batch_size: int | None = None,
+    shuffle: bool = True,
+    image_size: tuple[int, int] | None = None,
+    argument: str = "data",
+    x: Names | None = None,
+    y: Names | None = None,
+    pairs: bool = True,
+    seed: int | None = None,
+) -> Input:
+    """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
+
+    Examples:
+        >>> adapt(tf.data.Dataset.range(10).batch(4)).steps
+        3
+
+    Args:
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, the path
+            (prefix) of TFRecords written by tfpipe, or a tfpipe source (`from_arrays`, ...).
+        batch_size: the batch size of the default Pipeline built for a path or a source.
+            Defaults to 32.
+        shuffle: whether the default Pipeline built for a path or a source shuffles. Defaults
+            to True.
+        image_size: `(height, width)` images are resized to when a path's schema does not fix
+            one. Defaults to None.
+        argument: the argument name used in error messages. Defaults to "data".
+        x: the feature name(s) the model takes, for inputs of example dicts (a path, a source,
+            a Pipeline without `as_supervised`, a tf.data dataset of dicts). Defaults to None.
+        y: the feature name(s) the model predicts, as `x`. Defaults to None.
+        pairs: whether a path or a source must give `(x, y)` pairs (for training); when False
+            (timing the input alone) one without `x` and `y` whose schema is not one Image and
+            one ClassLabel gives its example dicts. Defaults to True.
+        seed: the shuffle seed of the default Pipeline built for a path or a source.
+            Defaults to None (a new order every run).
+    """
+    batch_size = check_int("batch_size", batch_size, or_none=True)
+    image_size = check_image_size("image_size", image_size)
+    if (x is None) != (y is None):
+        missing = "y" if y is None else "x"
+        raise ValueError(
+            f"x and y go together: pass {missing}=... too (the feature name(s) the model "
+            f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
+        )
+    if isinstance(data, str | os.PathLike | SourceBase):
+        fs.check_paths(data, argument)
+        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs, seed)
+    if isinstance(data, Pipeline):
+        data = _supervised(data, argument, x, y)
+        return _from_dataset(
+            data.build(),
+            "Pipeline",
+            steps_per_pass=data.batches_per_epoch(),
+            prefetched=True,
+            image_encoding=_image_encoding(data.schema),
+            batch_size=data.batch_size,
+            examples=data.examples_per_epoch(),
+            pipeline=data,
+            data_kind=_data_kind(data.schema),
+        )
+    if isinstance(data, tf.data.Dataset):
+        if x is not None and y is not None:
+            data = _select(data, argument, x, y)
+        return _from_dataset(data, "tf.data")
+    if isinstance(data, keras.utils.PyDataset):
+        if x is not None:
+            raise ValueError(
+                f"x and y select features of example dicts, but {argument} is a "
+                f"{type(data).__name__}, which yields its own (x, y) batches: drop x and y, or "
+                f"pass a tfpipe.Pipeline, a source or a TFRecord path. Received: x={x!r}, y={y!r}"
+            )
+        steps = data.num_batches
+        known = isinstance(data, SequenceLoader)
+        return Input(
+            "PyDataset",
+            data,
+            steps,
+            steps is None,
+            honours=frozenset({"shuffle"}),
+            batch_size=data.options.batch_size if known else None,
+            examples=data.examples_per_epoch() if known else None,
+            data_kind=_data_kind(data.schema) if known else None,
+        )
+    raise TypeError(
+        f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset, "
+        "the path of tfpipe TFRecords or a tfpipe source. "
+        f"Received: {argument} of type {type(data).__name__}"
+    )
+
+
+def benchmark(
+    data: Any,
+    batches: int = 50,
+    *,
+    batch_size: int | None = None,
+    image_size: tuple[int, int] | None = None,
+    warmup: int = 5,
+    max_seconds: float | None = None,
+    x: Names | None = None,
+    y: Names | None = None,
+) -> Throughput:
+    """Measures how fast an input delivers batches on its own, without a model.
+
+    A finite input is iterated epoch after epoch until `warmup + batches` batches were seen.
+    A `PyDataset` is read with a plain loop over its indices (its `workers` are not used).
+
+    Examples:
+        >>> result = tfpipe.benchmark(tf.data.Dataset.range(64).batch(8), batches=20)
+        >>> result.batches
+        20
+
+    Args:
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, or the path
+            of tfpipe TFRecords (read by a default Pipeline).
+        batches: how many batches to time. Defaults to 50.
+        batch_size: the batch size used for a path. Defaults to 32.
+        image_size: `(height, width)` for a path whose schema has variable image sizes.
+            Defaults to None.
+        warmup: batches read before the timing starts. Defaults to 5.
+        max_seconds: stop timing after this long. Defaults to None (no limit).
+        x: the input feature name(s) to select from a path or a source (as in `tfpipe.fit`).
+            Defaults to None (its one Image, or every feature when it has not one Image and
+            one ClassLabel).
+        y: the target feature name(s), as `x`. Defaults to None.
+
+    Returns:
+        A `Throughput`: examples/s, batches/s and the time to the first batch.
+
+    Raises:
+        DecodeError: a Pipeline or path reads a damaged record or image (named, with
+            TensorFlow's error as the cause; see `named_errors`).
+    """
+    check_int("batches", batches)
+    source = adapt(
+        data, batch_size=batch_size, shuffle=False, image_size=image_size, x=x, y=y, pairs=False
+    )
+    with naming(source):
+        return measure(
+            source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
+        )
+
+
+@contextlib.contextmanager
+def named_errors(*sources: Any) -> Iterator[None]:
+    """Turns TensorFlow's errors about damaged data into a `DecodeError` naming the record.
+
+    tf.data has no try/except inside the graph: a damaged shard fails a `model.fit` or a loop
+    over a dataset with `DataLossError: corrupted record at 2111`, a record that is not a
+    `tf.train.Example` with a `UnicodeDecodeError`, a bad image with `InvalidArgumentError`,
+    none of which names a file. Inside this block such an error makes tfpipe read the sources
+    again until the first fault (as `Pipeline.locate_fault` does), and raise a `DecodeError`
+    naming the shard and record (or the image file), with TensorFlow's error as its cause.
+    An error no source explains is raised unchanged. Nothing is read while all goes well.
+    `tfpipe.fit`, `tfpipe.benchmark` and `tfpipe inspect` do this themselves.
+
+    Examples:
+        >>> ds = tfpipe.read_tfrecords("out/damaged").map(lambda ex: (ex["image"], ex["label"]))
+        >>> with tfpipe.named_errors("out/damaged"):
+        ...     history = model.fit(ds.batch(8), epochs=1, verbose=0)
+        Traceback (most recent call last):
+        ...
+        tfpipe.errors.DecodeError: record 5 of out/damaged-00001-of-00002.tfrecord: ...
+
+    Args:
+        *sources: what the failing datasets read: `tfpipe.Pipeline`s, TFRecord paths (what
+            `Pipeline` accepts), or tfpipe sources (`from_directory`, `from_dataframe`, ...).
+
+    Raises:
+        DecodeError: a source holds a damaged record or image; the message names it.
+    """
+    for source in sources:
+        if not isinstance(source, Pipeline | str | os.PathLike | list | tuple | SourceBase):
+            raise TypeError(
+                "named_errors takes tfpipe.Pipelines, TFRecord paths or tfpipe sources. "
+                f"Received: {type(source).__name__}"
+            )
+    try:
+        yield
+    except RAW_ERRORS as e:
+        stalled = stall_message(e)
+        if stalled is not None:  # a tf.data service worker lost (DataService.guard)
+            raise SourceError(stalled) from e
+        if not from_input(e):
+            raise
+        for source in sources:
+            try:
+                pipeline = source if isinstance(source, Pipeline) else Pipeline(source)
+            except TfpipeError as found:  # e.g. the first record is damaged
+                raise found from e
+            fault = pipeline.locate_fault()
+            if fault is not None:
+                raise named_error(fault, e) from e
+        raise
+
+
+def naming(*inputs: Input) -> contextlib.AbstractContextManager[None]:
+    """`named_errors` over the Pipelines of `inputs` (other kinds cannot be searched)."""
+    return named_errors(*(i.pipeline for i in inputs if i.pipeline is not None))
+
+
+def _from_dataset(
+    dataset: tf.data.Dataset,
+    kind: str,
+    *,
+    steps_per_pass: int | None = None,
+    honours: frozenset[str] = frozenset(),
+    prefetched: bool = False,
+    image_encoding: str | None = None,
+    batch_size: int | None = None,
+    examples: int | None = None,
+    pipeline: Pipeline | None = None,
+    data_kind: str | None = None,
+) -> Input:
+    """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
+    the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
+    `prefetched` already (its last stage before the options) and declares its own length."""
+    cardinality = int(dataset.cardinality())
+    infinite = cardinality == tf.data.INFINITE_CARDINALITY
+    steps = cardinality if cardinality >= 0 else steps_per_pass
+    if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
+        dataset = dataset.prefetch(tf.data.AUTOTUNE)
+    batch_size = batch_size or _static_batch_size(dataset.element_spec)
+    return Input(
+        kind,
+        dataset,
+        steps,
+        infinite,
+        honours,
+        image_encoding,
+        batch_size,
+        examples,
+        pipeline,
+        data_kind,
+    )
+
+
+def _static_batch_size(spec: Any) -> int | None:
+    """The batch dimension every component of a dataset's elements declares, if one does."""
+    shapes = [getattr(s, "shape", None) for s in tf.nest.flatten(spec)]
+    sizes = {shape[0] for shape in shapes if shape is not None and shape.rank}
+    return int(sizes.pop()) if len(sizes) == 1 and None not in sizes else None
+
+
+def _image_encoding(schema: Schema | None) -> str | None:
+    """The storage encoding of the schema's one Image feature; None for zero or several."""
+    images = [f for f in (schema or {}).values() if isinstance(f, Image)]
+    return images[0].encoding if len(images) == 1 else None
+
+
+def _data_kind(schema: Schema | None) -> str | None:
+    """What the data holds: "images" with an Image feature, else "tensors"; None unknown."""
+    if schema is None:
+        return None
+    return "images" if any(isinstance(f, Image) for f in schema.values()) else "tensors"
+
+
+def _default_pipeline(
+    data: str | os.PathLike[str] | SourceBase,
+    batch_size: int | None,
+    shuffle: bool,
+    image_size: tuple[int, int] | None,
+    argument: str,
+    x: Names | None,
+    y: Names | None,
+    pairs: bool,
+    seed: int | None = None,
+) -> Input:
+    """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
+    `y` (by default the one Image and the one ClassLabel; example dicts for another schema
+    when not `pairs`), images as float32 in [0, 1]."""
+    if isinstance(data, SourceBase):
+        schema, where = data.schema, f"{argument} ({type(data).__name__})"
+    else:
+        schema, where = DatasetInfo.load(data).schema, f"{argument}={os.fspath(data)!r}"
+    images = [n for n, f in schema.items() if isinstance(f, Image)]
+    labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
+    if x is None and len(images) == len(labels) == 1:
+        x, y = images[0], labels[0]
+    if x is None or y is None:
+        if pairs:
+            raise SchemaError(
+                f"{where}: without x and y, the default pipeline needs exactly one Image and "
+                f"one ClassLabel feature (its x and y), but the schema has {schema}. Pass "
+                "x=... and y=... (the feature name(s) the model takes and predicts), e.g. "
+                f"x={next(iter(schema))!r}, y={list(schema)[-1]!r}"
+            )
+    else:
+        check_known(x, y, schema, where, "the schema")
+    size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    fixed = all(None not in schema[n].decoded_shape[:2] for n in images)
+    pipeline = Pipeline(data, image_size=None if fixed else image_size, rescale=1 / 255)
+    if shuffle:
+        pipeline = pipeline.shuffle(seed=seed)
+    pipeline = pipeline.batch(size)
+    if x is not None:
+        pipeline = pipeline.as_supervised(x, y)
+    return _from_dataset(
+        pipeline.build(),
+        "TFRecords" if isinstance(data, str | os.PathLike) else "source",
+        honours=frozenset({"batch_size", "shuffle"}),
+        prefetched=True,
+        image_encoding=_image_encoding(schema),
+        batch_size=size,
+        examples=pipeline.examples_per_epoch(),
+        pipeline=pipeline,
+        data_kind=_data_kind(schema),
+    )
+
+
+def _supervised(pipeline: Pipeline, argument: str, x: Names | None, y: Names | None) -> Pipeline:
+    """`pipeline` with `as_supervised(x, y)` when x and y are given; refused when it already
+    yields pairs."""
+    if x is None or y is None:
+        return pipeline
+    if pipeline.supervised is not None:
+        raise ValueError(
+            f"{argument} already yields (x, y) pairs (as_supervised{pipeline.supervised!r}), "
+            f"and x={x!r}, y={y!r} were given too: say it in one place"
+        )
+    if pipeline.schema is not None:
+        check_known(x, y, pipeline.schema, argument, "the schema")
+    return pipeline.as_supervised(x, y)
+
+
+def _select(dataset: tf.data.Dataset, argument: str, x: Names, y: Names) -> tf.data.Dataset:
+    """A tf.data dataset of example dicts mapped to `(x, y)` pairs."""
+    spec = dataset.element_spec
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"x and y select features of example dicts, but {argument} yields "
+            f"{type(spec).__name__}s: drop x and y, or yield dicts. Received: x={x!r}, y={y!r}"
+        )
+    check_known(x, y, list(spec), argument, "the dataset's examples")
+    return dataset.map(plain(selector(x, y)), num_parallel_calls=tf.data.AUTOTUNE)

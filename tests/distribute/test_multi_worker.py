@@ -1,0 +1,171 @@
+"""Training under tf.distribute: each worker its own part, every example once per epoch.
+
+The subprocess tests run examples/multi_worker.py (two MultiWorkerMirroredStrategy workers on
+127.0.0.1, or one process with two CPU replicas); it bounds every wait and kills the worker
+process groups whatever happens. With 101 examples and a global batch of 8, each epoch is
+12 steps on every worker: 96 examples used once, 5 left out and counted in a warning.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfpipe
+from tfpipe.distribute.sharding import Layout, file_split, record_split
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multi_worker.py"
+
+
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("example_multi_worker", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_one_pass(outcome: dict[str, Any], workers: int) -> None:
+    """101 examples, batch 8: per epoch 96 distinct ids over all workers, 5 left out."""
+    assert [r.get("error") for r in outcome["workers"]] == [None] * workers
+    for name in ("by_record", "by_file", "loader"):
+        part = outcome["summary"][name]
+        assert part["steps"] == [12] * workers, name
+        assert part["epochs"] == {e: {"used": 96, "twice": 0, "left_out": 5} for e in ("0", "1")}, (
+            name
+        )
+        for result in outcome["workers"]:
+            assert [len(result[name]["ids"][e]) for e in ("0", "1")] == [96 // workers] * 2
+            assert any("5 of 101 examples are left out" in w for w in result[name]["warnings"])
+
+
+@pytest.mark.slow
+def test_two_workers_read_disjoint_parts_and_run_equal_steps(tmp_path: Path) -> None:
+    outcome = example().main(["--workdir", str(tmp_path), "--timeout", "240"])
+    check_one_pass(outcome, workers=2)
+    assert {r["replicas"] for r in outcome["workers"]} == {2}  # 2 workers x 1 CPU replica
+    by_file = [r["by_file"]["warnings"][0] for r in outcome["workers"]]
+    assert all("split by file" in w for w in by_file)  # 4 files for 2 workers
+    assert all("split by record" in r["by_record"]["warnings"][0] for r in outcome["workers"])
+
+
+@pytest.mark.slow
+def test_two_cpu_replicas_in_one_process(tmp_path: Path) -> None:
+    outcome = example().main(["--workdir", str(tmp_path), "--mirrored", "--timeout", "240"])
+    check_one_pass(outcome, workers=1)
+    assert outcome["workers"][0]["replicas"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a worker process killed mid-epoch (2 workers, MultiWorkerMirroredStrategy)",
+    reader="tfpipe.training.fit",
+    outcome="the other worker fails with UnavailableError within 60 s (naming the dead task, "
+    "or its closed socket when that comes first); no hang",
+)
+def test_a_killed_worker_makes_the_other_fail(tmp_path: Path) -> None:
+    outcome = example().main(
+        ["--workdir", str(tmp_path), "--kill-worker", "1", "--peer-timeout", "20"]
+    )
+    survivor, dead = outcome["workers"]
+    assert dead == {"worker": 1, "died": True, "died_at": dead["died_at"]}
+    error = survivor["error"]
+    assert error.startswith("UnavailableError"), survivor
+    # Which peer error comes first depends on timing: the health check names the dead task;
+    # a collective already under way sees its socket close.
+    assert ("task:1" in error and "unhealthy" in error) or "Socket closed" in error, survivor
+    # Within a few peer timeouts of the death: not at the launcher's time limit. Timed from the
+    # death, not from the start, which a loaded machine can delay by tens of seconds.
+    assert 0 < survivor["failed_at"] - dead["died_at"] < 60, (survivor, dead)
+
+
+def ids_of(dataset: Any, steps: int) -> list[list[int]]:
+    """The ids of `steps` batches, per batch."""
+    batches = iter(dataset)
+    return [sorted(np.asarray(next(batches)[0][0]).tolist()) for _ in range(steps)]
+
+
+def arrays(count: int) -> Any:
+    return tfpipe.from_arrays(
+        {
+            "id": np.arange(count, dtype=np.int64),
+            "x": np.zeros((count, 2), np.float32),
+            "label": np.zeros(count, np.int64),
+        }
+    )
+
+
+@pytest.mark.parametrize("kind", ["pipeline", "loader"])
+def test_one_replica_epochs_are_whole_batches_of_distinct_examples(kind: str) -> None:
+    source = arrays(21)
+    if kind == "pipeline":
+        data = tfpipe.Pipeline(source).shuffle(seed=1).batch(4).as_supervised(["id", "x"], "label")
+    else:
+        data = tfpipe.SequenceLoader(source, batch_size=4, x=["id", "x"], seed=1)
+    with pytest.warns(tfpipe.TfpipeWarning, match="1 of 21 examples are left out"):
+        built = data.build_distributed()
+    assert (built.steps_per_epoch, built.examples_per_epoch, built.dropped_per_epoch) == (5, 20, 1)
+    assert built.per_replica_batch_size == 4
+    batches = ids_of(built.dataset, 10)
+    epochs = [[i for batch in batches[:5] for i in batch], [i for b in batches[5:] for i in b]]
+    assert [len(set(e)) for e in epochs] == [20, 20]
+    assert set(range(21)) - set(epochs[0]) != set(range(21)) - set(epochs[1])  # reshuffled
+
+
+def test_an_even_split_drops_nothing() -> None:
+    source = arrays(24)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        built = tfpipe.Pipeline(source).batch(8).as_supervised(["id", "x"], "label")
+        built = built.build_distributed()
+    assert (built.steps_per_epoch, built.dropped_per_epoch, built.shard_by) == (3, 0, "record")
+
+
+def test_splits_and_layout() -> None:
+    assert record_split(101, 2) == [51, 50]
+    assert file_split([30, 30, 21, 20], 2) == [51, 50]
+    assert file_split([30, 30, 21], 2) == [51, 30]
+    layout = Layout(2, 2)
+    assert layout.per_replica(8) == 2
+    with pytest.raises(ValueError, match=r"multiple of 4. Received: batch_size=6; use e.g. 4"):
+        layout.per_replica(6)
+    assert Layout.of(tf.distribute.get_strategy()) == Layout(1, 1)
+
+
+@pytest.mark.fault(
+    "fewer examples than one global batch",
+    reader="Pipeline.build_distributed",
+    outcome="SourceError naming the worker, its examples and the batch size",
+)
+def test_too_few_examples_for_one_step_are_named() -> None:
+    pipeline = tfpipe.Pipeline(arrays(5)).batch(8)
+    with pytest.raises(tfpipe.SourceError, match=r"worker 0 gets 5 example\(s\) by record"):
+        pipeline.build_distributed()
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda p: p.filter(lambda ex: ex["id"] > 2), "filter()"),
+        (lambda p: p.take(10), "take()"),
+        (lambda p: p.shard(2, 0), "shard()"),
+        (lambda p: p.repeat(3), "repeat(3)"),
+    ],
+)
+def test_unequal_epochs_are_refused(change: Any, named: str) -> None:
+    pipeline = change(tfpipe.Pipeline(arrays(16)).batch(4))
+    with pytest.raises(ValueError, match="build_distributed: " + re.escape(named)):
+        pipeline.build_distributed()
+
+
+def test_no_batch_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"call batch\(global_batch_size\) first"):
+        tfpipe.Pipeline(arrays(16)).build_distributed()

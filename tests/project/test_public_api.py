@@ -1,0 +1,109 @@
+"""The public surface of `tfpipe`: one sorted `__all__`, every name real, nothing private."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+import tfpipe
+
+
+def test_all_is_sorted_and_unique() -> None:
+    assert tfpipe.__all__ == sorted(set(tfpipe.__all__))
+
+
+def test_every_name_in_all_exists() -> None:
+    missing = [name for name in tfpipe.__all__ if not hasattr(tfpipe, name)]
+    assert missing == []
+
+
+def test_nothing_private_is_exported() -> None:
+    private = [n for n in tfpipe.__all__ if n.startswith("_") and n != "__version__"]
+    assert private == []
+
+
+def test_every_public_attribute_is_in_all() -> None:
+    public = {
+        name
+        for name, value in vars(tfpipe).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public - set(tfpipe.__all__) == set()
+
+
+def test_version_is_the_package_version() -> None:
+    from importlib.metadata import version
+
+    assert tfpipe.__version__ == version("tfpipe")
+
+
+def test_the_fault_tools_are_public() -> None:
+    names = {"Fault", "VerifyReport", "locate_fault", "named_errors", "verify"}
+    assert names <= set(tfpipe.__all__)
+    assert callable(tfpipe.Pipeline.locate_fault)
+
+
+def test_the_lazy_names_are_the_typed_imports() -> None:
+    """`__all__`, the first-use table and the imports type checkers see list the same names,
+    each from the same module."""
+    import ast
+    import importlib
+    import inspect
+    import types
+
+    tree = ast.parse(inspect.getsource(tfpipe))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If))
+
+    def source(module: str, name: str) -> str:
+        """Where the lazy table imports `name` from: its module, or itself if a module."""
+        value = getattr(importlib.import_module(module), name)
+        return value.__name__ if isinstance(value, types.ModuleType) else module
+
+    typed = {
+        alias.name: source(node.module, alias.name)
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    assert typed == tfpipe._MODULES
+    assert sorted([*typed, "__version__"]) == tfpipe.__all__
+
+
+def test_importing_the_submodule_fit_keeps_the_function_fit() -> None:
+    import sys
+
+    import tfpipe.training.fit
+
+    assert callable(tfpipe.fit) and tfpipe.fit is sys.modules["tfpipe.training.fit"].fit
+    assert tfpipe.records is sys.modules["tfpipe.records"]  # submodules stay reachable
+
+
+_SUBMODULES_IN_A_FRESH_PROCESS = """
+import pkgutil, sys
+import tfpipe
+from tfpipe import beam
+names = [m.name for m in pkgutil.iter_modules(tfpipe.__path__) if not m.name.startswith("_")]
+print(beam.__name__, [
+    name for name in names
+    if name not in tfpipe._MODULES and getattr(tfpipe, name) is not sys.modules[f"tfpipe.{name}"]
+])
+"""
+
+
+@pytest.mark.slow
+def test_from_tfpipe_import_a_submodule_gives_the_submodule_in_a_fresh_process() -> None:
+    """`tfpipe.beam` holds Apache Beam as its global `beam`: the first `from tfpipe import
+    beam` of a process (as `tfpipe write --runner` runs it) gave that, not `tfpipe.beam`."""
+    pytest.importorskip("apache_beam")
+    result = subprocess.run(
+        [sys.executable, "-c", _SUBMODULES_IN_A_FRESH_PROCESS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["tfpipe.beam", "[]"]

@@ -1,0 +1,38 @@
+"""The Python quick starts of the README and of the docs' overview page run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def quick_start(page: Path) -> str:
+    """The first ```python block after the "## Quick start" heading of `page`."""
+    text = page.read_text()
+    section = text[text.index("## Quick start") :]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, f"{page.name} has no ```python block under ## Quick start"
+    return match.group(1)
+
+
+def test_readme_opens_with_the_two_make_commands() -> None:
+    first_block = re.search(r"```bash\n(.*?)```", README.read_text(), re.DOTALL)
+    assert first_block
+    commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert commands[:2] == ["make demo", "make test"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [README, ROOT / "docs" / "index.md"], ids=["README", "docs"])
+def test_quick_start_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = compile(quick_start(page), f"{page} (quick start)", "exec")
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec(code, namespace)
+    assert (tmp_path / "records" / "train.json").is_file()
+    assert "model" in namespace
