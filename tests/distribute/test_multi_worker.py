@@ -8,11 +8,9 @@ process groups whatever happens. With 101 examples and a global batch of 8, each
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import warnings
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -20,17 +18,8 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from example_scripts import load
 from tfpipe.distribute.sharding import Layout, file_split, record_split
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multi_worker.py"
-
-
-def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_multi_worker", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def check_one_pass(outcome: dict[str, Any], workers: int) -> None:
@@ -49,7 +38,7 @@ def check_one_pass(outcome: dict[str, Any], workers: int) -> None:
 
 @pytest.mark.slow
 def test_two_workers_read_disjoint_parts_and_run_equal_steps(tmp_path: Path) -> None:
-    outcome = example().main(["--workdir", str(tmp_path), "--timeout", "240"])
+    outcome = load("multi_worker").main(["--workdir", str(tmp_path), "--timeout", "240"])
     check_one_pass(outcome, workers=2)
     assert {r["replicas"] for r in outcome["workers"]} == {2}  # 2 workers x 1 CPU replica
     by_file = [r["by_file"]["warnings"][0] for r in outcome["workers"]]
@@ -59,7 +48,9 @@ def test_two_workers_read_disjoint_parts_and_run_equal_steps(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_two_cpu_replicas_in_one_process(tmp_path: Path) -> None:
-    outcome = example().main(["--workdir", str(tmp_path), "--mirrored", "--timeout", "240"])
+    outcome = load("multi_worker").main(
+        ["--workdir", str(tmp_path), "--mirrored", "--timeout", "240"]
+    )
     check_one_pass(outcome, workers=1)
     assert outcome["workers"][0]["replicas"] == 2
 
@@ -72,7 +63,7 @@ def test_two_cpu_replicas_in_one_process(tmp_path: Path) -> None:
     "or its closed socket when that comes first); no hang",
 )
 def test_a_killed_worker_makes_the_other_fail(tmp_path: Path) -> None:
-    outcome = example().main(
+    outcome = load("multi_worker").main(
         ["--workdir", str(tmp_path), "--kill-worker", "1", "--peer-timeout", "20"]
     )
     survivor, dead = outcome["workers"]

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import resume_run
 import tensorflow as tf
-from test_multi_worker import example
 
 import tfpipe
+from example_scripts import load
 from tfpipe.errors import SourceError
 
 RUN = Path(__file__).with_name("resume_run.py")
@@ -529,7 +529,7 @@ def _run_workers(
 ) -> list[tuple[int, str]]:
     """Runs two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports
     (worker i with backups[i]) to their end: (exit code, stderr) of each; both always stopped."""
-    launcher = example()
+    launcher = load("multi_worker")
     ports = [launcher.free_port() for _ in logs]
     processes = []
     try:
