@@ -28,6 +28,7 @@ from tfpipe.format.metadata import DatasetInfo
 from tfpipe.loaders.inputs import plain
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, selector
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
@@ -57,6 +58,8 @@ class Input:
             can locate the record behind a raw TensorFlow error; None for other kinds.
         data_kind: "images" when the schema has an Image feature, "tensors" when it has none
             (a table, lists, text); None when no schema is known.
+        schema: the features the input holds, when known (a Pipeline's or a SequenceLoader's
+            schema, a path's metadata, a source's); None for other kinds.
     """
 
     kind: str
@@ -69,6 +72,12 @@ class Input:
     examples: int | None = None
     pipeline: Pipeline | None = None
     data_kind: str | None = None
+    schema: Schema | None = None
+
+    @property
+    def service(self) -> DataService | None:
+        """The tf.data service the input's Pipeline runs on (`Pipeline.distribute`), if any."""
+        return None if self.pipeline is None else self.pipeline.service
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -137,11 +146,10 @@ def adapt(
             "Pipeline",
             steps_per_pass=data.batches_per_epoch(),
             prefetched=True,
-            image_encoding=_image_encoding(data.schema),
             batch_size=data.batch_size,
             examples=data.examples_per_epoch(),
             pipeline=data,
-            data_kind=_data_kind(data.schema),
+            schema=data.schema,
         )
     if isinstance(data, tf.data.Dataset):
         if x is not None and y is not None:
@@ -156,6 +164,7 @@ def adapt(
             )
         steps = data.num_batches
         known = isinstance(data, SequenceLoader)
+        schema = getattr(data, "schema", None)
         return Input(
             "PyDataset",
             data,
@@ -165,6 +174,7 @@ def adapt(
             batch_size=data.options.batch_size if known else None,
             examples=data.examples_per_epoch() if known else None,
             data_kind=_data_kind(data.schema) if known else None,
+            schema=schema if isinstance(schema, Schema) else None,
         )
     raise TypeError(
         f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset, "
@@ -185,11 +195,10 @@ def _from_dataset(
     steps_per_pass: int | None = None,
     honours: frozenset[str] = frozenset(),
     prefetched: bool = False,
-    image_encoding: str | None = None,
     batch_size: int | None = None,
     examples: int | None = None,
     pipeline: Pipeline | None = None,
-    data_kind: str | None = None,
+    schema: Schema | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -206,11 +215,12 @@ def _from_dataset(
         steps,
         infinite,
         honours,
-        image_encoding,
+        _image_encoding(schema),
         batch_size,
         examples,
         pipeline,
-        data_kind,
+        _data_kind(schema),
+        schema,
     )
 
 
@@ -279,11 +289,10 @@ def _default_pipeline(
         "TFRecords" if isinstance(data, str | os.PathLike) else "source",
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
-        image_encoding=_image_encoding(schema),
         batch_size=size,
         examples=pipeline.examples_per_epoch(),
         pipeline=pipeline,
-        data_kind=_data_kind(schema),
+        schema=schema,
     )
 
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError
 from tfpipe.training.backend import strategy_of
 from tfpipe.training.bench import batch_size_of
+from tfpipe.training.keras_internals import profiles_a_batch
 from tfpipe.training.timing import StepClock
 
 PROBE_SECONDS = 1.0
@@ -93,7 +94,7 @@ def _step_frequency(callback: keras.callbacks.Callback) -> str | None:
         value = getattr(callback, attribute, None)
         if isinstance(value, int) and not isinstance(value, bool):
             return f"{attribute}={value}"
-    if getattr(callback, "_should_trace", False):  # TensorBoard(profile_batch=...)
+    if profiles_a_batch(callback):  # TensorBoard(profile_batch=...)
         return "profile_batch"
     return None
 
