@@ -39,7 +39,8 @@ if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and ed
     )
     from tfpipe.schema import Schema
     from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
-    from tfpipe.training.adapters import benchmark, named_errors
+    from tfpipe.training.benchmark import benchmark
+    from tfpipe.training.faults import named_errors
     from tfpipe.training.fit import fit
     from tfpipe.training.report import FitReport
 
@@ -73,7 +74,7 @@ _MODULES = {
     "TfpipeWarning": "tfpipe.errors",
     "VerifyReport": "tfpipe.records",
     "augment": "tfpipe.loaders.augment",
-    "benchmark": "tfpipe.training.adapters",
+    "benchmark": "tfpipe.training.benchmark",
     "fit": "tfpipe.training.fit",
     "from_arrays": "tfpipe.sources",
     "from_dataframe": "tfpipe.sources",
@@ -81,7 +82,7 @@ _MODULES = {
     "from_tfrecords": "tfpipe.sources",
     "infer_schema": "tfpipe.records",
     "locate_fault": "tfpipe.records",
-    "named_errors": "tfpipe.training.adapters",
+    "named_errors": "tfpipe.training.faults",
     "read_tfrecords": "tfpipe.records",
     "verify": "tfpipe.records",
     "write_tfrecords": "tfpipe.records",

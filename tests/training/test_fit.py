@@ -24,11 +24,11 @@ from tfpipe.training.bench import Throughput
 from tfpipe.training.fit import (
     _accelerator,
     _examples_per_step,
-    _full_batch,
     _one_iterator,
     _prefetch_to_device,
 )
 from tfpipe.training.model_probe import model_state, probe_model
+from tfpipe.training.plan import _full_batch
 
 fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
 

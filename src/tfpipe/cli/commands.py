@@ -43,7 +43,9 @@ from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 from tfpipe.sources.dataframe import reads_file
 from tfpipe.training import plots
-from tfpipe.training.adapters import DEFAULT_BATCH_SIZE, benchmark, named_errors
+from tfpipe.training.adapters import DEFAULT_BATCH_SIZE
+from tfpipe.training.benchmark import benchmark
+from tfpipe.training.faults import named_errors
 
 EXIT_FAULTS = 1
 USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, ImportError, tf.errors.OpError)

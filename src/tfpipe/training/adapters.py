@@ -5,7 +5,7 @@
     "out/train" (TFRecords) ─default Pipeline┘
     keras.utils.PyDataset ──────────────────────▶ Input(data=the PyDataset, steps=num_batches)
 
-It sits above the loaders and below `fit`; `benchmark` times an input alone through it.
+It sits above the loaders and below `fit` and `benchmark`, which read every input through it.
 """
 
 from __future__ import annotations
@@ -22,18 +22,17 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int
-from tfpipe.errors import SchemaError, SourceError, TfpipeError
+from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.loaders.inputs import plain
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
-from tfpipe.loaders.service import stall_message
+from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, selector
-from tfpipe.records.verification import RAW_ERRORS, from_input, named_error
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
-from tfpipe.training.bench import Throughput, measure
+from tfpipe.training.faults import named_errors
 
 DEFAULT_BATCH_SIZE = 32
 
@@ -59,6 +58,8 @@ class Input:
             can locate the record behind a raw TensorFlow error; None for other kinds.
         data_kind: "images" when the schema has an Image feature, "tensors" when it has none
             (a table, lists, text); None when no schema is known.
+        schema: the features the input holds, when known (a Pipeline's or a SequenceLoader's
+            schema, a path's metadata, a source's); None for other kinds.
     """
 
     kind: str
@@ -71,6 +72,12 @@ class Input:
     examples: int | None = None
     pipeline: Pipeline | None = None
     data_kind: str | None = None
+    schema: Schema | None = None
+
+    @property
+    def service(self) -> DataService | None:
+        """The tf.data service the input's Pipeline runs on (`Pipeline.distribute`), if any."""
+        return None if self.pipeline is None else self.pipeline.service
 
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
@@ -139,11 +146,10 @@ def adapt(
             "Pipeline",
             steps_per_pass=data.batches_per_epoch(),
             prefetched=True,
-            image_encoding=_image_encoding(data.schema),
             batch_size=data.batch_size,
             examples=data.examples_per_epoch(),
             pipeline=data,
-            data_kind=_data_kind(data.schema),
+            schema=data.schema,
         )
     if isinstance(data, tf.data.Dataset):
         if x is not None and y is not None:
@@ -158,6 +164,7 @@ def adapt(
             )
         steps = data.num_batches
         known = isinstance(data, SequenceLoader)
+        schema = getattr(data, "schema", None)
         return Input(
             "PyDataset",
             data,
@@ -167,117 +174,13 @@ def adapt(
             batch_size=data.options.batch_size if known else None,
             examples=data.examples_per_epoch() if known else None,
             data_kind=_data_kind(data.schema) if known else None,
+            schema=schema if isinstance(schema, Schema) else None,
         )
     raise TypeError(
         f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset, "
         "the path of tfpipe TFRecords or a tfpipe source. "
         f"Received: {argument} of type {type(data).__name__}"
     )
-
-
-def benchmark(
-    data: Any,
-    batches: int = 50,
-    *,
-    batch_size: int | None = None,
-    image_size: tuple[int, int] | None = None,
-    warmup: int = 5,
-    max_seconds: float | None = None,
-    x: Names | None = None,
-    y: Names | None = None,
-) -> Throughput:
-    """Measures how fast an input delivers batches on its own, without a model.
-
-    A finite input is iterated epoch after epoch until `warmup + batches` batches were seen.
-    A `PyDataset` is read with a plain loop over its indices (its `workers` are not used).
-
-    Examples:
-        >>> result = tfpipe.benchmark(tf.data.Dataset.range(64).batch(8), batches=20)
-        >>> result.batches
-        20
-
-    Args:
-        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, or the path
-            of tfpipe TFRecords (read by a default Pipeline).
-        batches: how many batches to time. Defaults to 50.
-        batch_size: the batch size used for a path. Defaults to 32.
-        image_size: `(height, width)` for a path whose schema has variable image sizes.
-            Defaults to None.
-        warmup: batches read before the timing starts. Defaults to 5.
-        max_seconds: stop timing after this long. Defaults to None (no limit).
-        x: the input feature name(s) to select from a path or a source (as in `tfpipe.fit`).
-            Defaults to None (its one Image, or every feature when it has not one Image and
-            one ClassLabel).
-        y: the target feature name(s), as `x`. Defaults to None.
-
-    Returns:
-        A `Throughput`: examples/s, batches/s and the time to the first batch.
-
-    Raises:
-        DecodeError: a Pipeline or path reads a damaged record or image (named, with
-            TensorFlow's error as the cause; see `named_errors`).
-    """
-    check_int("batches", batches)
-    source = adapt(
-        data, batch_size=batch_size, shuffle=False, image_size=image_size, x=x, y=y, pairs=False
-    )
-    with naming(source):
-        return measure(
-            source.batches(repeat=True), num_batches=batches, warmup=warmup, max_seconds=max_seconds
-        )
-
-
-@contextlib.contextmanager
-def named_errors(*sources: Any) -> Iterator[None]:
-    """Turns TensorFlow's errors about damaged data into a `DecodeError` naming the record.
-
-    tf.data has no try/except inside the graph: a damaged shard fails a `model.fit` or a loop
-    over a dataset with `DataLossError: corrupted record at 2111`, a record that is not a
-    `tf.train.Example` with a `UnicodeDecodeError`, a bad image with `InvalidArgumentError`,
-    none of which names a file. Inside this block such an error makes tfpipe read the sources
-    again until the first fault (as `Pipeline.locate_fault` does), and raise a `DecodeError`
-    naming the shard and record (or the image file), with TensorFlow's error as its cause.
-    An error no source explains is raised unchanged. Nothing is read while all goes well.
-    `tfpipe.fit`, `tfpipe.benchmark` and `tfpipe inspect` do this themselves.
-
-    Examples:
-        >>> ds = tfpipe.read_tfrecords("out/damaged").map(lambda ex: (ex["image"], ex["label"]))
-        >>> with tfpipe.named_errors("out/damaged"):
-        ...     history = model.fit(ds.batch(8), epochs=1, verbose=0)
-        Traceback (most recent call last):
-        ...
-        tfpipe.errors.DecodeError: record 5 of out/damaged-00001-of-00002.tfrecord: ...
-
-    Args:
-        *sources: what the failing datasets read: `tfpipe.Pipeline`s, TFRecord paths (what
-            `Pipeline` accepts), or tfpipe sources (`from_directory`, `from_dataframe`, ...).
-
-    Raises:
-        DecodeError: a source holds a damaged record or image; the message names it.
-    """
-    for source in sources:
-        if not isinstance(source, Pipeline | str | os.PathLike | list | tuple | SourceBase):
-            raise TypeError(
-                "named_errors takes tfpipe.Pipelines, TFRecord paths or tfpipe sources. "
-                f"Received: {type(source).__name__}"
-            )
-    try:
-        yield
-    except RAW_ERRORS as e:
-        stalled = stall_message(e)
-        if stalled is not None:  # a tf.data service worker lost (DataService.guard)
-            raise SourceError(stalled) from e
-        if not from_input(e):
-            raise
-        for source in sources:
-            try:
-                pipeline = source if isinstance(source, Pipeline) else Pipeline(source)
-            except TfpipeError as found:  # e.g. the first record is damaged
-                raise found from e
-            fault = pipeline.locate_fault()
-            if fault is not None:
-                raise named_error(fault, e) from e
-        raise
 
 
 def naming(*inputs: Input) -> contextlib.AbstractContextManager[None]:
@@ -292,11 +195,10 @@ def _from_dataset(
     steps_per_pass: int | None = None,
     honours: frozenset[str] = frozenset(),
     prefetched: bool = False,
-    image_encoding: str | None = None,
     batch_size: int | None = None,
     examples: int | None = None,
     pipeline: Pipeline | None = None,
-    data_kind: str | None = None,
+    schema: Schema | None = None,
 ) -> Input:
     """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
     the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
@@ -313,11 +215,12 @@ def _from_dataset(
         steps,
         infinite,
         honours,
-        image_encoding,
+        _image_encoding(schema),
         batch_size,
         examples,
         pipeline,
-        data_kind,
+        _data_kind(schema),
+        schema,
     )
 
 
@@ -386,11 +289,10 @@ def _default_pipeline(
         "TFRecords" if isinstance(data, str | os.PathLike) else "source",
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
-        image_encoding=_image_encoding(schema),
         batch_size=size,
         examples=pipeline.examples_per_epoch(),
         pipeline=pipeline,
-        data_kind=_data_kind(schema),
+        schema=schema,
     )
 
 

@@ -1,14 +1,20 @@
 """`tfpipe.fit`: one training entry point that keeps the model fed and measures how well.
 
-data ──adapt()──▶ Input ──probe the model on one full batch in memory (state restored)
-                        ├─ choose steps_per_execution when steps are short and epochs sized
-                        ├─ benchmark the input alone (report=True)
-                        └─ model.fit(...) + a callback timing the steps ──▶ History.report
+It runs in three phases over one `Plan` (`tfpipe.training.plan`):
+
+    prepare(model, data, ...) ──▶ Plan: the inputs adapted once (kind, steps, schema, batch
+        size, identity), the arguments checked, the model alone timed on one full batch
+    _train(model, plan) ──▶ model.fit over the plan's input (resumed, distributed, or repeated
+        pass after pass and prefetched), every callback hook timed (report=True)
+    _report(plan, run) ──▶ the input timed alone, then History.report, a `FitReport`
+
+The mechanics are told in docs/guides/fit-and-report.md.
 """
 
 from __future__ import annotations
 
-import itertools
+import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -19,37 +25,25 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfpipe.checks import check_int
-from tfpipe.distribute.sharding import DistributedInput, Layout
-from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
-from tfpipe.format.metadata import DatasetInfo
-from tfpipe.labels import check_same_class_names
-from tfpipe.loaders.pipeline import Pipeline
-from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.distribute.sharding import DistributedInput
+from tfpipe.errors import TfpipeWarning
 from tfpipe.loaders.service import PassCounter
-from tfpipe.loaders.supervised import Names, feature_names
-from tfpipe.schema import Schema
-from tfpipe.training.adapters import Input, adapt, naming
-from tfpipe.training.backend import data_only, strategy_of, trains_with_tensorflow
+from tfpipe.loaders.supervised import Names
+from tfpipe.training.adapters import Input, naming
 from tfpipe.training.backend import notes as backend_notes
-from tfpipe.training.bench import batch_size_of, measure
+from tfpipe.training.backend import strategy_of, trains_with_tensorflow
+from tfpipe.training.bench import measure
 from tfpipe.training.breakdown import Breakdown
+from tfpipe.training.keras_internals import workarounds_for_workers
 from tfpipe.training.map_costs import input_stages
-from tfpipe.training.model_probe import (
-    REPLICATED_NOTE,
-    Probe,
-    batch_level_callbacks,
-    describe_structure,
-    probe_model,
-    set_steps_per_execution,
-)
+from tfpipe.training.model_probe import set_steps_per_execution
+from tfpipe.training.plan import Plan, prepare
 from tfpipe.training.report import FitReport
-from tfpipe.training.resume import BackupCallback, Backups, Resumable, check_backup, fit_from
-from tfpipe.training.timing import Clock, WaitMeter
+from tfpipe.training.resume import fit_from
+from tfpipe.training.timing import Clock, Timings, WaitMeter
 
 INPUT_PROBE_SECONDS = 2.0
 STAGE_PROBE_SECONDS = 0.75
-SIZE_PROBE_BATCHES = 4
 
 
 def fit(
@@ -70,50 +64,9 @@ def fit(
 ) -> keras.callbacks.History:
     """Trains `model` on any tfpipe input, avoiding the usual input mistakes, and measures it.
 
-    Before training, a short probe (about a second, on one batch held in memory; weights,
-    optimizer and metric state are restored afterwards) times the model alone. When a step is
-    shorter than 20 ms, the model was compiled with the default `steps_per_execution=1` and is
-    not replicated by a `tf.distribute` strategy, tfpipe tries a larger value for the duration
-    of this call and keeps it when it is at least 10% faster; only when the length of an epoch
-    is known (it divides it) and no callback acts on single batches (one overriding a batch
-    hook such as `on_train_batch_end`, `ModelCheckpoint`/`TensorBoard` with an integer
-    `save_freq`/`update_freq` or `profile_batch`: Keras would call it once per execution),
-    else it stays 1 and the report says why. A finite tf.data input is
-    repeated with `steps_per_epoch` set to one pass, so Keras keeps one iterator for the whole
-    run: no pipeline restart between epochs, and every epoch is still exactly one pass. On a
-    GPU (without a multi-replica strategy, which places batches itself), batches are
-    prefetched into the GPU's memory while the current step runs. With `report=True` every
-    callback hook is timed (each callback by its class name), which books each second of
-    `model.fit` to one cause (`FitReport.breakdown`), and the input is also timed alone after
-    training (at most 2 s, so that it cannot disturb training; a Pipeline with maps once more
-    without them, at most 0.75 s), so a call spends a few seconds more than `model.fit`; the
-    report is printed and attached as `history.report`. Under Keras's JAX backend TensorFlow
-    reads the data only (its GPUs hidden), with neither the GPU prefetch nor a `tf.distribute`
-    strategy; the report says so.
-
-    Under a multi-replica `tf.distribute` strategy (`MultiWorkerMirroredStrategy`, or
-    `MirroredStrategy` with several replicas), a Pipeline, path, source or SequenceLoader is
-    split over the workers by its `build_distributed`: each worker reads its own part, all run
-    the same number of steps of the global batch, and the examples of a last partial global
-    batch are left out of each epoch with a `TfpipeWarning` counting them. The model is then
-    built on one batch instead of probed (so the report does not split its steps into compute
-    and input wait: input wait not measured, verdict "unknown"), and two failures of Keras 3's
-    `fit` under several workers are worked around for the call (see the multi-worker guide).
-    A Pipeline on the tf.data service (`Pipeline.distribute`, dynamic sharding) has epochs of
-    one pass only while no service worker fails: it is repeated pass after pass with
-    `steps_per_epoch` set to one pass, each pass is counted, and a shorter one (a failed
-    worker's lost files) is a `TfpipeWarning`; the report lists what every pass delivered. A
-    train step that waits `distribute(timeout=...)` seconds for its batch (a worker that died
-    and was not restarted makes every later pass wait for it) stops training with a
-    `SourceError` naming the dispatcher and the workers that no longer answer.
-
-    `x` and `y` say which features the model takes and predicts, for any schema: a table, a
-    list, several inputs or outputs. They follow Keras's conventions: a name gives one tensor,
-    a list of names a tuple (in the order of the model's inputs or outputs), a dict of model
-    input/output name -> feature name a dict (matched by name). Without them, a path or a
-    source must hold one Image and one ClassLabel, which become x and y. Variable-length lists
-    are read ragged: to give a model fixed-length ones, pass `tfpipe.Pipeline(path,
-    pad={"tokens": 128})` with `x` and `y`.
+    What it does before, during and after `model.fit` (the model probe, `steps_per_execution`,
+    one iterator for the run, the report's measurements, several workers, the tf.data
+    service, JAX) is told in the guide "Fit and the report".
 
     Examples:
         >>> history = tfpipe.fit(model, "out/train", epochs=2, batch_size=8, verbose=0)
@@ -177,255 +130,154 @@ def fit(
     Returns:
         Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).
     """
-    _check_model(model)
-    data_only()
-    check_int("epochs", epochs)
-    check_int("batch_size", batch_size, or_none=True)
-    save_every = check_backup(backup_dir, save_every, model)
-    shuffle = fit_kwargs.pop("shuffle", None)
-    image_size = _image_size(model)
-    _check_x_y(model, x, y, data, validation)
-    train = adapt(
+    plan = prepare(
+        model,
         data,
-        batch_size=batch_size,
-        shuffle=shuffle is not False,
-        image_size=image_size,
-        argument="data",
         x=x,
         y=y,
-        seed=None if backup_dir is None else 0,
+        validation=validation,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        callbacks=callbacks,
+        batch_size=batch_size,
+        backup_dir=backup_dir,
+        save_every=save_every,
+        fit_kwargs=fit_kwargs,
     )
-    _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
-    steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
-    resumable = None if backup_dir is None else _resumable(train, steps_per_epoch, model)
-    if validation is not None:
-        _check_classes(data, validation)
-        validation_batch_size = check_int(
-            "validation_batch_size", fit_kwargs.pop("validation_batch_size", None), or_none=True
-        )
-        checked = adapt(
-            validation,
-            batch_size=batch_size if validation_batch_size is None else validation_batch_size,
-            shuffle=False,
-            image_size=image_size,
-            argument="validation",
-            x=x,
-            y=y,
-        )
-        _warn_ignored(checked, "validation", batch_size=validation_batch_size)
-        fit_kwargs["validation_data"] = checked.data
-        fit_kwargs["validation_steps"] = _steps(
-            checked, fit_kwargs.pop("validation_steps", None), "validation", "validation_steps"
-        )
-    inputs = [train] if validation is None else [train, checked]
+    run = _train(model, plan, timed=report)
+    run.history.report = None if run.timings is None else _report(plan, run, run.timings)
+    if run.history.report is not None:
+        print(run.history.report)
+    return run.history
 
-    multi_worker = Layout.of(strategy_of(model)).num_workers > 1
-    distributed = None if resumable is not None else _distributed(model, train)
-    # Keras shuffles a PyDataset's batch order; a distributed or resumable loader (a
-    # SequenceLoader shuffles itself) draws its own orders, the same in every run.
-    fit_kwargs["shuffle"] = (
-        train.kind == "PyDataset" and shuffle is not False and not distributed and not resumable
-    )
-    with naming(*inputs):
-        batch, size = _full_batch(train)
-    if strategy_of(model).num_replicas_in_sync > 1:
-        _build_on(model, batch)
-        probe = Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
-    else:
-        probe = probe_model(
-            model,
-            batch,
-            steps or train.steps,
-            tune=resumable is None,
-            batch_callbacks=batch_level_callbacks(callbacks or [], validation is not None),
-        )
-    short_last_compiles = (
-        not trains_with_tensorflow()
-        and not steps  # epochs of one pass each, all ending with the same short batch
-        and bool(train.examples and train.examples % size)
-    )
-    saver = None
-    if resumable is not None:
-        with naming(*inputs):
-            identity = resumable.loader.identity()
-        backups = Backups(backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
-        saver = BackupCallback(backups, save_every or resumable.steps)
-    # With the report, every callback is timed by class name (training.timing), each step once.
-    plain = distributed is None and resumable is None
-    meter = _wait_meter(train, model) if report and plain else None
-    clock = Clock(probe.step_seconds, short_last_compiles, meter) if report else None
-    run_callbacks = [*([saver] if saver else []), *(callbacks or [])]  # saved before the user's
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What training did: Keras's history, and what was measured for the report.
+
+    Attributes:
+        history: Keras's `History`.
+        timings: every second of `model.fit` by part; None when not timed (`report=False`).
+        cpu_busy: the share of this host's cores the process kept busy during training.
+        notes: what the report adds (the passes of an input on the tf.data service).
+    """
+
+    history: keras.callbacks.History
+    timings: Timings | None
+    cpu_busy: float
+    notes: tuple[str, ...]
+
+
+def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
+    """Trains as `plan` says, every callback hook and train step timed when `timed` (by class
+    name, each step once: `training.timing`); warns about what went wrong in the data."""
+    plain = plan.distributed is None and plan.resumable is None
+    meter = _wait_meter(plan.train, model) if timed and plain else None
+    clock = Clock(plan.probe.step_seconds, plan.short_last_compiles, meter) if timed else None
+    callbacks = plan.callbacks
     if clock is not None:
-        run_callbacks = clock.around(run_callbacks, fit_kwargs.get("verbose", "auto"))
-    if multi_worker:
-        _multi_worker_steps(model)
-    passes = None if resumable is not None else _pass_counter(train, steps, epochs, model)
+        callbacks = clock.around(callbacks, plan.keras_kwargs.get("verbose", "auto"))
+    passes = None if plan.resumable is not None else _pass_counter(plan, model)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     if clock is not None:
         clock.start()
+    workarounds = workarounds_for_workers(model) if plan.multi_worker else contextlib.nullcontext()
     try:
-        with naming(*inputs):
-            if resumable is not None and saver is not None:
-                history = fit_from(
-                    model,
-                    resumable,
-                    saver,
-                    epochs=epochs,
-                    callbacks=run_callbacks,
-                    **fit_kwargs,
-                )
-            else:
-                if passes is not None:
-                    dataset, steps = passes.repeat(train.data), train.steps
-                    dataset = _feed(dataset, _accelerator(model), meter)
-                elif distributed is None:
-                    dataset, steps = _one_iterator(train, steps, probe.steps_per_execution)
-                    dataset = _feed(dataset, _accelerator(model), meter)
-                else:
-                    dataset, steps = distributed.dataset, _distributed_steps(steps, distributed)
-                history = model.fit(
-                    dataset,
-                    epochs=epochs,
-                    steps_per_epoch=steps,
-                    callbacks=run_callbacks,
-                    **fit_kwargs,
-                )
+        with workarounds, naming(*plan.inputs):
+            history, steps = _fit(model, plan, callbacks, passes, meter)
     finally:
-        if probe.chosen:
+        if plan.probe.chosen:
             set_steps_per_execution(model, 1)
-        if multi_worker:
-            for name in ("_maybe_symbolic_build", "train_step", "test_step"):
-                delattr(model, name)
-            model.train_function = model.test_function = None
     timings = None if clock is None else clock.stop()
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
-    _warn_truncated(inputs)
-    service_notes = _check_passes(train, passes, epochs * (steps or 0))
-    history.report = None
-    if timings is not None:
-        # Timed after training: iterating the input before fit left its threads and buffers
-        # behind and slowed the training that followed (about 20% in benchmarks/bench_fit.py).
-        with naming(train):
-            input_alone = measure(
-                train.batches(repeat=True),
-                num_batches=50,
-                warmup=2,
-                max_seconds=INPUT_PROBE_SECONDS,
-            )
-            stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
-        per_step = (
-            distributed.global_batch_size
-            if distributed is not None
-            else _examples_per_step(train, size)
+    _warn_truncated(plan.inputs)
+    notes = _check_passes(plan.train, passes, plan.epochs * (steps or 0))
+    return _Run(history, timings, cpu_busy, notes)
+
+
+def _fit(
+    model: keras.Model,
+    plan: Plan,
+    callbacks: list[keras.callbacks.Callback],
+    passes: PassCounter | None,
+    meter: WaitMeter | None,
+) -> tuple[keras.callbacks.History, int | None]:
+    """Keras's `fit` over the plan's input, and the steps per epoch it ran: resumed from the
+    newest backup, split over the workers, or fed from this host (on the tf.data service
+    pass after pass, else one iterator for the run), timed by `meter` or prefetched to the
+    GPU."""
+    train = plan.train
+    if plan.resumable is not None and plan.saver is not None:
+        history = fit_from(
+            model,
+            plan.resumable,
+            plan.saver,
+            epochs=plan.epochs,
+            callbacks=callbacks,
+            **plan.keras_kwargs,
         )
-        history.report = FitReport.build(
-            input_alone=input_alone,
-            model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
-            # None: no step was timed (none ran, or only the first execution).
-            achieved_examples_per_s=per_step / step if (step := timings.step_seconds) else None,
-            input_kind=train.kind,
-            batch_size=size,
+        return history, plan.steps
+    if passes is not None:
+        dataset, steps = passes.repeat(train.data), train.steps
+        dataset = _feed(dataset, _accelerator(model), meter)
+    elif plan.distributed is None:
+        dataset, steps = _one_iterator(train, plan.steps, plan.probe.steps_per_execution)
+        dataset = _feed(dataset, _accelerator(model), meter)
+    else:
+        dataset, steps = plan.distributed.dataset, _distributed_steps(plan.steps, plan.distributed)
+    history = model.fit(
+        dataset,
+        epochs=plan.epochs,
+        steps_per_epoch=steps,
+        callbacks=callbacks,
+        **plan.keras_kwargs,
+    )
+    return history, steps
+
+
+def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
+    """The `FitReport` of a timed run: the input timed alone (after training: iterating it
+    before `fit` left its threads and buffers behind and slowed the training that followed,
+    about 20% in benchmarks/bench_fit.py), with what the plan and the run measured."""
+    train, probe, size = plan.train, plan.probe, plan.batch_size
+    with naming(train):
+        input_alone = measure(
+            train.batches(repeat=True),
+            num_batches=50,
+            warmup=2,
+            max_seconds=INPUT_PROBE_SECONDS,
+        )
+        stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
+    distributed = plan.distributed
+    per_step = (
+        distributed.global_batch_size
+        if distributed is not None
+        else _examples_per_step(train, size)
+    )
+    step = timings.step_seconds  # None: no step was timed (none ran, or only the first)
+    return FitReport.build(
+        input_alone=input_alone,
+        model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
+        achieved_examples_per_s=per_step / step if step else None,
+        input_kind=train.kind,
+        batch_size=size,
+        steps_per_execution=probe.steps_per_execution,
+        steps_per_execution_chosen=probe.chosen,
+        measured_wait=timings.measured_wait_fraction,
+        image_encoding=train.image_encoding,
+        data_kind=train.data_kind or _data_kind_of(plan.batch),
+        notes=probe.notes + run.notes + backend_notes(),
+        cpu_busy=run.cpu_busy,
+        service=None if train.service is None else train.service.address,
+        breakdown=Breakdown.build(
+            timings,
             steps_per_execution=probe.steps_per_execution,
-            steps_per_execution_chosen=probe.chosen,
-            measured_wait=timings.measured_wait_fraction,
-            image_encoding=train.image_encoding,
-            data_kind=train.data_kind or _data_kind_of(batch),
-            notes=probe.notes + service_notes + backend_notes(),
-            cpu_busy=cpu_busy,
-            service=_service_address(train),
-            breakdown=Breakdown.build(
-                timings,
-                steps_per_execution=probe.steps_per_execution,
-                input_stages=stages,
-            ),
-        )
-        print(history.report)
-    return history
+            input_stages=stages,
+        ),
+    )
 
 
-def _check_model(model: Any) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model. Received: model={type(model).__name__}")
-    if not model.compiled:
-        raise ValueError(
-            "model must be compiled before tfpipe.fit: call model.compile(optimizer, loss) first"
-        )
-
-
-def _schema_of(data: Any) -> Schema | None:
-    """The schema of an input when it is known: a Pipeline's, a loader's, a path's metadata."""
-    if isinstance(data, str | os.PathLike):
-        try:
-            return DatasetInfo.load(data).schema
-        except (DataNotFoundError, SchemaError):
-            return None  # adapt() says what is wrong with the path
-    schema = getattr(data, "schema", None)
-    return schema if isinstance(schema, Schema) else None
-
-
-def _check_classes(data: Any, validation: Any) -> None:
-    """Refuses train and validation inputs whose class names differ, when both are known."""
-    train, checked = _schema_of(data), _schema_of(validation)
-    if train is not None and checked is not None:
-        check_same_class_names(train, checked, ("data", "validation"))
-
-
-def _image_size(model: keras.Model) -> tuple[int, int] | None:
-    """The (height, width) of a model's single image input, when it declares one."""
-    inputs = model.inputs if model.built and hasattr(model, "inputs") else None
-    if not inputs or len(inputs) != 1 or len(inputs[0].shape) != 4:
-        return None
-    height, width = inputs[0].shape[1:3]
-    return (height, width) if height and width else None
-
-
-def _check_x_y(
-    model: keras.Model, x: Names | None, y: Names | None, data: Any, validation: Any
-) -> None:
-    """Refuses `x` or `y` of the wrong form, a list of names whose length is not the model's
-    number of inputs (outputs), and a Pipeline of example dicts without them, before any data
-    is read: Keras's errors name none of these."""
-    for argument, names in (("x", x), ("y", y)):
-        if names is not None:
-            feature_names(argument, names, "tfpipe.training.fit")
-    for argument, given in (("data", data), ("validation", validation)):
-        if x is None and isinstance(given, Pipeline) and given.supervised is None and given.schema:
-            raise SchemaError(
-                f"{argument}: the Pipeline yields dicts of features {list(given.schema)}, not "
-                "(x, y) pairs: pass x=... and y=... (the feature name(s) the model takes and "
-                "predicts), or call .as_supervised(x, y) on the Pipeline"
-            )
-    if not model.built:
-        return
-    for argument, names, tensors, what in (
-        ("x", x, getattr(model, "inputs", None), "input"),
-        ("y", y, getattr(model, "outputs", None), "output"),
-    ):
-        if tensors and isinstance(names, list | tuple) and len(names) != len(tensors):
-            hint = (
-                "; to feed several scalar columns to one input, store them as one Tensor "
-                "feature of shape (n,) (e.g. tfpipe.from_arrays({'features': matrix, ...}))"
-                if len(tensors) == 1
-                else ""
-            )
-            raise SchemaError(
-                f"{argument}={names!r} names {len(names)} features, but the model has "
-                f"{len(tensors)} {what}(s) {describe_structure(tensors)}: name one feature per "
-                f"model {what}, in their order (or a dict keyed by their names){hint}"
-            )
-
-
-def _data_kind_of(batch: Any) -> str | None:
-    """What a batch's model input holds: "images" when a part has rank 4 (batch, height,
-    width, channels), "tensors" when every part has rank 2 or less; None when unsure (rank 3)."""
-    x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
-    ranks = [len(part.shape) for part in tf.nest.flatten(x)]
-    if any(rank >= 4 for rank in ranks):
-        return "images"
-    return "tensors" if ranks and max(ranks) <= 2 else None
-
-
-def _warn_truncated(inputs: list[Input]) -> None:
+def _warn_truncated(inputs: tuple[Input, ...]) -> None:
     """Warns about the values a `Pipeline(truncate=True)` cut to their pad length."""
     for source, argument in zip(inputs, ("data", "validation"), strict=False):
         counts = source.pipeline.truncated() if source.pipeline is not None else {}
@@ -436,103 +288,8 @@ def _warn_truncated(inputs: list[Input]) -> None:
                     "(Pipeline(pad=..., truncate=True)), counting every read including "
                     "tfpipe.training.fit's probes; raise the pad length to keep them whole",
                     TfpipeWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
-
-
-def _warn_ignored(source: Input, argument: str, **given: Any) -> None:
-    """Warns about each given argument that the kind of input cannot use."""
-    where = {"batch_size": "batch", "shuffle": "shuffle"}
-    for name, value in given.items():
-        if value is not None and name not in source.honours:
-            warnings.warn(
-                f"{name}={value!r} is ignored: {argument} is a {source.kind} input; "
-                f"{where.get(name, name)} where it is built (e.g. tfpipe.Pipeline(...)."
-                f"{where.get(name, name)}(...))",
-                TfpipeWarning,
-                stacklevel=3,
-            )
-
-
-def _steps(source: Input, given: int | None, argument: str, name: str) -> int | None:
-    """The steps per epoch to pass to Keras, so that an epoch never runs out of data."""
-    if given is not None:
-        given = check_int(name, given)
-        if source.steps is not None and not source.infinite:
-            if given > source.steps:
-                raise ValueError(
-                    f"{name}={given} but {argument} has {source.steps} batches per epoch: Keras "
-                    f"would stop with 'Your input ran out of data'. Pass {name}<={source.steps} "
-                    "or None, or repeat() the input"
-                )
-            if given < source.steps:
-                warnings.warn(
-                    f"{name}={given} covers {given} of the {source.steps} batches of {argument}: "
-                    "epochs run across the end of the data and Keras cuts short the one that "
-                    f"reaches it; pass {name}=None to use every batch each epoch",
-                    TfpipeWarning,
-                    stacklevel=3,
-                )
-        return int(given)
-    if source.infinite:
-        if source.steps is None:
-            raise ValueError(
-                f"{argument} repeats forever and its size is unknown: pass {name}=..., or a "
-                "tfpipe.Pipeline or TFRecords path whose metadata gives the size"
-            )
-        return source.steps
-    return None
-
-
-def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
-    """Under a multi-replica strategy, a Pipeline or SequenceLoader split over the workers so
-    that each reads its own part and all run the same steps (other inputs are left to Keras,
-    which shards them itself)."""
-    strategy = strategy_of(model)
-    if strategy.num_replicas_in_sync == 1:
-        return None
-    origin = source.pipeline if source.pipeline is not None else source.data
-    if isinstance(origin, Pipeline) and origin.service is not None:
-        return None  # batches come from the tf.data service; Keras places them on replicas
-    if isinstance(origin, Pipeline | SequenceLoader):
-        return origin.build_distributed(strategy)
-    return None
-
-
-def _build_on(model: keras.Model, batch: Any) -> None:
-    """Builds the model, its loss, metrics and optimizer on one local batch, in its strategy
-    (so that every variable is mirrored), in place of the probe that builds an unbuilt model.
-
-    Under a multi-worker strategy, Keras 3's `fit` builds them from the first distributed
-    batch by `strategy.reduce` of the whole (x, y) structure, which
-    MultiWorkerMirroredStrategy cannot reduce ("Attempt to convert a value (PerReplica...)",
-    keras-team/keras#20585): `fit` then skips that step for a model built here.
-    """
-    with strategy_of(model).scope():
-        model._symbolic_build(data_batch=batch)
-
-
-def _multi_worker_steps(model: keras.Model) -> None:
-    """Works around two failures of Keras 3's `fit` under a multi-worker strategy, until
-    `fit` returns (then the instance attributes set here are deleted).
-
-    Keras builds the model from the first batch reduced over workers, which fails
-    (keras-team/keras#20585): the model was built by `_build_on`, so that step is skipped.
-    It then averages each step's logs with `strategy.reduce("MEAN", value, axis=0)`, which
-    fails on the scalar loss and metrics: each log is given a dimension of 1 here, so that
-    the same reduction averages it over every replica.
-    """
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    for name in ("train_step", "test_step"):
-        step = getattr(model, name)
-
-        def one_dimension(data: Any, step: Any = step) -> Any:
-            return tf.nest.map_structure(
-                lambda v: tf.reshape(v, [1]) if v.shape.rank == 0 else v, step(data)
-            )
-
-        setattr(model, name, one_dimension)
-    model.train_function = model.test_function = None
 
 
 def _distributed_steps(given: int | None, distributed: DistributedInput) -> int:
@@ -547,34 +304,13 @@ def _distributed_steps(given: int | None, distributed: DistributedInput) -> int:
     return steps if given is None else given
 
 
-def _resumable(source: Input, steps_per_epoch: int | None, model: keras.Model) -> Resumable:
-    """The loader behind `data` that `backup_dir` resumes: a Pipeline (also the one built for
-    a path or a source) or a SequenceLoader, in whole epochs (split over the workers of a
-    multi-worker strategy)."""
-    loader = source.data if isinstance(source.data, SequenceLoader) else source.pipeline
-    if loader is None:
-        raise ValueError(
-            "backup_dir resumes a tfpipe.Pipeline, a TFRecord path, a tfpipe source or a "
-            f"tfpipe.SequenceLoader, whose position is (epoch, batch); data is a {source.kind} "
-            "input, whose position cannot be restored"
-        )
-    if steps_per_epoch is not None:
-        raise ValueError(
-            "backup_dir counts positions in whole epochs (one pass each): drop steps_per_epoch. "
-            f"Received: steps_per_epoch={steps_per_epoch}"
-        )
-    return Resumable(loader, "data", strategy_of(model))
-
-
 def _cores() -> int:
     """The CPU cores this process may run on."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-def _pass_counter(
-    source: Input, steps: int | None, epochs: int, model: keras.Model
-) -> PassCounter | None:
+def _pass_counter(plan: Plan, model: keras.Model) -> PassCounter | None:
     """Counts the passes of a Pipeline on the tf.data service with dynamic sharding.
 
     Such a pass is one epoch while no service worker fails, and shorter when one does, so
@@ -582,24 +318,17 @@ def _pass_counter(
     what each pass delivered is counted. A multi-replica strategy copies the dataset graph,
     which cannot hold the counter: then the input is repeated uncounted.
     """
-    pipeline = source.pipeline
-    service = None if pipeline is None else pipeline.service
+    source, service = plan.train, plan.train.service
     if (
         service is None
         or service.mode != "dynamic"
-        or steps is not None
+        or plan.steps is not None
         or source.steps is None
         or source.infinite
         or strategy_of(model).num_replicas_in_sync > 1
     ):
         return None
-    return PassCounter(2 * epochs + 2)  # room for passes shortened by failed workers
-
-
-def _service_address(source: Input) -> str | None:
-    """The tf.data service the input runs on (`Pipeline.distribute`), if any."""
-    service = None if source.pipeline is None else source.pipeline.service
-    return None if service is None else service.address
+    return PassCounter(2 * plan.epochs + 2)  # room for passes shortened by failed workers
 
 
 def _check_passes(
@@ -610,8 +339,7 @@ def _check_passes(
     Only the passes training used count: the prefetch reads ahead into the next one. The
     last pass started may still be running unless it is full.
     """
-    pipeline = source.pipeline
-    service = None if pipeline is None else pipeline.service
+    pipeline, service = source.pipeline, source.service
     if passes is None or pipeline is None or service is None or source.examples is None:
         return ()
     started = passes.counts()
@@ -632,7 +360,7 @@ def _check_passes(
             "example at most once). Epochs keep their length, so the later ones start inside "
             "the next pass",
             TfpipeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
     return (
         f"the input ran on the tf.data service at {service.address} (dynamic sharding): the "
@@ -713,29 +441,10 @@ def _prefetch_to_device(data: Any, device: str | None) -> Any:
             f"prefetching batches to {device} failed ({e}); batches are copied to the device "
             "at each step instead",
             TfpipeWarning,
-            stacklevel=3,
+            stacklevel=6,
         )
         return data
     return moved
-
-
-def _full_batch(source: Input) -> tuple[Any, int]:
-    """A batch of the input's true batch size, and that size, for the probe and the report.
-
-    The first batch alone can be the short last one of an epoch (a non-deterministic pipeline
-    yields whichever batch is ready first), which skewed every rate of the report. The size is
-    the declared one when a batch of it comes among the first few, else the largest of them.
-    """
-    largest, size = None, 0
-    for batch in itertools.islice(source.batches(), SIZE_PROBE_BATCHES):
-        examples = batch_size_of(batch)
-        if examples > size:
-            largest, size = batch, examples
-        if examples == source.batch_size:
-            break
-    if largest is None:
-        raise ValueError(f"the {source.kind} input yielded no batches: it is empty")
-    return (tuple(largest) if isinstance(largest, list) else largest), size
 
 
 def _examples_per_step(source: Input, batch_size: int) -> float:
@@ -744,3 +453,13 @@ def _examples_per_step(source: Input, batch_size: int) -> float:
     if source.examples and source.steps:
         return source.examples / source.steps
     return float(batch_size)
+
+
+def _data_kind_of(batch: Any) -> str | None:
+    """What a batch's model input holds: "images" when a part has rank 4 (batch, height,
+    width, channels), "tensors" when every part has rank 2 or less; None when unsure (rank 3)."""
+    x, _, _ = keras.utils.unpack_x_y_sample_weight(batch)
+    ranks = [len(part.shape) for part in tf.nest.flatten(x)]
+    if any(rank >= 4 for rank in ranks):
+        return "images"
+    return "tensors" if ranks and max(ranks) <= 2 else None

@@ -19,6 +19,8 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError
 from tfpipe.training.backend import strategy_of
 from tfpipe.training.bench import batch_size_of
+from tfpipe.training.keras_internals import profiles_a_batch
+from tfpipe.training.timing import StepClock
 
 PROBE_SECONDS = 1.0
 SHORT_STEP_S = 0.02
@@ -92,7 +94,7 @@ def _step_frequency(callback: keras.callbacks.Callback) -> str | None:
         value = getattr(callback, attribute, None)
         if isinstance(value, int) and not isinstance(value, bool):
             return f"{attribute}={value}"
-    if getattr(callback, "_should_trace", False):  # TensorBoard(profile_batch=...)
+    if profiles_a_batch(callback):  # TensorBoard(profile_batch=...)
         return "profile_batch"
     return None
 
@@ -108,32 +110,26 @@ def batch_callbacks_note(found: Sequence[str]) -> str:
     )
 
 
-class StepTimer(keras.callbacks.Callback):
-    """Times training steps; only the first execution of the run (tracing, start-up) is left out.
+class StepTimer(StepClock):
+    """Times train steps; only the first execution of the run (tracing, start-up) is left out.
 
     The first execution of each later epoch counts the time from the previous epoch's last
     step until validation or the epoch-end callbacks start, and from `on_epoch_begin` on: an
     input that restarts at every epoch is measured, validation and callbacks are not.
     With `stop_after` seconds of timed steps it stops training (used by the model probe).
-    With `short_last_compiles` (JAX compiles the step again for the shape of an epoch's short
-    last batch) the last execution of the first epoch is left out too.
     """
 
-    def __init__(self, stop_after: float | None = None, short_last_compiles: bool = False) -> None:
+    def __init__(self, stop_after: float | None = None) -> None:
         super().__init__()
         self.stop_after = stop_after
-        self.short_last_compiles = short_last_compiles
-        self._epoch = 0
-        self.steps = self.first_steps = 0
-        self.seconds = self.first_seconds = 0.0
+        self.seconds = 0.0
         self._last: float | None = None
         self._paused_at: float | None = None
         self._resumed_at = 0.0
-        self._begin = 0
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        super().on_epoch_begin(epoch, logs)
         self._resumed_at = time.perf_counter()
-        self._epoch = epoch
 
     def _pause(self) -> None:
         if self._last is not None and self._paused_at is None:
@@ -145,28 +141,16 @@ class StepTimer(keras.callbacks.Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._pause()
 
-    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self._begin = batch
-
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         now = time.perf_counter()
-        if self.params.get("steps"):  # Keras reports a short last execution as a full one
-            batch = min(batch, self.params["steps"] - 1)
-        steps = batch - self._begin + 1
-        compiled = (  # the first short last batch: a new shape, compiled under JAX
-            self.short_last_compiles
-            and self._epoch == 0
-            and batch == (self.params.get("steps") or 0) - 1
-        )
-        if self._last is None or compiled:
-            self.first_steps += steps
-            self.first_seconds += now - (self._resumed_at if self._last is None else self._last)
-        else:
-            if self._paused_at is None:
-                self.seconds += now - self._last
-            else:  # the first execution of a later epoch, without the pause between epochs
-                self.seconds += (self._paused_at - self._last) + (now - self._resumed_at)
-            self.steps += steps
+        if self._last is None:
+            seconds = now - self._resumed_at
+        elif self._paused_at is None:
+            seconds = now - self._last
+        else:  # the first execution of a later epoch, without the pause between epochs
+            seconds = (self._paused_at - self._last) + (now - self._resumed_at)
+        if self.count(batch, seconds) is not None:
+            self.seconds += seconds
         self._last, self._paused_at = now, None
         if self.stop_after is not None and self.seconds >= self.stop_after:
             self.model.stop_training = True
@@ -174,8 +158,8 @@ class StepTimer(keras.callbacks.Callback):
     @property
     def step_seconds(self) -> float:
         """Mean seconds per step; the first execution counts only when nothing else was timed."""
-        if self.steps:
-            return self.seconds / self.steps
+        if self.timed_steps:
+            return self.seconds / self.timed_steps
         return self.first_seconds / max(self.first_steps, 1)
 
 

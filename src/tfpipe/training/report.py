@@ -205,39 +205,20 @@ class FitReport:
             >>> print(report.advice[1])
             the input alone is slower than the model: store raw pixels at training size ...
         """
-        if data_kind == "tensors":
-            decode_less, speedups = _PARSE_LESS, _SPEEDUPS_TENSORS
-        else:
-            decode_less = _DECODE_LESS.get(image_encoding, _DECODE_LESS[None])
-            speedups = _SPEEDUPS
+        decode_less, speedups = _remedies(data_kind, image_encoding)
         if achieved_examples_per_s is None:
             wait, verdict, advice = None, "unknown", [_NOT_TIMED]
         elif model_examples_per_s is None:
             wait, verdict = None, "unknown"
             advice = _unmeasured(input_alone.examples_per_s, achieved_examples_per_s, decode_less)
         else:
-            estimate = min(1.0, max(0.0, 1.0 - achieved_examples_per_s / model_examples_per_s))
-            wait = estimate if measured_wait is None else min(1.0, max(0.0, measured_wait))
+            wait, verdict, advice = _reading(
+                input_alone.examples_per_s,
+                model_examples_per_s,
+                achieved_examples_per_s,
+                measured_wait,
+            )
             headroom = input_alone.examples_per_s / model_examples_per_s
-            slow_input = wait > SHARED_CPU_WAIT and headroom < _HEADROOM
-            waits = wait > INPUT_BOUND_WAIT or slow_input
-            # An estimate is the gap between two short probes and fit: on a busy machine it can
-            # be noise; it does not overrule an input many times faster than the model.
-            overruled = waits and measured_wait is None and headroom >= FAR_FASTER
-            verdict = "input-bound" if waits and not overruled else "compute-bound"
-            how = "measured" if measured_wait is not None else "estimated"
-            advice = [
-                f"input delivers {input_alone.examples_per_s:,.0f} examples/s alone, the model "
-                f"consumes {model_examples_per_s:,.0f} examples/s alone, fit achieved "
-                f"{achieved_examples_per_s:,.0f} examples/s ({wait:.0%} of the train steps' "
-                f"time waiting for input, {how})"
-            ]
-            if overruled:
-                advice.append(
-                    f"the estimated wait ({wait:.0%}, 1 - achieved / model alone) is not put "
-                    f"down to the input, which alone is {headroom:.0f}x faster than the model: "
-                    "the probes and fit ran under different loads of this machine"
-                )
             if verdict == "input-bound" and service is not None:
                 advice.extend(_placement(service, cpu_busy))
             elif verdict == "input-bound":
@@ -363,6 +344,43 @@ class FitReport:
         )
         plots.stacked_bar(split, names, shares, f"training time by part; verdict: {self.verdict}")
         return plots.save(figure, path)
+
+
+def _remedies(data_kind: str | None, image_encoding: str | None) -> tuple[str, dict[str, str]]:
+    """What makes the input cheaper by what it holds: decoding (or parsing) less, and the
+    speed-ups per kind of input."""
+    if data_kind == "tensors":
+        return _PARSE_LESS, _SPEEDUPS_TENSORS
+    return _DECODE_LESS.get(image_encoding, _DECODE_LESS[None]), _SPEEDUPS
+
+
+def _reading(
+    input_alone: float, model: float, achieved: float, measured_wait: float | None
+) -> tuple[float, str, list[str]]:
+    """The input wait (measured, else estimated from the rates), the verdict, and the advice
+    that states them, from the examples/s of the input alone, the model alone and fit."""
+    estimate = min(1.0, max(0.0, 1.0 - achieved / model))
+    wait = estimate if measured_wait is None else min(1.0, max(0.0, measured_wait))
+    headroom = input_alone / model
+    slow_input = wait > SHARED_CPU_WAIT and headroom < _HEADROOM
+    waits = wait > INPUT_BOUND_WAIT or slow_input
+    # An estimate is the gap between two short probes and fit: on a busy machine it can be
+    # noise; it does not overrule an input many times faster than the model.
+    overruled = waits and measured_wait is None and headroom >= FAR_FASTER
+    verdict = "input-bound" if waits and not overruled else "compute-bound"
+    how = "measured" if measured_wait is not None else "estimated"
+    advice = [
+        f"input delivers {input_alone:,.0f} examples/s alone, the model consumes {model:,.0f} "
+        f"examples/s alone, fit achieved {achieved:,.0f} examples/s ({wait:.0%} of the train "
+        f"steps' time waiting for input, {how})"
+    ]
+    if overruled:
+        advice.append(
+            f"the estimated wait ({wait:.0%}, 1 - achieved / model alone) is not put down to "
+            f"the input, which alone is {headroom:.0f}x faster than the model: the probes and "
+            "fit ran under different loads of this machine"
+        )
+    return wait, verdict, advice
 
 
 def _placement(service: str | None, cpu_busy: float | None) -> list[str]:

@@ -211,7 +211,59 @@ class WaitMeter:
         return waited
 
 
-class Clock(keras.callbacks.Callback):
+class StepClock(keras.callbacks.Callback):
+    """Counts train steps execution by execution, telling start-up apart: the one step
+    counter of `Clock` (fit's report) and of the model probe's `StepTimer`.
+
+    Keras calls the batch hooks once per execution of `steps_per_execution` steps. The first
+    execution of the run (tracing, the first batch) and, with `short_last_compiles`, the one
+    of the first epoch's short last batch (JAX compiles the step again for its shape) are
+    start-up: `first_steps` and `first_seconds`; the steps of every other are `timed_steps`.
+    A subclass measures the seconds of an execution and passes them to `count`.
+
+    Args:
+        short_last_compiles: the first epoch's short last batch compiles the step again for
+            its shape (JAX): that execution counts as start-up. Defaults to False.
+    """
+
+    def __init__(self, short_last_compiles: bool = False) -> None:
+        super().__init__()
+        self.short_last_compiles = short_last_compiles
+        self.steps = self.timed_steps = self.executions = self.epochs = 0
+        self.first_steps, self.first_seconds = 0, 0.0
+        self.started = False  # a train step ended in this run
+        self._begin = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.epochs += 1
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._begin = batch
+
+    def count(self, batch: int, seconds: float) -> int | None:
+        """Counts the execution that ended at Keras's `batch` after `seconds`: its steps
+        when they are timed, None when it was start-up (booked in `first_*`)."""
+        if self.params.get("steps"):  # Keras reports a short last execution as a full one
+            batch = min(batch, self.params["steps"] - 1)
+        steps = batch - self._begin + 1
+        compiled = (  # the first short last batch: a new shape, compiled under JAX
+            self.short_last_compiles
+            and self.epochs == 1
+            and batch == (self.params.get("steps") or 0) - 1
+        )
+        first = not self.started or compiled
+        self.steps += steps
+        self.executions += 1
+        self.started = True
+        if first:
+            self.first_steps += steps
+            self.first_seconds += seconds
+            return None
+        self.timed_steps += steps
+        return steps
+
+
+class Clock(StepClock):
     """The first callback of the run: books the time since the previous hook to its phase.
 
     Examples:
@@ -238,16 +290,12 @@ class Clock(keras.callbacks.Callback):
         short_last_compiles: bool = False,
         meter: WaitMeter | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(short_last_compiles)
         self.ledger = Ledger()
         self.step_seconds = step_seconds or None
-        self.short_last_compiles = short_last_compiles
         self.meter = meter
-        self.steps = self.timed_steps = self.executions = self.epochs = self.validations = 0
-        self.first_steps, self.first_seconds = 0, 0.0
-        self._started = False  # a train step ended in this run
+        self.validations = 0
         self._epoch_started = False  # a train step ended in this epoch
-        self._begin = 0
         self._timed: dict[str, keras.callbacks.Callback] = {}
         self._wall = 0.0
 
@@ -305,32 +353,22 @@ class Clock(keras.callbacks.Callback):
         self._switch(START_UP)  # model.fit's set-up (also a second fit of a resumed run)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self.epochs += 1
+        super().on_epoch_begin(epoch, logs)
         self._epoch_started = False
         self._switch()
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self._begin = batch
+        super().on_train_batch_begin(batch, logs)
         self._switch()
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         seconds = self.ledger.take()
         waited = None if self.meter is None else min(seconds, self.meter.take())
-        if self.params.get("steps"):  # Keras reports a short last execution as a full one
-            batch = min(batch, self.params["steps"] - 1)
-        steps = batch - self._begin + 1
-        compiled = (  # the first short last batch: a new shape, compiled under JAX
-            self.short_last_compiles
-            and self.epochs == 1
-            and batch == (self.params.get("steps") or 0) - 1
-        )
-        if not self._started or compiled:
+        steps = self.count(batch, seconds)
+        if steps is None:
             self.ledger.add(START_UP, seconds)
-            self.first_steps += steps
-            self.first_seconds += seconds
         elif self.step_seconds is None and waited is None:
             self.ledger.add(STEPS_UNSPLIT if self._epoch_started else RESTARTS, seconds)
-            self.timed_steps += steps
         else:
             if waited is not None:
                 compute = seconds - waited
@@ -338,10 +376,7 @@ class Clock(keras.callbacks.Callback):
                 compute = min(seconds, steps * self.step_seconds)  # type: ignore[operator]
             self.ledger.add(COMPUTE, compute)
             self.ledger.add(INPUT_WAIT if self._epoch_started else RESTARTS, seconds - compute)
-            self.timed_steps += steps
-        self.steps += steps
-        self.executions += 1
-        self._started = self._epoch_started = True
+        self._epoch_started = True
         self.ledger.phase = OTHER_CALLBACKS
 
     def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
@@ -378,7 +413,7 @@ class _Mark(keras.callbacks.Callback):
         self._enter(START_UP)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        self._enter(RESTARTS if self.clock._started else START_UP)
+        self._enter(RESTARTS if self.clock.started else START_UP)
 
     def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self._enter(_STEP)
