@@ -41,13 +41,9 @@ with collector.paused():
 
     from tfpipe import fs
     from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-    from tfpipe.format.metadata import (
-        DatasetInfo,
-        ShardInfo,
-        SkippedExample,
-        metadata_path,
-        tf_compression,
-    )
+    from tfpipe.format.compression import tf_compression
+    from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
+    from tfpipe.format.naming import metadata_path
     from tfpipe.records.writer import (
         CHUNK,
         Encoder,
