@@ -81,7 +81,7 @@ def _command(parser: argparse.ArgumentParser, handler: str) -> None:
     )
     flags = {
         action.dest: max(action.option_strings, key=len)
-        for action in parser._actions
+        for action in parser._actions  # argparse's own: it lists a parser's actions no other way
         if action.option_strings and action.dest != "help"
     }
     flags |= {name: flags[dest] for name, dest in _SET_BY.items() if dest in flags}

@@ -48,6 +48,7 @@ class NamedDataset(tf.data.Dataset):
     def __init__(self, dataset: tf.data.Dataset, name: Namer) -> None:
         self._dataset = dataset
         self._name = name
+        # TensorFlow's own: how a tf.data dataset that wraps another passes its graph on.
         super().__init__(dataset._variant_tensor)
 
     def _inputs(self) -> list[tf.data.Dataset]:
