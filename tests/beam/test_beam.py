@@ -26,7 +26,9 @@ from apache_beam.metrics.metric import MetricsFilter
 import tfpipe
 import tfpipe.beam
 import tfpipe.cli.parser as cli
-from tfpipe.beam import _finish, _Plan, _write_shard
+from tfpipe.beam import runners
+from tfpipe.beam.encode import Encode
+from tfpipe.beam.shards import Plan, _write_shard, finish, index_use
 from tfpipe.records.writer import ShardWriter, WriteOptions, writer_lock
 from tfpipe.sources.synthetic import make_image_folder
 
@@ -251,13 +253,13 @@ def _worker_error(last_line: str) -> RuntimeError:
 )
 def test_only_tfpipes_own_errors_from_a_worker_keep_their_type() -> None:
     path = Path("out/train")
-    ours = tfpipe.beam._failure(_worker_error("tfpipe.errors.EncodeError: x: bad in 4"), path)
+    ours = runners._failure(_worker_error("tfpipe.errors.EncodeError: x: bad in 4"), path)
     assert type(ours) is tfpipe.EncodeError
     assert str(ours) == "x: bad in 4 (writing 'out/train' with Beam)"
-    source = tfpipe.beam._failure(_worker_error("tfpipe.errors.SourceError: empty"), path)
+    source = runners._failure(_worker_error("tfpipe.errors.SourceError: empty"), path)
     assert type(source) is tfpipe.SourceError
     for name in ("otherlib.errors.EncodeError", "SourceError", "otherlib.SourceError"):
-        other = tfpipe.beam._failure(_worker_error(f"{name}: not ours"), path)
+        other = runners._failure(_worker_error(f"{name}: not ours"), path)
         assert type(other) is tfpipe.TfpipeError
         assert str(other).endswith(f"'out/train' failed: {name}: not ours")
 
@@ -310,19 +312,19 @@ def test_an_index_two_examples_share_fails_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize("index", [-1, 1.5, "3", True, np.float64(2)])
 def test_an_index_that_is_not_an_int_from_0_fails_naming_the_example(index: Any) -> None:
     example = tfpipe.beam.SourceExample(index, "cats/017.jpg", {"x": 1})
-    encode = tfpipe.beam._Encode(_X, WriteOptions(shuffle=False, workers=1))
+    encode = Encode(_X, WriteOptions(shuffle=False, workers=1))
     expected = rf"int >= 0 .* Received: index={re.escape(repr(index))} .* in 'cats/017\.jpg'$"
     with pytest.raises(tfpipe.EncodeError, match=expected):
         list(encode.process([example]))
     with pytest.raises(tfpipe.EncodeError, match=expected):
-        tfpipe.beam._index_use(example)
+        index_use(example)
 
 
 def test_numpy_indices_are_taken_as_ints() -> None:
     examples = [tfpipe.beam.SourceExample(np.int64(k), f"a{k}", {"x": k}) for k in (1, 0)]
-    encode = tfpipe.beam._Encode(_X, WriteOptions(shuffle=False, workers=1))
+    encode = Encode(_X, WriteOptions(shuffle=False, workers=1))
     assert list(encode.process(examples)) == [(1, _X.encode({"x": 1})), (0, _X.encode({"x": 0}))]
-    index, _ = tfpipe.beam._index_use(examples[0])
+    index, _ = index_use(examples[0])
     assert type(index) is int  # counted by key with the int 1 of any other example
 
 
@@ -351,10 +353,10 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     are taken as they are, the metadata is saved again."""
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
-    plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
-    first = _finish(written, [], [], plan, prefix, _X, options)
+    plan, options = Plan(2, 6, 0), WriteOptions(workers=1)
+    first = finish(written, [], [], plan, prefix, _X, options)
     (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
-    again = _finish(written, [], [], plan, prefix, _X, options)
+    again = finish(written, [], [], plan, prefix, _X, options)
     assert again.shards == first.shards == tfpipe.DatasetInfo.load(prefix).shards
     assert [s.num_examples for s in again.shards] == [3, 3]
     files = sorted(p.name for p in tmp_path.iterdir())
@@ -366,14 +368,14 @@ def test_a_retry_of_the_last_step_renames_what_the_first_attempt_left(tmp_path: 
     renamed (its records), renames shards 1 and 2 and saves the metadata."""
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix, count=3)
-    plan, options = _Plan(3, 9, 0), WriteOptions(workers=1)
+    plan, options = Plan(3, 9, 0), WriteOptions(workers=1)
     blocked = _in_the_way(prefix, 1, 3)
     with pytest.raises(IsADirectoryError):
-        _finish(written, [], [], plan, prefix, _X, options)
+        finish(written, [], [], plan, prefix, _X, options)
     assert not (tmp_path / written[0].entry.file).exists()  # renamed
     assert (tmp_path / written[1].entry.file).exists()  # not yet
     blocked.rmdir()
-    info = _finish(written, [], [], plan, prefix, _X, options)
+    info = finish(written, [], [], plan, prefix, _X, options)
     assert info == tfpipe.DatasetInfo.load(prefix)
     assert [s.num_examples for s in info.shards] == [3, 3, 3]
     assert _shards(prefix) == [[_X.encode({"x": k})] * 3 for k in range(3)]
@@ -398,7 +400,7 @@ def test_the_last_step_removes_old_metadata_even_with_shard_0_renamed(tmp_path: 
     written = [first, *(_temporary_shard(prefix, k, 3, k) for k in (1, 2))]
     _in_the_way(prefix, 2, 3)  # the step stops after renaming shard 1 (as if killed)
     with pytest.raises(IsADirectoryError):
-        _finish(written, [], [], _Plan(3, 9, 0), prefix, _X, WriteOptions(workers=1))
+        finish(written, [], [], Plan(3, 9, 0), prefix, _X, WriteOptions(workers=1))
     final = ShardWriter(prefix, [0, 1, 2, 3], None).final_path(1)
     assert _file_records(final) == [_X.encode({"x": 1})] * 3  # the Beam write's, over the other's
     assert not (tmp_path / "train.json").exists()
@@ -423,7 +425,7 @@ def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path:
         match=r"'.*train'\): the temporary file of shard 0 \(.*\) is gone and "
         r"train-00000-of-00002\.tfrecord does not hold its records",
     ):
-        _finish(written, [], [], _Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+        finish(written, [], [], Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
     assert (tmp_path / written[1].entry.file).exists()  # not renamed
     assert not (tmp_path / "train.json").exists()
 
@@ -441,7 +443,7 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
     source = tfpipe.from_arrays({"x": np.arange(10, 16)}, _X)
     other = tfpipe.write_tfrecords(source, prefix, num_shards=2, shuffle=False, progress=False)
     with pytest.raises(tfpipe.TfpipeError, match="another write to this prefix ran meanwhile"):
-        _finish(written, [], [], _Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+        finish(written, [], [], Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
     assert tfpipe.DatasetInfo.load(prefix).shards == other.shards
     assert _records(prefix) == [_X.encode({"x": x}) for x in range(10, 16)]
 
@@ -455,14 +457,14 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
 def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
-    plan, options = _Plan(2, 6, 0), WriteOptions(workers=1)
+    plan, options = Plan(2, 6, 0), WriteOptions(workers=1)
     with (
         writer_lock(prefix),
         pytest.raises(tfpipe.TfpipeError, match=r"prefix '.*train' is being written by another"),
     ):
-        _finish(written, [], [], plan, prefix, _X, options)
+        finish(written, [], [], plan, prefix, _X, options)
     assert list(tmp_path.glob("train*")) == []
-    assert _finish(written, [], [], plan, prefix, _X, options).num_examples == 6
+    assert finish(written, [], [], plan, prefix, _X, options).num_examples == 6
 
 
 @pytest.mark.fault(
@@ -475,9 +477,9 @@ def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path)
     written = _temporary_shards(prefix)
     options = WriteOptions(workers=1)
     with pytest.raises(tfpipe.TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
-        _finish(written, [], [], _Plan(2, 7, 0), prefix, _X, options)
+        finish(written, [], [], Plan(2, 7, 0), prefix, _X, options)
     with pytest.raises(tfpipe.TfpipeError, match=r"in shards \[0, 1\]"):
-        _finish(written, [], [], _Plan(1, 6, 0), prefix, _X, options)
+        finish(written, [], [], Plan(1, 6, 0), prefix, _X, options)
     assert not (tmp_path / "train.json").exists()
 
 
@@ -557,7 +559,7 @@ def test_only_tfpipe_beam_uses_beam_and_its_hint_names_the_extra(
     users = [
         name
         for name, module in list(sys.modules.items())
-        if name.startswith("tfpipe") and name != "tfpipe.beam"
+        if name.startswith("tfpipe") and not f"{name}.".startswith("tfpipe.beam.")
         for value in vars(module).values()
         if str(getattr(value, "__module__", None) or getattr(value, "__name__", "")).startswith(
             "apache_beam"

@@ -129,7 +129,7 @@ def test_write_on_error_skip_counts_and_warns(
     out = tmp_path / "out" / "train"
     assert main(["write", str(images), str(out), "--workers", "1"]) == 2
     _assert_one_line_error(capsys.readouterr().err, "write", "broken.jpg")
-    assert not tfpipe.format.metadata.metadata_path(out).exists()
+    assert not tfpipe.format.naming.metadata_path(out).exists()
 
     assert main(["write", str(images), str(out), "--on-error", "skip"]) == 0
     captured = capsys.readouterr()

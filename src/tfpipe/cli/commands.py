@@ -30,14 +30,10 @@ from tfpipe.cli.summary import (
 from tfpipe.errors import DataNotFoundError, TfpipeError
 from tfpipe.features import Image, Text
 from tfpipe.format import tfds_folders
-from tfpipe.format.metadata import (
-    DatasetInfo,
-    compression_of,
-    names_dataset,
-    resolve_files,
-    tf_compression,
-    with_split,
-)
+from tfpipe.format.compression import compression_of, tf_compression
+from tfpipe.format.lookup import names_dataset, resolve_files, with_split
+from tfpipe.format.metadata import DatasetInfo
+from tfpipe.format.naming import SHARDS
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
@@ -230,7 +226,7 @@ def _dataset_prefixes(path: str) -> list[str]:
     return [
         str(meta.parent / meta.stem)
         for meta in metadata
-        if any(meta.parent.glob(f"{meta.stem}-*-of-*.tfrecord*"))
+        if any(meta.parent.glob(SHARDS.glob(meta.stem)))
     ]
 
 

@@ -81,7 +81,7 @@ def _command(parser: argparse.ArgumentParser, handler: str) -> None:
     )
     flags = {
         action.dest: max(action.option_strings, key=len)
-        for action in parser._actions
+        for action in parser._actions  # argparse's own: it lists a parser's actions no other way
         if action.option_strings and action.dest != "help"
     }
     flags |= {name: flags[dest] for name, dest in _SET_BY.items() if dest in flags}
@@ -138,7 +138,16 @@ def _parser() -> argparse.ArgumentParser:
         prog="tfpipe", description="Write, inspect and read TFRecord datasets for Keras."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_write(commands)
+    _add_inspect(commands)
+    _add_verify(commands)
+    _add_bench(commands)
+    _add_demo(commands)
+    _add_service(commands)
+    return parser
 
+
+def _add_write(commands: Any) -> None:
     write = commands.add_parser(
         "write",
         help="write an image folder or a CSV to TFRecord shards",
@@ -166,6 +175,34 @@ def _parser() -> argparse.ArgumentParser:
         "H*W*3 bytes each), jpeg is ~5-10x smaller (default: raw with --image-size, else jpeg, "
         "which copies JPEG files as they are)",
     )
+    _add_csv_columns(write)
+    write.add_argument(
+        "--seed", type=_non_negative, default=0, help="seed of the split and shuffle (0)"
+    )
+    write.add_argument(
+        "--workers",
+        type=_positive,
+        help="encoding threads; with --runner direct, worker processes (default: CPU count)",
+    )
+    write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
+    write.add_argument(
+        "--on-error",
+        choices=["raise", "skip"],
+        default="raise",
+        help="stop at an unreadable input, or skip and count it (raise)",
+    )
+    write.add_argument(
+        "--no-check-copies",
+        action="store_true",
+        help="do not decode JPEGs/PNGs stored byte for byte (~5x faster; for images checked "
+        "already, e.g. by tfpipe verify)",
+    )
+    _add_runner(write)
+    _command(write, "write")
+
+
+def _add_csv_columns(write: argparse.ArgumentParser) -> None:
+    """The arguments of `write` that say what a CSV's columns are."""
     write.add_argument("--path-col", help="CSV column of image paths, the feature 'image' (path)")
     write.add_argument(
         "--image-cols",
@@ -194,27 +231,10 @@ def _parser() -> argparse.ArgumentParser:
         help="a schema JSON file (tfpipe.Schema.to_json()) saying what each CSV column is "
         "(images, masks, labels, tensors, text) and how images are stored",
     )
-    write.add_argument(
-        "--seed", type=_non_negative, default=0, help="seed of the split and shuffle (0)"
-    )
-    write.add_argument(
-        "--workers",
-        type=_positive,
-        help="encoding threads; with --runner direct, worker processes (default: CPU count)",
-    )
-    write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
-    write.add_argument(
-        "--on-error",
-        choices=["raise", "skip"],
-        default="raise",
-        help="stop at an unreadable input, or skip and count it (raise)",
-    )
-    write.add_argument(
-        "--no-check-copies",
-        action="store_true",
-        help="do not decode JPEGs/PNGs stored byte for byte (~5x faster; for images checked "
-        "already, e.g. by tfpipe verify)",
-    )
+
+
+def _add_runner(write: argparse.ArgumentParser) -> None:
+    """The arguments of `write` that run it on Beam or Spark."""
     write.add_argument(
         "--runner",
         choices=["direct", "dask", "DataflowRunner", "FlinkRunner", "SparkRunner", "spark"],
@@ -236,8 +256,9 @@ def _parser() -> argparse.ArgumentParser:
         help="with --runner dask: the Dask scheduler to run on, e.g. 10.0.0.5:8786 (default: "
         "a local Dask cluster started for the write)",
     )
-    _command(write, "write")
 
+
+def _add_inspect(commands: Any) -> None:
     inspect = commands.add_parser(
         "inspect",
         help="summarise TFRecords: schema, counts, shards, one decoded example",
@@ -254,6 +275,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     _command(inspect, "inspect")
 
+
+def _add_verify(commands: Any) -> None:
     check = commands.add_parser(
         "verify",
         help="check every record: frame checksums, schema, images, counts against the metadata",
@@ -274,6 +297,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     _command(check, "verify")
 
+
+def _add_bench(commands: Any) -> None:
     bench = commands.add_parser(
         "bench",
         help="measure how fast tfpipe reads a TFRecord dataset (no model)",
@@ -294,6 +319,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     _command(bench, "bench")
 
+
+def _add_demo(commands: Any) -> None:
     demo = commands.add_parser(
         "demo",
         help="generate an image dataset, write TFRecords, read them back, train with tfpipe.fit",
@@ -310,8 +337,6 @@ def _parser() -> argparse.ArgumentParser:
         help="epochs to train (40 for small, 10 for large)",
     )
     _command(demo, "demo")
-    _add_service(commands)
-    return parser
 
 
 def cli_names(message: str, flags: dict[str, str]) -> str:

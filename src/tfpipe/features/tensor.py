@@ -12,7 +12,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError
-from tfpipe.features.base import _FLOAT_DTYPES, _INT_DTYPES, Feature, describe_value
+from tfpipe.features.base import Feature, describe_value
+
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+_INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,2 +1,2 @@
-"""The on-disk format: shard names, the metadata file, record frames and checks,
-and TFDS folders."""
+"""The on-disk format: file names (`naming`), compression, the metadata file (`metadata`),
+finding a dataset's files (`lookup`), record frames, shard checks and TFDS folders."""

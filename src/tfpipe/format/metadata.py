@@ -1,65 +1,22 @@
-"""Shard naming and the metadata file (`DatasetInfo`) written beside TFRecord shards.
-
-A dataset written to the prefix `out/train` is the shards `out/train-00000-of-00008.tfrecord`
-... and the metadata file `out/train.json`, written last.
-"""
+"""The metadata file (`DatasetInfo`) written beside TFRecord shards: the schema, the counts,
+each shard's size and digest, and the inputs skipped (see `tfpipe.format.naming` for the names
+of the files)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import re
 from typing import Any
 
 from tfpipe import fs
-from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
+from tfpipe.errors import DataNotFoundError, SchemaError
 from tfpipe.features import ClassLabel
 from tfpipe.format import tfds_folders
+from tfpipe.format.naming import metadata_name, metadata_path, temporary_name
 from tfpipe.schema import Schema
 
 FORMAT_VERSION = 1
-_COMPRESSION_SUFFIX = {None: "", "gzip": ".gz", "zlib": ".zz"}
-_GZIP_MAGIC = b"\x1f\x8b"
-_TEMPORARY = re.compile(r"\..+\.tmp-.*")  # a writer's `.<name>.tmp-<pid>`
-
-
-def check_compression(compression: str | None) -> str | None:
-    """Normalizes a compression argument: None, "gzip" or "zlib" ("" and "none" mean None)."""
-    if compression in (None, "", "none", "NONE"):
-        return None
-    value = str(compression).lower()
-    if value not in ("gzip", "zlib"):
-        raise ValueError(
-            f"compression must be None, 'gzip' or 'zlib'. Received: compression={compression!r}"
-        )
-    return value
-
-
-def tf_compression(compression: str | None) -> str:
-    """The `compression_type` string TensorFlow's record readers and writers take."""
-    return (compression or "").upper()
-
-
-def shard_name(name: str, index: int, count: int, compression: str | None = None) -> str:
-    """The file name of shard `index` of `count`, e.g. `train-00003-of-00008.tfrecord.gz`."""
-    return f"{name}-{index:05d}-of-{count:05d}.tfrecord{_COMPRESSION_SUFFIX[compression]}"
-
-
-def metadata_path(prefix: str | os.PathLike[str]) -> fs.AnyPath:
-    """The metadata file of a dataset prefix: `out/train` -> `out/train.json`."""
-    return fs.path(f"{os.fspath(prefix)}.json")
-
-
-def compression_of(path: str | os.PathLike[str]) -> str | None:
-    """The compression of a TFRecord file, from its suffix or else its first bytes."""
-    name = os.fspath(path)
-    if name.endswith((".gz", ".gzip")):
-        return "gzip"
-    if name.endswith((".zz", ".zlib")):
-        return "zlib"
-    with fs.path(name).open("rb") as f:
-        return "gzip" if f.read(2) == _GZIP_MAGIC else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +141,7 @@ class DatasetInfo:
             >>> tfpipe.DatasetInfo.load("out/train").metadata_path.name
             'train.json'
         """
-        return self.directory / (self.metadata_file or f"{self.name}.json")
+        return self.directory / (self.metadata_file or metadata_name(self.name))
 
     def to_dict(self) -> dict[str, Any]:
         """The content of the metadata file, as JSON types.
@@ -220,7 +177,7 @@ class DatasetInfo:
             'train.json'
         """
         path = self.metadata_path
-        temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        temporary = path.with_name(temporary_name(path.name, str(os.getpid())))
         temporary.write_text(json.dumps(self.to_dict(), indent=2))
         temporary.replace(path)  # type: ignore[arg-type]
         return path
@@ -302,104 +259,3 @@ class DatasetInfo:
             ),
             metadata_file=tfds_folders.INFO_FILE,
         )
-
-
-def names_dataset(text: str) -> bool:
-    """Whether `text` names one dataset by its metadata: a tfpipe prefix (`out/train`) or
-    metadata file, or a split of a prepared TensorFlow Datasets folder (`.../mnist-train`)."""
-    if metadata_path(text).is_file() or text.endswith(".json"):
-        return True
-    where = fs.path(text)
-    return not where.exists() and tfds_folders.find_split(where) is not None
-
-
-def dataset_at(text: str) -> DatasetInfo | None:
-    """The metadata of the one dataset `text` names (see `names_dataset`), or of the only
-    split of the prepared TensorFlow Datasets folder `text`; None for anything else.
-
-    Raises:
-        SourceError: `text` is a TFDS folder of several splits, listing them (never merged).
-    """
-    if names_dataset(text):
-        return DatasetInfo.load(text)
-    folder = fs.path(text)
-    if not (folder.is_dir() and tfds_folders.is_folder(folder)):
-        return None
-    split = tfds_folders.load(folder).only_split()
-    return DatasetInfo.load(folder / split.prefix)
-
-
-def with_split(path: Any, split: str | None) -> Any:
-    """`path` narrowed to one split: for a prepared TensorFlow Datasets folder, the prefix of
-    its split `split` (`mnist/3.0.1` -> `mnist/3.0.1/mnist-train`); for another folder, the
-    tfpipe dataset prefix `<folder>/<split>`. Unchanged when `split` is None.
-
-    Raises:
-        ValueError: `split` is given with something other than a folder.
-        DataNotFoundError: a TFDS folder has no such split, listing its splits.
-    """
-    if split is None:
-        return path
-    folder = fs.path(path) if isinstance(path, str | os.PathLike) else None
-    if folder is not None:
-        folder = tfds_folders.folder_named_by(folder) or folder
-    if folder is None or not folder.is_dir():
-        raise ValueError(
-            "split= names a split of a dataset folder (a prepared TFDS folder or its "
-            f"{tfds_folders.INFO_FILE}, or a folder of tfpipe datasets). Received: "
-            f"path={path!r}, split={split!r}"
-        )
-    if tfds_folders.is_folder(folder):
-        return str(folder / tfds_folders.load(folder).split(split).prefix)
-    return str(folder / split)
-
-
-def resolve_files(
-    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
-) -> list[fs.AnyPath]:
-    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them.
-
-    Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
-    globs; naming a temporary file raises `SourceError`, and so does a glob or folder that
-    matches shards of several splits of a TFDS folder (see `tfds_folders.check_one_split`).
-    """
-    return locate_files(path)[0]
-
-
-def locate_files(
-    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
-) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
-    """The files of `resolve_files`, and the metadata of the one dataset `path` names (see
-    `dataset_at`; its shards checked already), or None (files, globs, folders and lists)."""
-    if isinstance(path, list | tuple):
-        return [f for p in path for f in resolve_files(p)], None
-    text = os.fspath(path)
-    info = dataset_at(text)
-    if info is not None:
-        return info.files, info
-    return _files_matching(text), None
-
-
-def _files_matching(text: str) -> list[fs.AnyPath]:
-    where = fs.path(text)
-    if where.is_file():
-        if _TEMPORARY.fullmatch(where.name):
-            raise SourceError(
-                f"{text!r} is the temporary file of a write in progress (or of a killed one); "
-                "read the finished shards or the dataset prefix instead"
-            )
-        return [where]
-    files: list[fs.AnyPath]
-    if where.is_dir():
-        files = sorted(where.glob("*.tfrecord*"), key=str)
-    else:
-        files = [p for p in map(fs.path, fs.glob(text)) if p.is_file()]
-        if not files:
-            files = [fs.path(p) for p in fs.glob(f"{text}-*-of-*.tfrecord*")]
-    files = [f for f in files if not f.name.startswith(".")]  # temporary files of writes
-    if not files:
-        raise DataNotFoundError(
-            f"no TFRecord files at {text!r} (tried it as a file, a folder, a glob and a prefix)"
-        )
-    tfds_folders.check_one_split(files, text)
-    return files

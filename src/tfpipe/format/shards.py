@@ -14,18 +14,14 @@ beside `dataset_info.json`) are checked against the shard lengths it lists (see
 from __future__ import annotations
 
 import dataclasses
-import re
 import warnings
 from collections.abc import Sequence
 
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.format import tfds_folders
-from tfpipe.format.metadata import DatasetInfo, ShardInfo, metadata_path
-
-SHARD_NAME = re.compile(
-    r"(?P<prefix>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord(\.gz|\.zz)?"
-)
+from tfpipe.format.metadata import DatasetInfo, ShardInfo
+from tfpipe.format.naming import SHARDS, TFDS_SHARDS, metadata_path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,10 +39,10 @@ class Declared:
 def _group(file: fs.AnyPath) -> tuple[fs.AnyPath, str, int, bool] | None:
     """The folder, prefix and shard count of a shard-named file, and whether it is named as
     TFDS names shards."""
-    for pattern, tfds in ((SHARD_NAME, False), (tfds_folders.SHARD_NAME, True)):
-        match = pattern.fullmatch(file.name)
-        if match is not None:
-            return file.parent, match["prefix"], int(match["count"]), tfds
+    for template, tfds in ((SHARDS, False), (TFDS_SHARDS, True)):
+        name = template.parse(file.name)
+        if name is not None:
+            return file.parent, name.prefix, name.count, tfds
     return None
 
 
@@ -69,9 +65,9 @@ def _declared_by(info: DatasetInfo, files: list[fs.AnyPath]) -> dict[fs.AnyPath,
 
 def _check_complete(directory: fs.AnyPath, prefix: str, count: int) -> None:
     found = {
-        int(m["index"])
-        for p in directory.glob(f"{fs.escape(prefix)}-*-of-{count:05d}.tfrecord*")
-        if (m := SHARD_NAME.fullmatch(p.name)) and m["prefix"] == prefix
+        name.index
+        for p in directory.glob(SHARDS.glob(fs.escape(prefix), count))
+        if (name := SHARDS.parse(p.name)) and name.prefix == prefix
     }
     missing = [f"{prefix}-{k:05d}-of-{count:05d}" for k in range(count) if k not in found]
     if missing:

@@ -37,13 +37,13 @@ from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.format.frames import FRAME_OVERHEAD, scan_offsets
+from tfpipe.format.naming import temporary_name
 from tfpipe.schema import Schema
 
 INFO_FILE = "dataset_info.json"
 FEATURES_FILE = "features.json"
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
-TFPIPE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # tfpipe's own shard names
-SHARD_NAME = re.compile(r"(?P<prefix>.+)\.tfrecord-(?P<index>\d{5,})-of-(?P<count>\d{5,})")
+TFPIPE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # naming.SHARDS in TFDS words
 _SPLIT_NAME = re.compile(r"\w+")
 _PYTHON_CLASS = "tensorflow_datasets.core.features."
 
@@ -505,7 +505,7 @@ def _new_info(directory: fs.AnyPath) -> dict[str, Any]:
 
 
 def _write_atomically(path: fs.AnyPath, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary = path.with_name(temporary_name(path.name, str(os.getpid())))
     temporary.write_text(text)
     temporary.replace(path)  # type: ignore[arg-type]
 

@@ -21,7 +21,7 @@ from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
 from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
-from tfpipe.format.metadata import check_compression, tf_compression
+from tfpipe.format.compression import check_compression, tf_compression
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.reader import check_first_record, common_compression, locate

@@ -41,7 +41,7 @@ from tfpipe.distribute.sharding import (
     record_split,
 )
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
-from tfpipe.format.metadata import with_split
+from tfpipe.format.lookup import with_split
 from tfpipe.loaders.inputs import (
     AUTOTUNE,
     Decoding,

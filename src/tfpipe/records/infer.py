@@ -12,7 +12,8 @@ import tensorflow as tf
 from tfpipe import fs
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text, decoding, imaging
-from tfpipe.format.metadata import compression_of, resolve_files, tf_compression
+from tfpipe.format.compression import compression_of, tf_compression
+from tfpipe.format.lookup import resolve_files
 from tfpipe.schema import Schema
 
 _MASK_WORDS = ("mask", "segmentation")

@@ -11,15 +11,10 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError
-from tfpipe.format.metadata import (
-    DatasetInfo,
-    compression_of,
-    locate_files,
-    metadata_path,
-    names_dataset,
-    tf_compression,
-    with_split,
-)
+from tfpipe.format.compression import compression_of, tf_compression
+from tfpipe.format.lookup import locate_files, names_dataset, with_split
+from tfpipe.format.metadata import DatasetInfo
+from tfpipe.format.naming import SHARDS, metadata_path
 from tfpipe.format.shards import check_sizes, declared_examples, one_dataset
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import PathArg, infer_schema, records
@@ -53,6 +48,7 @@ class NamedDataset(tf.data.Dataset):
     def __init__(self, dataset: tf.data.Dataset, name: Namer) -> None:
         self._dataset = dataset
         self._name = name
+        # TensorFlow's own: how a tf.data dataset that wraps another passes its graph on.
         super().__init__(dataset._variant_tensor)
 
     def _inputs(self) -> list[tf.data.Dataset]:
@@ -139,7 +135,7 @@ def _files_at(path: PathArg) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
         return locate_files(list(path))
     text = os.fspath(path)
     if _is_prefix(text) and not names_dataset(text):
-        shards = fs.glob(f"{fs.escape(text)}-*-of-*.tfrecord*")
+        shards = fs.glob(SHARDS.glob(fs.escape(text)))
         hint = (
             f"; {len(shards)} shard file(s) exist without it: an interrupted or unfinished "
             f"write? Write again, or read them anyway with read_tfrecords('{text}-*', schema=...)"

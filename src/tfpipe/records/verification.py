@@ -35,16 +35,11 @@ from tfpipe.errors import (
 )
 from tfpipe.features import Image, Mask, decoding, imaging
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
+from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.frames import file_crc32c
-from tfpipe.format.metadata import (
-    DatasetInfo,
-    ShardInfo,
-    compression_of,
-    metadata_path,
-    names_dataset,
-    resolve_files,
-    tf_compression,
-)
+from tfpipe.format.lookup import names_dataset, resolve_files
+from tfpipe.format.metadata import DatasetInfo, ShardInfo
+from tfpipe.format.naming import SHARDS, metadata_path
 from tfpipe.records.infer import PathArg, infer_schema
 from tfpipe.records.reader import RAW_ERRORS, locate
 from tfpipe.schema import Schema
@@ -452,7 +447,7 @@ def _targets(
         files = [f for f in info.files if f.is_file()]
         prefix = str(info.directory / info.name)
         listed = {str(f) for f in info.files}
-        extra = [f for f in fs.glob(f"{fs.escape(prefix)}-*-of-*.tfrecord*") if f not in listed]
+        extra = [f for f in fs.glob(SHARDS.glob(fs.escape(prefix))) if f not in listed]
         if extra:
             notes.append(
                 f"note: {len(extra)} file(s) match the prefix but are not in the metadata "
@@ -487,7 +482,7 @@ def _without_metadata(
     it, and its prefix's shards to check without it (their schema inferred unless given)."""
     metadata = fs.path(text) if text.endswith(".json") else metadata_path(text)
     prefix = str(metadata)[: -len(".json")]
-    files = [fs.path(f) for f in sorted(fs.glob(f"{fs.escape(prefix)}-*-of-*.tfrecord*"))]
+    files = [fs.path(f) for f in sorted(fs.glob(SHARDS.glob(fs.escape(prefix))))]
     faults = [Fault(str(metadata), None, None, str(error))]
     notes = ["note: the metadata is not valid, so record counts were not checked"]
     if files and schema is None:

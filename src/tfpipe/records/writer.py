@@ -37,15 +37,10 @@ from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.features import decoding
 from tfpipe.format import tfds_folders
+from tfpipe.format.compression import check_compression
 from tfpipe.format.frames import FrameWriter
-from tfpipe.format.metadata import (
-    DatasetInfo,
-    ShardInfo,
-    SkippedExample,
-    check_compression,
-    metadata_path,
-    shard_name,
-)
+from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.format.naming import SHARDS, metadata_path, temporary_name, temporary_regex
 from tfpipe.labels import Relabeling
 from tfpipe.schema import Schema
 
@@ -267,10 +262,10 @@ class ShardWriter:
         self.writer: FrameWriter | None = None
 
     def final_path(self, shard: int) -> fs.AnyPath:
-        return self.directory / shard_name(self.name, shard, self.count, self.compression)
+        return self.directory / SHARDS.name(self.name, shard, self.count, self.compression)
 
     def temporary_path(self, shard: int) -> fs.AnyPath:
-        return self.directory / f".{self.final_path(shard).name}.tmp-{self.token}"
+        return self.directory / temporary_name(self.final_path(shard).name, self.token)
 
     def add(self, position: int, record: bytes | None) -> None:
         """Adds the record at `position` of the order (None: a skipped example)."""
@@ -315,7 +310,7 @@ class ShardWriter:
         beside this write's (the same count: the same names) would, if this write were
         killed, read as one complete dataset of both writes."""
         metadata_path(self.directory / self.name).unlink(missing_ok=True)
-        pattern = re.compile(_shard_names(self.name))
+        pattern = re.compile(SHARDS.regex(self.name))
         for entry in self.directory.iterdir():
             if pattern.fullmatch(entry.name):
                 entry.unlink(missing_ok=True)
@@ -347,17 +342,11 @@ class ShardWriter:
         current = {shard.file for shard in self.shards}
         local = isinstance(self.directory, Path) or every_writer
         token = r"\d+(-[0-9a-f]{8})?" if local else re.escape(self.token)
-        shards = _shard_names(self.name)
-        pattern = re.compile(rf"{shards}|\.{shards}\.tmp-{token}")
+        shards = SHARDS.regex(self.name)
+        pattern = re.compile(f"{shards}|{temporary_regex(shards, token)}")
         for entry in self.directory.iterdir():
             if pattern.fullmatch(entry.name) and entry.name not in current:
                 entry.unlink(missing_ok=True)
-
-
-def _shard_names(name: str) -> str:
-    """A regular expression of the shard file names of prefix `name` (any count and
-    compression)."""
-    return rf"{re.escape(name)}-\d{{5}}-of-\d{{5}}\.tfrecord(\.gz|\.zz)?"
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -30,8 +30,10 @@ from tqdm.auto import tqdm
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
+from tfpipe.format.compression import compression_of
 from tfpipe.format.frames import DATA_CRC, FRAME_HEADER, FRAME_OVERHEAD, masked_crc32c, scan_offsets
-from tfpipe.format.metadata import compression_of, locate_files, with_split
+from tfpipe.format.lookup import locate_files, with_split
+from tfpipe.format.naming import temporary_name
 from tfpipe.format.shards import check_counts, check_sizes, one_dataset
 from tfpipe.labels import check_stored_labels
 from tfpipe.schema import Schema
@@ -79,7 +81,7 @@ def write_index(
     """Saves offsets to the first writable place among `paths`; None when none is writable."""
     data = _INDEX_HEADER.pack(_INDEX_MAGIC, size, mtime_ns, len(offsets)) + offsets.tobytes()
     for path in paths:
-        temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        temporary = path.with_name(temporary_name(path.name, str(os.getpid())))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             temporary.write_bytes(data)

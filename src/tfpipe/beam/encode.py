@@ -1,0 +1,158 @@
+"""Examples on Beam workers: `SourceExample`s read from a source by index ranges, encoded in
+batches by the writer's `Encoder`, each keyed by its place in the written order."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from tfpipe.errors import EncodeError
+from tfpipe.format.metadata import SkippedExample
+from tfpipe.records.writer import CHUNK, Encoder, WriteOptions
+from tfpipe.schema import Schema
+
+KEY_SPACE = 2**64
+"""Keys of shuffled examples are in [0, KEY_SPACE)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceExample:
+    """One example of a source in a PCollection: `index` (an int >= 0 unique in the dataset:
+    its position in the source), `origin` (what names it in errors, e.g. "cats/017.jpg") and
+    `example` (a dict the schema encodes, e.g. {"image": "<path>", "label": 3}). `error` says
+    why the source could not give it (then `example` is empty): `WriteTFRecords` raises it, or
+    skips the example with `on_error="skip"`.
+
+    Examples:
+        >>> SourceExample(17, "cats/017.jpg", {"image": "cats/017.jpg", "label": 0}).index
+        17
+    """
+
+    index: int
+    origin: str
+    example: Mapping[str, Any]
+    error: str | None = None
+
+
+class ReadRange(beam.DoFn):
+    """Reads the examples of a range of indices of a source (on a worker)."""
+
+    def __init__(self, source: Any, schema: Schema) -> None:
+        super().__init__()
+        self.source = source
+        self.schema = schema
+
+    def setup(self) -> None:
+        self.encoder = Encoder(self.source, self.schema, skip=False, check_copies=True)
+
+    def process(self, bounds: tuple[int, int]) -> Iterator[SourceExample]:
+        for index in range(*bounds):
+            origin = self.encoder.origin_of(index)
+            try:
+                example = self.encoder.read(index)
+            except EncodeError as e:  # raised or skipped by WriteTFRecords, as on_error says
+                yield SourceExample(index, origin, {}, str(e))
+                continue
+            yield SourceExample(index, origin, example)
+
+
+class _Batch:
+    """Elements of a PCollection as a source by their own indices, for `Encoder`: those it
+    can encode (`readable`) and those the source could not give (`unreadable`)."""
+
+    def __init__(self, elements: Sequence[Any]) -> None:
+        # Two examples with one index keep one here; the last step fails the run, naming both.
+        self.by_index = {e.index: e for e in map(as_source_example, elements)}
+        self.readable = [i for i, example in self.by_index.items() if example.error is None]
+        self.unreadable = [e for e in self.by_index.values() if e.error is not None]
+
+    def __getitem__(self, index: int) -> Mapping[str, Any]:
+        return self.by_index[index].example
+
+    def origin(self, index: int) -> str:
+        return self.by_index[index].origin
+
+
+def as_source_example(element: Any) -> SourceExample:
+    """The element, checked: a SourceExample whose index is an int >= 0 (a NumPy one becomes
+    an int, as the indices' count by key needs)."""
+    if not isinstance(element, SourceExample):
+        raise EncodeError(
+            "WriteTFRecords writes SourceExample(index, origin, example) elements (what "
+            f"ReadSource gives). Received: {type(element).__name__} {str(element)[:80]}"
+        )
+    index = element.index
+    if isinstance(index, bool) or not isinstance(index, int | np.integer) or index < 0:
+        raise EncodeError(
+            "WriteTFRecords needs the index of each SourceExample to be an int >= 0 (its "
+            f"position in the dataset). Received: index={index!r} ({type(index).__name__}) "
+            f"in {element.origin!r}"
+        )
+    return element if type(index) is int else dataclasses.replace(element, index=int(index))
+
+
+def shuffle_key(seed: int, index: int, origin: str) -> int:
+    """The random place of an example in the written order: a hash of it keyed by `seed`,
+    uniform in [0, 2**64), the same on every worker and runner."""
+    digest = hashlib.blake2b(
+        f"{index}\0{origin}".encode(), digest_size=8, key=int(seed).to_bytes(8, "little")
+    )
+    return int.from_bytes(digest.digest(), "big")
+
+
+class Encode(beam.DoFn):
+    """Encodes a batch of examples with the writer's `Encoder` (on a worker): (key, record)
+    pairs and `SkippedExample`s, in one output (`is_record` tells them apart)."""
+
+    def __init__(self, schema: Schema, options: WriteOptions) -> None:
+        super().__init__()
+        self.schema = schema
+        self.options = options
+        self.skipped = Metrics.counter("tfpipe", "skipped_examples")
+        self.encoded = Metrics.counter("tfpipe", "encoded_examples")
+
+    def process(self, elements: Sequence[Any]) -> Iterator[Any]:
+        batch = _Batch(elements)
+        skip = self.options.on_error == "skip"
+        for example in batch.unreadable:
+            if not skip:
+                raise EncodeError(example.error)
+            yield self._skip(SkippedExample(example.index, example.origin, str(example.error)))
+        encoder = Encoder(batch, self.schema, skip, self.options.check_copies)
+        indices = batch.readable
+        for index, result in zip(indices, encoder(np.asarray(indices, np.int64)), strict=True):
+            if isinstance(result, SkippedExample):
+                yield self._skip(result)
+                continue
+            self.encoded.inc()
+            if self.options.shuffle:
+                key = shuffle_key(self.options.seed, index, batch.origin(index))
+            else:
+                key = index
+            yield key, result
+
+    def _skip(self, skipped: SkippedExample) -> SkippedExample:
+        self.skipped.inc()
+        return skipped
+
+
+def chunk_of(element: Any) -> tuple[int, SourceExample]:
+    """An element keyed by the chunk of CHUNK indices it belongs to: the batches `Encode`
+    encodes (a batch grouped by key, not by a runner's bundle, that some runners cut short)."""
+    example = as_source_example(element)
+    return example.index // CHUNK, example
+
+
+def is_record(element: Any) -> bool:
+    """Whether an output of `Encode` is a (key, record) pair (else a `SkippedExample`)."""
+    return not isinstance(element, SkippedExample)
+
+
+def is_skipped(element: Any) -> bool:
+    return isinstance(element, SkippedExample)

@@ -1,0 +1,235 @@
+"""The shards of a Beam write: how many and which keys each holds (`Plan`), each written by
+one worker under a temporary name, then the last step that renames them all and saves the
+metadata (`finish`)."""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import contextlib
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import apache_beam as beam
+import tensorflow as tf
+
+from tfpipe import fs
+from tfpipe.beam.encode import KEY_SPACE, as_source_example
+from tfpipe.errors import EncodeError, SourceError, TfpipeError
+from tfpipe.format.compression import tf_compression
+from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.format.naming import metadata_path
+from tfpipe.records.writer import (
+    ShardWriter,
+    WriteOptions,
+    check_not_all_skipped,
+    dataset_info,
+    plan_shards,
+    shard_bounds,
+    writer_lock,
+)
+from tfpipe.schema import Schema
+
+SHOWN_REPEATED = 3
+"""Indices that several examples share, named in the error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How records are cut into shards. With shuffle, by their keys (hashes): shard k holds the
+    k-th of `num_shards` equal ranges of [0, 2**64). Without, the key is the index and shard k
+    holds the indices [bounds[k], bounds[k + 1]): the positions `write_tfrecords` puts there."""
+
+    num_shards: int
+    num_records: int
+    num_skipped: int
+    bounds: tuple[int, ...] | None = None
+
+    def shard_of(self, key: int) -> int:
+        if self.bounds is None:
+            return key * self.num_shards // KEY_SPACE
+        return bisect.bisect_right(self.bounds, key) - 1
+
+
+def sum_totals(values: Iterable[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """Records, skipped examples, bytes and the largest key, over partial totals. Without
+    shuffle the key is the index, and `make_plan` cuts [0, largest] into shards; with shuffle it
+    is a hash (or a skipped example's index), and unused."""
+    records, skipped, size, largest = 0, 0, 0, -1
+    for more, fewer, more_bytes, index in values:
+        records, skipped = records + more, skipped + fewer
+        size, largest = size + more_bytes, max(largest, index)
+    return records, skipped, size, largest
+
+
+def make_plan(totals: tuple[int, int, int, int], options: WriteOptions) -> Plan:
+    """The shards `write_tfrecords` plans for as many examples (skipped ones too) and bytes."""
+    records, skipped, size, largest = totals
+    examples = records + skipped
+    num_shards = max(
+        options.num_shards or plan_shards(examples, size / max(records, 1) * examples), 1
+    )
+    if options.shuffle:
+        return Plan(num_shards, records, skipped)
+    bounds = tuple(shard_bounds(largest + 1, num_shards))
+    return Plan(num_shards, records, skipped, bounds)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Written:
+    """A shard written under its temporary name (`entry.file`) and a digest of its records:
+    what the last step renames, and how it knows the shard once renamed."""
+
+    shard: int
+    entry: ShardInfo
+    digest: str
+
+
+def _hashed(records: Iterable[bytes], digest: Any) -> Iterator[bytes]:
+    """The records, each added to `digest` (its length, then its bytes) as it passes."""
+    for record in records:
+        digest.update(len(record).to_bytes(8, "little"))
+        digest.update(record)
+        yield record
+
+
+def _write_shard(writer: ShardWriter, shard: int, records: Iterable[bytes]) -> _Written:
+    digest = hashlib.blake2b(digest_size=16)
+    entry = writer.write_whole(shard, _hashed(records, digest))
+    return _Written(shard, entry, digest.hexdigest())
+
+
+def _holds(path: fs.AnyPath, written: _Written, compression: str | None) -> bool:
+    """Whether the file at `path` holds the records of `written`, the same bytes in order."""
+    if not path.is_file() or path.stat().st_size != written.entry.num_bytes:
+        return False
+    digest = hashlib.blake2b(digest_size=16)
+    records = tf.data.TFRecordDataset(str(path), tf_compression(compression))
+    try:
+        collections.deque(_hashed(records.as_numpy_iterator(), digest), maxlen=0)
+    except tf.errors.OpError:  # not a TFRecord file (with this compression)
+        return False
+    return digest.hexdigest() == written.digest
+
+
+class WriteShard(beam.DoFn):
+    """Writes one shard's records, sorted by key, under a temporary name (on a worker)."""
+
+    def __init__(self, path: fs.AnyPath, options: WriteOptions) -> None:
+        super().__init__()
+        self.path = path
+        self.options = options
+
+    def process(
+        self, shard: tuple[int, Iterable[tuple[int, bytes]]], plan: Plan
+    ) -> Iterator[_Written]:
+        index, keyed = shard
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
+        writer = ShardWriter(
+            self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
+        )
+        records = (record for _, record in sorted(keyed, key=lambda pair: pair[0]))
+        yield _write_shard(writer, index, records)
+
+
+_Uses = tuple[int, tuple[str, ...]]
+
+
+def index_use(element: Any) -> tuple[int, _Uses]:
+    """An element's index, used once, by its origin."""
+    example = as_source_example(element)
+    return example.index, (1, (example.origin,))
+
+
+def merge_uses(uses: Iterable[_Uses]) -> _Uses:
+    """How many examples use an index, and the origins of the first two."""
+    count = 0
+    origins: tuple[str, ...] = ()
+    for more, names in uses:
+        count, origins = count + more, (*origins, *names)[:2]
+    return count, origins
+
+
+def finish(
+    written: list[_Written],
+    skipped: list[SkippedExample],
+    repeated: list[tuple[int, _Uses]],
+    plan: Plan,
+    path: fs.AnyPath,
+    schema: Schema,
+    options: WriteOptions,
+    lock: bool = True,
+) -> DatasetInfo:
+    """The last step, once every shard is written: checks that no two examples share an index
+    and that the shards hold every encoded record, then, holding the prefix's lock (when
+    `lock`, on a local prefix), renames the shards in order (empty ones are written for empty
+    key ranges), saves the metadata last and removes stale files."""
+    total = plan.num_records + plan.num_skipped
+    if total == 0:
+        raise SourceError(f"WriteTFRecords({str(path)!r}) received no examples to write")
+    if repeated:
+        shown = "; ".join(
+            f"index {index} ({count} examples: {', '.join(map(repr, origins))})"
+            for index, (count, origins) in repeated
+        )
+        raise EncodeError(
+            f"WriteTFRecords({str(path)!r}): examples share an index: {shown}. Each "
+            "SourceExample needs an index of its own; no metadata was written"
+        )
+    skipped = sorted(skipped, key=lambda s: s.index)
+    check_not_all_skipped(skipped, total)
+    by_shard = {item.shard: item for item in written}
+    written_examples = sum(item.entry.num_examples for item in written)
+    if set(by_shard) - set(range(plan.num_shards)) or written_examples != plan.num_records:
+        raise TfpipeError(
+            f"WriteTFRecords({str(path)!r}): the shards written hold {written_examples} "
+            f"examples in shards {sorted(by_shard)}, but {plan.num_records} were encoded for "
+            f"shards 0..{plan.num_shards - 1}; no metadata was written"
+        )
+    with writer_lock(path) if lock else contextlib.nullcontext():
+        writer = ShardWriter(
+            path, list(range(plan.num_shards + 1)), options.compression, unique=True
+        )
+        for shard in range(plan.num_shards):
+            if shard not in by_shard:
+                by_shard[shard] = _write_shard(writer, shard, [])
+        writer.shards += _commit(writer, path, by_shard, options.compression)
+        info = dataset_info(path, schema, writer.shards, skipped, options)
+        info.save()
+        writer.remove_stale(every_writer=True)
+    return info
+
+
+def _commit(
+    writer: ShardWriter,
+    path: fs.AnyPath,
+    written: dict[int, _Written],
+    compression: str | None,
+) -> list[ShardInfo]:
+    """Renames every shard, in order, once all are known to be this write's. A shard whose
+    temporary file is gone must hold its records under its final name already: an earlier
+    attempt of this step renamed it (a runner retries a failed step with the same input).
+    Else another write to the prefix removed it, and nothing is renamed. The metadata of an
+    earlier write goes before the first rename, even when no shard is left to rename: from
+    there on it would describe a mix of its shards and this write's."""
+    renamed = {}
+    for shard, item in sorted(written.items()):
+        final = writer.final_path(shard)
+        if (writer.directory / item.entry.file).exists():
+            continue
+        if not _holds(final, item, compression):
+            raise TfpipeError(
+                f"WriteTFRecords({str(path)!r}): the temporary file of shard {shard} "
+                f"({item.entry.file}) is gone and {final.name} does not hold its records: "
+                "another write to this prefix ran meanwhile (a finished write removes the "
+                "temporary files it finds). This step renamed nothing and wrote no metadata; "
+                "write again, one write to a prefix at a time"
+            )
+        renamed[shard] = dataclasses.replace(item.entry, file=final.name)
+    metadata_path(path).unlink(missing_ok=True)
+    return [
+        renamed.get(shard) or writer.commit(shard, item.entry)
+        for shard, item in sorted(written.items())
+    ]

@@ -1,0 +1,209 @@
+"""The Beam transforms: `ReadSource` (a tfpipe source as a PCollection of `SourceExample`s)
+and `WriteTFRecords` (a PCollection of them written as `write_tfrecords` writes)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import apache_beam as beam
+
+from tfpipe.beam.encode import KEY_SPACE, Encode, ReadRange, chunk_of, is_record, is_skipped
+from tfpipe.beam.shards import (
+    SHOWN_REPEATED,
+    WriteShard,
+    finish,
+    index_use,
+    make_plan,
+    merge_uses,
+    sum_totals,
+)
+from tfpipe.errors import SchemaError
+from tfpipe.records.writer import WriteOptions, check_prefix, check_source
+from tfpipe.schema import Schema
+
+EXAMPLES_PER_RANGE = 256
+
+
+class ReadSource(beam.PTransform):
+    """A tfpipe source (folder, DataFrame, arrays) as a PCollection of `SourceExample`s.
+
+    The indices are cut into ranges that the runner spreads over its workers; each worker
+    reads its own examples (`source[i]`, with class labels matched to `schema` by name), and
+    `WriteTFRecords` encodes them there: images are read where they are encoded. The source
+    is pickled once to each worker, so its files must be where the workers run. An example
+    the source cannot give (`source[i]` raises an OSError, ValueError, TypeError or
+    LookupError, or a class index out of range) comes with its `error`, for `WriteTFRecords`
+    to raise or skip.
+
+    Examples:
+        >>> with beam.Pipeline() as p:
+        ...     _ = (p | ReadSource(src) | WriteTFRecords("out/train", src.schema))
+
+    Args:
+        source: anything with `len(source)` and `source[i] -> example dict`, e.g.
+            `tfpipe.from_directory(...)`; `source.origin(i)`, when present, names examples.
+        schema: the schema the examples are written with: class indices of the source are
+            matched to its class labels by name. Defaults to `source.schema`.
+        examples_per_range: indices per unit of work. Defaults to 256.
+
+    Raises:
+        SourceError: the source is empty or not indexable.
+        SchemaError: there is no schema, or its class labels cannot be matched by name.
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        schema: Schema | None = None,
+        examples_per_range: int = EXAMPLES_PER_RANGE,
+    ) -> None:
+        super().__init__()
+        self.schema = check_source(source, schema)
+        self.source = source
+        if isinstance(examples_per_range, bool) or not (
+            isinstance(examples_per_range, int) and examples_per_range >= 1
+        ):
+            raise ValueError(
+                "examples_per_range must be a positive int. "
+                f"Received: examples_per_range={examples_per_range!r}"
+            )
+        self.examples_per_range = examples_per_range
+
+    def expand(self, pbegin: Any) -> Any:
+        total, size = len(self.source), self.examples_per_range
+        ranges = [(start, min(start + size, total)) for start in range(0, total, size)]
+        return (
+            pbegin
+            | "Ranges" >> beam.Create(ranges, reshuffle=True)  # spread over the workers
+            | "Read" >> beam.ParDo(ReadRange(self.source, self.schema))
+        )
+
+
+class WriteTFRecords(beam.PTransform):
+    """Writes a PCollection of `SourceExample`s to TFRecord shards, as `write_tfrecords` does.
+
+    The same shard names and the same metadata file (`<prefix>.json`: counts, per-shard
+    examples and bytes, class names, schema, compression, skipped examples), written last,
+    after every shard. Examples are encoded by `schema` on the workers. With `shuffle=True`
+    each example gets a random key, a hash of it keyed by `seed`; shard k holds the k-th range
+    of keys, sorted by key, so the shards in order are one global random order that no
+    machine holds in memory (a shard's records are sorted in one worker's memory: ~128 MiB by
+    default). It is not the permutation `write_tfrecords` draws for the same seed: the same
+    examples in another random order. With `shuffle=False` the order is by index: shard k of
+    n holds the indices [round(k·N/n), round((k+1)·N/n)), N the largest index + 1. With the
+    same `num_shards` these are the shards `write_tfrecords` writes (the default count can
+    differ above ~128 MiB: Beam measures every record, `write_tfrecords` its first 32); indices
+    with gaps can leave shards empty.
+
+    The output is one `DatasetInfo`, once the metadata is saved. Counters "tfpipe" /
+    "encoded_examples" and "skipped_examples" count examples in the runner's metrics. Two
+    examples with one index fail the run, naming both.
+
+    The last step holds a local prefix's lock (as `write_tfrecords` does) while it renames the
+    shards. A write to the prefix that finished meanwhile removed this one's temporary files:
+    the step then fails naming the prefix and leaves that write's dataset whole. On URLs
+    (`gs://`) there is no lock, and two last steps running at the same moment could mix their
+    shards: write a prefix from one run at a time.
+
+    Examples:
+        >>> with beam.Pipeline() as p:
+        ...     _ = (p | ReadSource(src) | WriteTFRecords("out/train", src.schema))
+        >>> tfpipe.DatasetInfo.load("out/train").num_examples == len(src)
+        True
+
+    Args:
+        prefix: the dataset path without suffix, e.g. "out/train" or "gs://bucket/train",
+            where every worker can write. Its folder is made if missing.
+        schema: the schema of the records.
+        num_shards: the number of shards. Defaults to ~128 MiB per shard (from the examples'
+            total size), and never fewer than min(8, number of examples).
+        shuffle: write the examples in a random global order. Defaults to True.
+        seed: the seed of that order. Defaults to 0.
+        compression: None or "gzip" (or "zlib"). Defaults to None.
+        on_error: "raise" fails the run at the first example that cannot be read or encoded,
+            naming it; "skip" leaves it out, counts it and lists it in the metadata. Defaults
+            to "raise".
+        check_copies: decode each JPEG/PNG stored byte for byte once with TensorFlow's
+            decoder, so that a corrupt file fails (or is skipped) here. Defaults to True.
+
+    Raises:
+        EncodeError: (in the run) an example cannot be read or encoded, naming it, two share
+            an index, or every example was skipped.
+        TfpipeError: (in the run) another write holds the local prefix, or removed this
+            write's temporary files.
+    """
+
+    def __init__(
+        self,
+        prefix: str | os.PathLike[str],
+        schema: Schema,
+        num_shards: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        compression: str | None = None,
+        on_error: str = "raise",
+        check_copies: bool = True,
+    ) -> None:
+        super().__init__()
+        self.options = WriteOptions(
+            num_shards, compression, shuffle, seed, 1, on_error, False, check_copies
+        )
+        if self.options.seed >= KEY_SPACE:
+            raise ValueError(f"seed must be below 2**64. Received: seed={seed!r}")
+        self.path = check_prefix(prefix)
+        if not isinstance(schema, Schema):
+            raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
+        self.schema = schema
+        self.lock = True  # False: the caller holds the prefix's lock for the whole run
+
+    def expand(self, examples: Any) -> Any:
+        options = self.options
+        # One output split by filters, and batches grouped by key: a multi-output ParDo and
+        # BatchElements (whose last batch of a bundle comes from finish_bundle) are what
+        # Beam's DaskRunner runs wrong (every output gets every element; last batches lost).
+        encoded = (
+            examples
+            | "ByChunk" >> beam.Map(chunk_of)
+            | "Batch" >> beam.GroupByKey()
+            | "Batches" >> beam.Values()
+            | "Encode" >> beam.ParDo(Encode(self.schema, options))
+        )
+        records = encoded | "Records" >> beam.Filter(is_record)
+        skipped = encoded | "Skipped" >> beam.Filter(is_skipped)
+        sizes = records | "Sizes" >> beam.Map(lambda pair: (1, 0, len(pair[1]), pair[0]))
+        skips = skipped | "SkipSizes" >> beam.Map(lambda skip: (0, 1, 0, skip.index))
+        plan = beam.pvalue.AsSingleton(
+            (sizes, skips)
+            | "AllSizes" >> beam.Flatten()
+            | "Totals" >> beam.CombineGlobally(sum_totals)
+            | "Plan" >> beam.Map(make_plan, options)
+        )
+        repeated = (
+            examples
+            | "Indices" >> beam.Map(index_use)
+            | "CountIndices" >> beam.CombinePerKey(merge_uses)
+            | "Repeated" >> beam.Filter(lambda use: use[1][0] > 1)
+            | "FirstRepeated" >> beam.combiners.Top.Smallest(SHOWN_REPEATED)
+        )
+        written = (
+            records
+            | "ToShards" >> beam.Map(lambda pair, plan: (plan.shard_of(pair[0]), pair), plan)
+            | "GroupShards" >> beam.GroupByKey()
+            | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), plan)
+        )
+        return (
+            written
+            | "AllShards" >> beam.combiners.ToList()
+            | "Commit"
+            >> beam.Map(
+                finish,
+                beam.pvalue.AsList(skipped),
+                beam.pvalue.AsSingleton(repeated),
+                plan,
+                self.path,
+                self.schema,
+                options,
+                self.lock,
+            )
+        )
