@@ -532,7 +532,8 @@ class WriteTFRecords(beam.PTransform):
     Examples:
         >>> with beam.Pipeline() as p:
         ...     _ = (p | ReadSource(src) | WriteTFRecords("out/train", src.schema))
-        >>> tfpipe.DatasetInfo.load("out/train").num_examples == len(src)
+        >>> from tfpipe.format.metadata import DatasetInfo
+        >>> DatasetInfo.load("out/train").num_examples == len(src)
         True
 
     Args:

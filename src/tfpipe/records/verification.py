@@ -58,7 +58,8 @@ class Fault:
     """One problem in a dataset: where it is and what is wrong.
 
     Examples:
-        >>> print(tfpipe.Fault("out/train-00001-of-00002.tfrecord", 7, "image", "bad JPEG"))
+        >>> from tfpipe.records import Fault
+        >>> print(Fault("out/train-00001-of-00002.tfrecord", 7, "image", "bad JPEG"))
         record 7 of out/train-00001-of-00002.tfrecord, feature 'image': bad JPEG
 
     Attributes:
