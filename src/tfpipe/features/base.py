@@ -11,9 +11,8 @@ import tensorflow as tf
 
 from tfpipe.errors import SchemaError
 
-# The dtypes a Tensor feature may hold.
-FLOAT_DTYPES = ("float16", "float32", "float64")
-INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+_FLOAT_DTYPES = ("float16", "float32", "float64")
+_INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
 
 
 def describe_value(value: Any) -> str:

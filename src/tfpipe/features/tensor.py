@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError
-from tfpipe.features.base import FLOAT_DTYPES, INT_DTYPES, Feature, describe_value
+from tfpipe.features.base import _FLOAT_DTYPES, _INT_DTYPES, Feature, describe_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +46,9 @@ class Tensor(Feature):
             name = np.dtype(self.dtype).name
         except TypeError as e:
             raise SchemaError(f"Tensor.dtype {self.dtype!r} is not a numpy dtype") from e
-        if name not in FLOAT_DTYPES + INT_DTYPES:
+        if name not in _FLOAT_DTYPES + _INT_DTYPES:
             raise SchemaError(
-                f"Tensor.dtype must be one of {list(FLOAT_DTYPES + INT_DTYPES)} "
+                f"Tensor.dtype must be one of {list(_FLOAT_DTYPES + _INT_DTYPES)} "
                 f"(use Text for strings). Received: dtype={self.dtype!r}"
             )
         object.__setattr__(self, "dtype", name)
@@ -88,7 +88,7 @@ class Tensor(Feature):
             >>> tfpipe.Tensor(shape=(), dtype="float16").is_float
             True
         """
-        return self.dtype in FLOAT_DTYPES
+        return self.dtype in _FLOAT_DTYPES
 
     @property
     def storage_dtype(self) -> tf.DType:
