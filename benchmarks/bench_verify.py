@@ -32,7 +32,7 @@ def _result(examples: int, seconds: float) -> dict[str, Any]:
 def hand_written_check(prefix: str) -> dict[str, Any]:
     import tensorflow as tf
 
-    from tfpipe import DatasetInfo
+    from tfpipe.format.metadata import DatasetInfo
 
     files = [str(f) for f in DatasetInfo.load(prefix).files]
     spec = {

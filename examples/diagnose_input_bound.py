@@ -24,6 +24,7 @@ from PIL import Image
 
 import tfpipe
 from tfpipe.sources.synthetic import make_image_folder
+from tfpipe.training.report import FitReport
 
 SIZES = {"small": 80, "large": 600}  # images per class (3 classes)
 IMAGE_SIZE = (64, 64)
@@ -63,7 +64,7 @@ def build_model() -> keras.Model:
     return model
 
 
-def main(argv: list[str] | None = None) -> dict[str, tfpipe.FitReport]:
+def main(argv: list[str] | None = None) -> dict[str, FitReport]:
     """Trains from the slow loader, then from TFRecords at training size; returns both reports."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=SIZES, default="small", help="data size (small)")

@@ -153,6 +153,7 @@ def work(args: argparse.Namespace) -> None:
     import tensorflow as tf
 
     import tfpipe
+    from tfpipe.errors import TfpipeWarning
 
     if args.mirrored:  # one process, two CPU replicas
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -190,7 +191,7 @@ def work(args: argparse.Namespace) -> None:
                 callbacks.append(_die_after(args.die_after, workdir / f"worker{index}.died"))
             xy = {} if name == "loader" else {"x": ["id", "x"], "y": "label"}
             with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", tfpipe.TfpipeWarning)
+                warnings.simplefilter("always", TfpipeWarning)
                 history = tfpipe.fit(
                     model, data, **xy, epochs=args.epochs, callbacks=callbacks, report=False,
                     verbose=0,

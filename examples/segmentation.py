@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 import tfpipe
+from tfpipe.errors import SourceError
 from tfpipe.sources.synthetic import make_segmentation_folder
 
 SIZES = {"small": (160, 8), "large": (1500, 10)}  # images, epochs
@@ -39,7 +40,7 @@ def pair_by_stem(images: Path, masks: Path) -> pd.DataFrame:
     file name stem found in both folders, sorted by stem.
 
     Raises:
-        tfpipe.SourceError: a file without its partner in the other folder, or two files of one
+        SourceError: a file without its partner in the other folder, or two files of one
             stem in a folder, naming the file(s).
     """
     files = {folder: _by_stem(folder) for folder in (images, masks)}
@@ -47,7 +48,7 @@ def pair_by_stem(images: Path, masks: Path) -> pd.DataFrame:
         unpaired = sorted(set(files[folder]) - set(files[other]))
         if unpaired:
             path = files[folder][unpaired[0]]
-            raise tfpipe.SourceError(
+            raise SourceError(
                 f"{path} has no partner named {path.stem}.* in {other} ({len(unpaired)} "
                 f"unpaired file(s) in {folder}); add the missing file or remove this one"
             )
@@ -64,7 +65,7 @@ def _by_stem(folder: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
         if path.stem in found:
-            raise tfpipe.SourceError(
+            raise SourceError(
                 f"{found[path.stem]} and {path} have the same name stem, so a partner in the "
                 "other folder would be ambiguous; keep one of them"
             )

@@ -18,7 +18,9 @@ import tensorflow as tf
 import tfpipe
 from tfpipe import fs
 from tfpipe.cli.parser import main
+from tfpipe.errors import DataNotFoundError, EncodeError, SourceError
 from tfpipe.format.frames import scan_offsets
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import ShardWriter
 
 N = 40
@@ -65,7 +67,7 @@ def test_write_then_read_and_infer_on_ram(written: str) -> None:
         *(f"train-0000{k}-of-00004.tfrecord" for k in range(4)),
         "train.json",
     ]
-    info = tfpipe.DatasetInfo.load(written)
+    info = DatasetInfo.load(written)
     assert str(info.directory) == folder and info.num_examples == N
     assert str(info.files[0]) == f"{folder}/train-00000-of-00004.tfrecord"
     dataset = tfpipe.read_tfrecords(written)
@@ -133,7 +135,7 @@ def test_flipped_byte_on_ram_fails_the_crc(written: str) -> None:
     start = scan_offsets(fs.GPath(shard), tf.io.gfile.stat(shard).length)[3]
     _flip(shard, start + 30)  # inside the record's data; the file keeps its size
     message = rf"{shard}' is corrupt: record 3 at byte offset {start} .* its data"
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         tfpipe.from_tfrecords(written)[10 + 3]
     assert int(src[10 + 2]["id"]) >= 0  # the records around it still read
 
@@ -162,10 +164,10 @@ class _FailsAt:
 )
 def test_interrupted_write_on_ram_leaves_no_dataset(ram: str) -> None:
     prefix = f"{ram}/train"
-    with pytest.raises(tfpipe.EncodeError, match="disk gone"):
+    with pytest.raises(EncodeError, match="disk gone"):
         tfpipe.write_tfrecords(_FailsAt(25), prefix, num_shards=4, shuffle=False, progress=False)
     assert tf.io.gfile.listdir(ram) == []  # shards done so far and the temporary one removed
-    with pytest.raises(tfpipe.DataNotFoundError, match="does not exist"):
+    with pytest.raises(DataNotFoundError, match="does not exist"):
         tfpipe.read_tfrecords(prefix)
 
 
@@ -211,7 +213,7 @@ _CALLS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "Pipeline": ("source", tfpipe.Pipeline),
     "verify": ("path", tfpipe.verify),
     "fit": ("data", lambda p: tfpipe.fit(_model(), p)),
-    "DatasetInfo.load": ("prefix", tfpipe.DatasetInfo.load),
+    "DatasetInfo.load": ("prefix", DatasetInfo.load),
 }
 
 
@@ -224,13 +226,13 @@ _CALLS: dict[str, tuple[str, Callable[[str], Any]]] = {
 def test_unknown_scheme_is_named_before_any_work(api: str) -> None:
     argument, call = _CALLS[api]
     # _FailsAt(0) would raise OSError if the writer read an example before the check
-    with pytest.raises(tfpipe.DataNotFoundError) as raised:
+    with pytest.raises(DataNotFoundError) as raised:
         call("gz://bucket/train")
     message = str(raised.value)
     assert message.startswith(f"{argument}='gz://bucket/train': ")
     assert "no filesystem for the scheme 'gz://'" in message
     assert "did you mean 'gs://'?" in message and "registered: file://, gs://, ram://" in message
-    with pytest.raises(tfpipe.DataNotFoundError, match="pip install tensorflow-io"):
+    with pytest.raises(DataNotFoundError, match="pip install tensorflow-io"):
         call("s3://bucket/train")
 
 
@@ -244,10 +246,10 @@ def test_url_collapsed_by_pathlib_is_named(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     meant = "the URL 'gs://bucket/train' with a slash lost"
-    with pytest.raises(tfpipe.DataNotFoundError, match=f"prefix='gs:/bucket/train' .*{meant}"):
+    with pytest.raises(DataNotFoundError, match=f"prefix='gs:/bucket/train' .*{meant}"):
         tfpipe.write_tfrecords(_FailsAt(0), Path("gs://bucket/train"))
     for read in (tfpipe.read_tfrecords, tfpipe.from_tfrecords):
-        with pytest.raises(tfpipe.DataNotFoundError, match=meant):
+        with pytest.raises(DataNotFoundError, match=meant):
             read(Path("gs://bucket/train"))
     assert main(["write", str(image_folder), "s3:/bucket/out"]) == 2
     assert not any(tmp_path.iterdir())  # no local folder gs: or s3:

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DecodeError, EncodeError, SchemaError
 
 
 @dataclasses.dataclass
@@ -63,33 +64,31 @@ CASES = {
     "unknown_name": Case(
         tfpipe.ClassLabel(names=["cat"]),
         "cow",
-        raises=tfpipe.EncodeError,
+        raises=EncodeError,
         match="unknown class name 'cow'",
     ),
     "label_not_int": Case(
         tfpipe.ClassLabel(num_classes=2),
         1.5,
-        raises=tfpipe.EncodeError,
+        raises=EncodeError,
         match="expected an int64 index",
     ),
     "label_out_of_range": Case(
-        tfpipe.ClassLabel(num_classes=2), 5, raises=tfpipe.EncodeError, match="out of range"
+        tfpipe.ClassLabel(num_classes=2), 5, raises=EncodeError, match="out of range"
     ),
     "tensor_wrong_dtype": Case(
         tfpipe.Tensor(shape=(), dtype="int64"),
         "cat",
-        raises=tfpipe.EncodeError,
+        raises=EncodeError,
         match="expected int64, got 'cat'",
     ),
     "tensor_wrong_shape": Case(
         tfpipe.Tensor(shape=(3,)),
         [1.0, 2.0],
-        raises=tfpipe.EncodeError,
+        raises=EncodeError,
         match=r"expected shape \(3,\)",
     ),
-    "image_not_an_image": Case(
-        tfpipe.Image(), b"not an image", raises=tfpipe.EncodeError, match="image"
-    ),
+    "image_not_an_image": Case(tfpipe.Image(), b"not an image", raises=EncodeError, match="image"),
 }
 
 
@@ -140,7 +139,7 @@ def test_a_corrupt_zlib_tensor_is_named() -> None:
             feature={"v": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"not zlib"]))}
         )
     ).SerializeToString()
-    with pytest.raises(tfpipe.DecodeError, match=r"^v: expected zlib.* in record 4 of x"):
+    with pytest.raises(DecodeError, match=r"^v: expected zlib.* in record 4 of x"):
         schema.decode(bad, where="record 4 of x")
 
 
@@ -150,9 +149,9 @@ def test_tensors_stored_as_bytes_parse_in_batches() -> None:
     batch = schema.parse(tf.constant([schema.encode({"x": v}) for v in values]))["x"]
     assert batch.dtype == tf.uint8
     np.testing.assert_array_equal(batch.numpy(), np.stack(values))
-    with pytest.raises(tfpipe.SchemaError, match="needs a fixed shape"):
+    with pytest.raises(SchemaError, match="needs a fixed shape"):
         tfpipe.Tensor(shape=(None,), encoding="bytes")
-    with pytest.raises(tfpipe.SchemaError, match=r"Tensor\.encoding must be one of"):
+    with pytest.raises(SchemaError, match=r"Tensor\.encoding must be one of"):
         tfpipe.Tensor(encoding="npy")
 
 
@@ -184,15 +183,15 @@ def test_batched_parse_decodes_images_per_element() -> None:
 
 
 def test_bad_declarations_raise_schema_error() -> None:
-    with pytest.raises(tfpipe.SchemaError, match="channels"):
+    with pytest.raises(SchemaError, match="channels"):
         tfpipe.Image(shape=(8, 8, 2))
-    with pytest.raises(tfpipe.SchemaError, match="raw"):
+    with pytest.raises(SchemaError, match="raw"):
         tfpipe.Image(encoding="raw")
-    with pytest.raises(tfpipe.SchemaError, match=r"positive ints or None\. .*\(True, 8, 3\)"):
+    with pytest.raises(SchemaError, match=r"positive ints or None\. .*\(True, 8, 3\)"):
         tfpipe.Image(shape=(True, 8, 3))  # a bool is not a height of 1
-    with pytest.raises(tfpipe.SchemaError, match=r"names=|num_classes"):
+    with pytest.raises(SchemaError, match=r"names=|num_classes"):
         tfpipe.ClassLabel()
-    with pytest.raises(tfpipe.SchemaError, match="Text"):
+    with pytest.raises(SchemaError, match="Text"):
         tfpipe.Tensor(dtype="str")
 
 

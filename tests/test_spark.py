@@ -22,6 +22,8 @@ from pyspark.sql import functions as F
 
 import tfpipe
 import tfpipe.spark
+from tfpipe.errors import EncodeError, SchemaError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
 
 _LOCAL = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
@@ -39,7 +41,7 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
-def _bytes(info: tfpipe.DatasetInfo) -> list[bytes]:
+def _bytes(info: DatasetInfo) -> list[bytes]:
     return [f.read_bytes() for f in info.files]
 
 
@@ -106,15 +108,15 @@ def test_a_corrupt_image_fails_naming_it_or_is_skipped(spark: Any, tmp_path: Pat
     broken.write_bytes(b"not a JPEG")
     df = _images(spark, folder, source.schema)
     prefix = tmp_path / "spark" / "train"
-    with pytest.raises(tfpipe.EncodeError, match=rf"{broken.name}.*\(writing .* with Spark\)"):
+    with pytest.raises(EncodeError, match=rf"{broken.name}.*\(writing .* with Spark\)"):
         tfpipe.spark.write_tfrecords(df, prefix, source.schema, origin_column="path")
     assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
     options: dict[str, Any] = {"num_shards": 2, "shuffle": False, "on_error": "skip"}
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 1 of 16"):
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 16"):
         written = tfpipe.spark.write_tfrecords(
             df, prefix, source.schema, origin_column="path", **options
         )
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 1 of 16"):
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 16"):
         local = tfpipe.write_tfrecords(
             source, tmp_path / "local" / "train", progress=False, **options
         )
@@ -129,10 +131,10 @@ def test_a_corrupt_image_fails_naming_it_or_is_skipped(spark: Any, tmp_path: Pat
 
 def test_a_dataframe_needs_a_schema_and_its_columns(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([(1,), (2,)], ["x"])
-    with pytest.raises(tfpipe.SchemaError, match="needs schema="):
+    with pytest.raises(SchemaError, match="needs schema="):
         tfpipe.spark.write_tfrecords(df, tmp_path / "t")
     schema = tfpipe.Schema({"y": tfpipe.Tensor(shape=(), dtype="int64")})
-    with pytest.raises(tfpipe.SchemaError, match=r"no column 'y'.*Its columns: \['x'\]"):
+    with pytest.raises(SchemaError, match=r"no column 'y'.*Its columns: \['x'\]"):
         tfpipe.spark.write_tfrecords(df, tmp_path / "t", schema)
 
 
@@ -151,7 +153,7 @@ def test_cli_writes_with_spark_on_a_master(tmp_path: Path) -> None:
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    info = tfpipe.DatasetInfo.load(out)
+    info = DatasetInfo.load(out)
     local = tfpipe.write_tfrecords(
         tfpipe.from_directory(folder),
         tmp_path / "local" / "train",

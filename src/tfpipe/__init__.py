@@ -2,6 +2,11 @@
 
 The data flows one way: schema -> sources -> records -> loaders -> fit.
 
+`tfpipe` exports the entry points a user calls. What they return and raise lives where it is
+made: the errors and `TfpipeWarning` in `tfpipe.errors`, `DatasetInfo` in
+`tfpipe.format.metadata`, `VerifyReport` and `Fault` in `tfpipe.records`, `FitReport` in
+`tfpipe.training.report`, `DistributedInput` in `tfpipe.distribute.sharding`.
+
 `import tfpipe` is light: each public name is imported on first use (PEP 562), so that the
 `tfpipe` command answers `--help` without importing TensorFlow. The first use also hides
 TensorFlow's GPUs when Keras runs on another backend (JAX, PyTorch), which then trains on them
@@ -13,36 +18,16 @@ import importlib.util
 import typing  # as a module: `import tfpipe` binds no public name but those of __all__
 
 if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and editors
-    from tfpipe.distribute.sharding import DistributedInput
-    from tfpipe.errors import (
-        DataNotFoundError,
-        DecodeError,
-        EncodeError,
-        SchemaError,
-        SourceError,
-        TfpipeError,
-        TfpipeWarning,
-    )
     from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
-    from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
     from tfpipe.loaders import augment
     from tfpipe.loaders.pipeline import Pipeline
     from tfpipe.loaders.sequence import SequenceLoader
-    from tfpipe.records import (
-        Fault,
-        VerifyReport,
-        infer_schema,
-        locate_fault,
-        read_tfrecords,
-        verify,
-        write_tfrecords,
-    )
+    from tfpipe.records import infer_schema, locate_fault, read_tfrecords, verify, write_tfrecords
     from tfpipe.schema import Schema
     from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
     from tfpipe.training.benchmark import benchmark
     from tfpipe.training.faults import named_errors
     from tfpipe.training.fit import fit
-    from tfpipe.training.report import FitReport
 
 __version__ = "0.1.0"
 
@@ -50,29 +35,15 @@ __version__ = "0.1.0"
 # that name, or the module itself when it has none (`augment`).
 _MODULES = {
     "ClassLabel": "tfpipe.features",
-    "DataNotFoundError": "tfpipe.errors",
-    "DatasetInfo": "tfpipe.format.metadata",
-    "DecodeError": "tfpipe.errors",
-    "DistributedInput": "tfpipe.distribute.sharding",
-    "EncodeError": "tfpipe.errors",
-    "Fault": "tfpipe.records",
     "Feature": "tfpipe.features",
-    "FitReport": "tfpipe.training.report",
     "Image": "tfpipe.features",
     "Mask": "tfpipe.features",
     "Pipeline": "tfpipe.loaders.pipeline",
     "Schema": "tfpipe.schema",
-    "SchemaError": "tfpipe.errors",
     "SequenceLoader": "tfpipe.loaders.sequence",
-    "ShardInfo": "tfpipe.format.metadata",
-    "SkippedExample": "tfpipe.format.metadata",
     "Source": "tfpipe.sources",
-    "SourceError": "tfpipe.errors",
     "Tensor": "tfpipe.features",
     "Text": "tfpipe.features",
-    "TfpipeError": "tfpipe.errors",
-    "TfpipeWarning": "tfpipe.errors",
-    "VerifyReport": "tfpipe.records",
     "augment": "tfpipe.loaders.augment",
     "benchmark": "tfpipe.training.benchmark",
     "fit": "tfpipe.training.fit",
@@ -90,29 +61,15 @@ _MODULES = {
 
 __all__ = [
     "ClassLabel",
-    "DataNotFoundError",
-    "DatasetInfo",
-    "DecodeError",
-    "DistributedInput",
-    "EncodeError",
-    "Fault",
     "Feature",
-    "FitReport",
     "Image",
     "Mask",
     "Pipeline",
     "Schema",
-    "SchemaError",
     "SequenceLoader",
-    "ShardInfo",
-    "SkippedExample",
     "Source",
-    "SourceError",
     "Tensor",
     "Text",
-    "TfpipeError",
-    "TfpipeWarning",
-    "VerifyReport",
     "__version__",
     "augment",
     "benchmark",

@@ -2,7 +2,7 @@
 
 Every error derives from `TfpipeError`, and from the built-in exception a caller would expect
 (`ValueError` for bad values, `FileNotFoundError` for missing paths), so both
-`except tfpipe.TfpipeError` and `except ValueError` work.
+`except tfpipe.errors.TfpipeError` and `except ValueError` work.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ class TfpipeError(Exception):
     """Base class of every error tfpipe raises.
 
     Examples:
+        >>> from tfpipe.errors import TfpipeError
         >>> try:
         ...     tfpipe.read_tfrecords("no/such/prefix")
-        ... except tfpipe.TfpipeError as error:
+        ... except TfpipeError as error:
         ...     print(type(error).__name__)
         DataNotFoundError
     """
@@ -95,7 +96,8 @@ class TfpipeWarning(UserWarning):
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
         ...     parts = source.split({"train": 0.5, "test": 0.5})  # no labels to stratify by
-        >>> caught[0].category is tfpipe.TfpipeWarning
+        >>> from tfpipe.errors import TfpipeWarning
+        >>> caught[0].category is TfpipeWarning
         True
     """
 

@@ -173,7 +173,8 @@ class Schema(Mapping[str, Feature]):
         """The stored values of one serialized example (bytes for images, ints for labels).
 
         Examples:
-            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> schema = DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> stored = schema.stored(record.numpy())
             >>> stored["image"][:2], stored["label"] in (0, 1, 2)  # the JPEG, a class index
@@ -227,7 +228,8 @@ class Schema(Mapping[str, Feature]):
         """Decodes one serialized example to numpy arrays, without a TensorFlow graph.
 
         Examples:
-            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> schema = DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> example = schema.decode(record.numpy())
             >>> example["image"].shape, example["image"].dtype
@@ -260,7 +262,8 @@ class Schema(Mapping[str, Feature]):
         size: declared in the schema or given as `image_size`).
 
         Examples:
-            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> schema = DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> batch = schema.parse(tf.stack([record, record]), image_size=(64, 64))
             >>> batch["image"].shape, batch["label"].shape
@@ -325,7 +328,8 @@ class Schema(Mapping[str, Feature]):
         `parse` decodes them; the other features pass unchanged.
 
         Examples:
-            >>> schema = tfpipe.DatasetInfo.load("out/train").schema
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> schema = DatasetInfo.load("out/train").schema
             >>> record = next(iter(tf.data.TFRecordDataset("out/train-00000-of-00002.tfrecord")))
             >>> stored = schema.parse(record, defer_images=True)
             >>> example = schema.decode_images(stored, image_size=(64, 64), rescale=1 / 255)

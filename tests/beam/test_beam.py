@@ -29,6 +29,8 @@ import tfpipe.cli.parser as cli
 from tfpipe.beam import runners
 from tfpipe.beam.encode import Encode
 from tfpipe.beam.shards import Plan, _write_shard, finish, index_use
+from tfpipe.errors import EncodeError, SourceError, TfpipeError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import ShardWriter, WriteOptions, writer_lock
 from tfpipe.sources.synthetic import make_image_folder
 
@@ -44,7 +46,7 @@ def _records(prefix: Path) -> list[bytes]:
 
 def _shards(prefix: Path) -> list[list[bytes]]:
     """The records of each shard of a dataset, in order."""
-    return [_file_records(f) for f in tfpipe.DatasetInfo.load(prefix).files]
+    return [_file_records(f) for f in DatasetInfo.load(prefix).files]
 
 
 def _file_records(path: Path) -> list[bytes]:
@@ -88,7 +90,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.slow
 def test_beam_writes_what_write_tfrecords_writes(written: dict[str, Path]) -> None:
-    beam, local = (tfpipe.DatasetInfo.load(written[k]) for k in ("beam", "local"))
+    beam, local = (DatasetInfo.load(written[k]) for k in ("beam", "local"))
     assert beam.num_examples == local.num_examples == 200
     assert beam.schema == local.schema
     assert beam.class_names == local.class_names == {"label": sorted(beam.class_names["label"])}
@@ -140,7 +142,7 @@ def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path
     broken.write_bytes(b"not a JPEG")
     source = tfpipe.from_directory(folder)
     prefix = tmp_path / "out" / "train"
-    with pytest.raises(tfpipe.EncodeError, match=broken.name):
+    with pytest.raises(EncodeError, match=broken.name):
         tfpipe.beam.write_tfrecords(source, prefix, workers=1, args=IN_PROCESS)
     assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
 
@@ -158,12 +160,12 @@ def test_failed_run_leaves_nothing_complete_and_skips_are_counted(tmp_path: Path
         for c in result.metrics().query(MetricsFilter().with_namespace("tfpipe"))["counters"]
     }
     assert counters == {"skipped_examples": 2, "encoded_examples": 18}
-    info = tfpipe.DatasetInfo.load(prefix)
+    info = DatasetInfo.load(prefix)
     assert info.num_examples == 18
     gone = unreadable.origin(16)
     assert [(s.index, s.origin) for s in info.skipped] == [(4, str(broken)), (16, gone)]
     assert "is gone" in info.skipped[1].error
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 2 of 20"):
+    with pytest.warns(TfpipeWarning, match="skipped 2 of 20"):
         local = tfpipe.write_tfrecords(
             unreadable,
             tmp_path / "local" / "train",
@@ -199,7 +201,7 @@ def test_an_example_the_source_cannot_give_fails_the_run_naming_it(tmp_path: Pat
     source = tfpipe.from_arrays({"x": np.arange(10), "label": labels}, schema(["cat", "dog"]))
     # Written with the classes in another order, labels are matched by name as they are read.
     with pytest.raises(
-        tfpipe.EncodeError,
+        EncodeError,
         match=r"^label: class index 7 is out of range \[0, 2\) of the source's classes in "
         r"example 6 .*\(writing '.*train' with Beam\)$",
     ):
@@ -225,9 +227,9 @@ def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(tmp_path: 
                 raise RuntimeError("the disk went away")
             return {"x": index}
 
-    with pytest.raises(tfpipe.TfpipeError) as raised:
+    with pytest.raises(TfpipeError) as raised:
         tfpipe.beam.write_tfrecords(Failing(), tmp_path / "train", workers=1)
-    assert type(raised.value) is tfpipe.TfpipeError
+    assert type(raised.value) is TfpipeError
     assert str(raised.value).startswith(
         f"the Beam pipeline writing {str(tmp_path / 'train')!r} failed: RuntimeError: the disk "
         "went away"
@@ -254,13 +256,13 @@ def _worker_error(last_line: str) -> RuntimeError:
 def test_only_tfpipes_own_errors_from_a_worker_keep_their_type() -> None:
     path = Path("out/train")
     ours = runners._failure(_worker_error("tfpipe.errors.EncodeError: x: bad in 4"), path)
-    assert type(ours) is tfpipe.EncodeError
+    assert type(ours) is EncodeError
     assert str(ours) == "x: bad in 4 (writing 'out/train' with Beam)"
     source = runners._failure(_worker_error("tfpipe.errors.SourceError: empty"), path)
-    assert type(source) is tfpipe.SourceError
+    assert type(source) is SourceError
     for name in ("otherlib.errors.EncodeError", "SourceError", "otherlib.SourceError"):
         other = runners._failure(_worker_error(f"{name}: not ours"), path)
-        assert type(other) is tfpipe.TfpipeError
+        assert type(other) is TfpipeError
         assert str(other).endswith(f"'out/train' failed: {name}: not ours")
 
 
@@ -290,7 +292,7 @@ def test_an_index_two_examples_share_fails_the_run(tmp_path: Path) -> None:
     options = tfpipe.beam.pipeline_options("direct", IN_PROCESS, 1)
     with (
         pytest.raises(
-            tfpipe.EncodeError,
+            EncodeError,
             match=r"examples share an index: index 3 \(2 examples: '[ab]3', '[ab]3'\)\. ",
         ),
         beam.Pipeline(options=options) as pipeline,
@@ -314,9 +316,9 @@ def test_an_index_that_is_not_an_int_from_0_fails_naming_the_example(index: Any)
     example = tfpipe.beam.SourceExample(index, "cats/017.jpg", {"x": 1})
     encode = Encode(_X, WriteOptions(shuffle=False, workers=1))
     expected = rf"int >= 0 .* Received: index={re.escape(repr(index))} .* in 'cats/017\.jpg'$"
-    with pytest.raises(tfpipe.EncodeError, match=expected):
+    with pytest.raises(EncodeError, match=expected):
         list(encode.process([example]))
-    with pytest.raises(tfpipe.EncodeError, match=expected):
+    with pytest.raises(EncodeError, match=expected):
         index_use(example)
 
 
@@ -357,7 +359,7 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     first = finish(written, [], [], plan, prefix, _X, options)
     (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
     again = finish(written, [], [], plan, prefix, _X, options)
-    assert again.shards == first.shards == tfpipe.DatasetInfo.load(prefix).shards
+    assert again.shards == first.shards == DatasetInfo.load(prefix).shards
     assert [s.num_examples for s in again.shards] == [3, 3]
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == [*(s.file for s in first.shards), "train.json"]
@@ -376,7 +378,7 @@ def test_a_retry_of_the_last_step_renames_what_the_first_attempt_left(tmp_path: 
     assert (tmp_path / written[1].entry.file).exists()  # not yet
     blocked.rmdir()
     info = finish(written, [], [], plan, prefix, _X, options)
-    assert info == tfpipe.DatasetInfo.load(prefix)
+    assert info == DatasetInfo.load(prefix)
     assert [s.num_examples for s in info.shards] == [3, 3, 3]
     assert _shards(prefix) == [[_X.encode({"x": k})] * 3 for k in range(3)]
     files = sorted(p.name for p in tmp_path.iterdir())
@@ -421,7 +423,7 @@ def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path:
     assert (tmp_path / "train-00000-of-00002.tfrecord").stat().st_size == stale.num_bytes
     assert stale.num_bytes == written[0].entry.num_bytes
     with pytest.raises(
-        tfpipe.TfpipeError,
+        TfpipeError,
         match=r"'.*train'\): the temporary file of shard 0 \(.*\) is gone and "
         r"train-00000-of-00002\.tfrecord does not hold its records",
     ):
@@ -442,9 +444,9 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
     written = _temporary_shards(prefix)
     source = tfpipe.from_arrays({"x": np.arange(10, 16)}, _X)
     other = tfpipe.write_tfrecords(source, prefix, num_shards=2, shuffle=False, progress=False)
-    with pytest.raises(tfpipe.TfpipeError, match="another write to this prefix ran meanwhile"):
+    with pytest.raises(TfpipeError, match="another write to this prefix ran meanwhile"):
         finish(written, [], [], Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
-    assert tfpipe.DatasetInfo.load(prefix).shards == other.shards
+    assert DatasetInfo.load(prefix).shards == other.shards
     assert _records(prefix) == [_X.encode({"x": x}) for x in range(10, 16)]
 
 
@@ -460,7 +462,7 @@ def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
     plan, options = Plan(2, 6, 0), WriteOptions(workers=1)
     with (
         writer_lock(prefix),
-        pytest.raises(tfpipe.TfpipeError, match=r"prefix '.*train' is being written by another"),
+        pytest.raises(TfpipeError, match=r"prefix '.*train' is being written by another"),
     ):
         finish(written, [], [], plan, prefix, _X, options)
     assert list(tmp_path.glob("train*")) == []
@@ -476,9 +478,9 @@ def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path)
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
     options = WriteOptions(workers=1)
-    with pytest.raises(tfpipe.TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
+    with pytest.raises(TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
         finish(written, [], [], Plan(2, 7, 0), prefix, _X, options)
-    with pytest.raises(tfpipe.TfpipeError, match=r"in shards \[0, 1\]"):
+    with pytest.raises(TfpipeError, match=r"in shards \[0, 1\]"):
         finish(written, [], [], Plan(1, 6, 0), prefix, _X, options)
     assert not (tmp_path / "train.json").exists()
 
@@ -532,7 +534,7 @@ def test_cli_writes_with_beam_and_passes_beam_options(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "200 examples" in result.stdout
-    info = tfpipe.DatasetInfo.load(out)
+    info = DatasetInfo.load(out)
     assert (info.num_examples, info.shuffled) == (200, False)
     assert info.schema["image"].shape == (16, 16, 3)
     local = tfpipe.write_tfrecords(

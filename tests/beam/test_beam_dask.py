@@ -23,6 +23,8 @@ import distributed
 
 import tfpipe
 import tfpipe.beam
+from tfpipe.errors import EncodeError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
 
 # A write here takes ~10-30 s on 2 shared cores (each worker imports TensorFlow once).
@@ -66,7 +68,7 @@ def _within(seconds: float, run: Callable[[], Any]) -> Any:
         pool.shutdown(wait=False)
 
 
-def _on_dask(scheduler: str, source: Any, prefix: Path, **options: Any) -> tfpipe.DatasetInfo:
+def _on_dask(scheduler: str, source: Any, prefix: Path, **options: Any) -> DatasetInfo:
     args = [f"--dask_client_address={scheduler}"]
     return _within(
         RUN_SECONDS,
@@ -74,7 +76,7 @@ def _on_dask(scheduler: str, source: Any, prefix: Path, **options: Any) -> tfpip
     )
 
 
-def _bytes(info: tfpipe.DatasetInfo) -> list[bytes]:
+def _bytes(info: DatasetInfo) -> list[bytes]:
     return [f.read_bytes() for f in info.files]
 
 
@@ -118,14 +120,14 @@ def test_dask_names_errors_and_counts_skips_as_write_tfrecords(
     broken.write_bytes(b"not a JPEG")
     gone.unlink()
     prefix = tmp_path / "dask" / "train"
-    with pytest.raises(tfpipe.EncodeError, match=broken.name):
+    with pytest.raises(EncodeError, match=broken.name):
         _on_dask(scheduler, source, prefix)
     assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
 
     options: dict[str, Any] = {"num_shards": 3, "shuffle": False, "on_error": "skip"}
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 2 of 40"):
+    with pytest.warns(TfpipeWarning, match="skipped 2 of 40"):
         dask = _on_dask(scheduler, source, prefix, **options)
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 2 of 40"):
+    with pytest.warns(TfpipeWarning, match="skipped 2 of 40"):
         local = tfpipe.write_tfrecords(
             source, tmp_path / "local" / "train", progress=False, **options
         )
@@ -150,7 +152,7 @@ def test_cli_writes_on_a_dask_scheduler(scheduler: str, images: Path, tmp_path: 
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "90 examples" in result.stdout
-    info = tfpipe.DatasetInfo.load(out)
+    info = DatasetInfo.load(out)
     assert (info.num_examples, info.shuffled, len(info.shards)) == (90, True, 2)
     assert tfpipe.verify(out, progress=False).ok
     refused = subprocess.run(

@@ -18,6 +18,7 @@ from PIL import Image as PILImage
 import tfpipe
 from tfpipe.cli.demo import DemoResult, run_demo
 from tfpipe.cli.parser import main
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
 
 
@@ -42,7 +43,7 @@ def test_write_folder_with_split_then_inspect(
     printed = capsys.readouterr().out
     assert "train: 27 examples in 2 shard(s)" in printed
     assert "test: 9 examples in 2 shard(s)" in printed
-    train = tfpipe.DatasetInfo.load(out / "train")
+    train = DatasetInfo.load(out / "train")
     assert train.compression == "gzip" and train.shuffled
     assert [f.name for f in train.files] == [
         "train-00000-of-00002.tfrecord.gz",
@@ -84,7 +85,7 @@ def test_write_encoding(
     image_folder: Path, tmp_path: Path, args: list[str], expected: tfpipe.Image
 ) -> None:
     assert main(["write", str(image_folder), str(tmp_path / "d"), "--shards", "1", *args]) == 0
-    assert tfpipe.DatasetInfo.load(tmp_path / "d").schema["image"] == expected
+    assert DatasetInfo.load(tmp_path / "d").schema["image"] == expected
 
 
 def test_write_raw_needs_an_image_size(
@@ -102,7 +103,7 @@ def test_write_csv_with_several_label_columns_no_shuffle(
     df.to_csv(images / "all.csv", index=False)
     assert main(["write", str(images / "all.csv"), str(tmp_path / "a" / "data"), "--no-shuffle",
                  "--label-cols", "label,size", "--shards", "1"]) == 0  # fmt: skip
-    info = tfpipe.DatasetInfo.load(tmp_path / "a" / "data")
+    info = DatasetInfo.load(tmp_path / "a" / "data")
     assert list(info.schema) == ["image", "label", "size"]
     assert info.schema["size"] == tfpipe.ClassLabel(num_classes=3)
     assert not info.shuffled
@@ -118,7 +119,7 @@ def test_write_csv_with_several_label_columns_no_shuffle(
     _assert_one_line_error(capsys.readouterr().err, "write", "lists/circle", "pass --base-dir")
     assert main(["write", str(elsewhere), str(tmp_path / "b"), "--path-col", "file",
                  "--base-dir", str(images)]) == 0  # fmt: skip
-    assert tfpipe.DatasetInfo.load(tmp_path / "b").num_examples == 6
+    assert DatasetInfo.load(tmp_path / "b").num_examples == 6
 
 
 def test_write_on_error_skip_counts_and_warns(
@@ -135,7 +136,7 @@ def test_write_on_error_skip_counts_and_warns(
     captured = capsys.readouterr()
     assert "train: 4 examples" in captured.out and "skipped 1 unreadable input(s)" in captured.out
     assert "tfpipe: warning: write_tfrecords skipped 1 of 5" in captured.err
-    assert [s.origin for s in tfpipe.DatasetInfo.load(out).skipped] == [
+    assert [s.origin for s in DatasetInfo.load(out).skipped] == [
         str(images / "circle" / "broken.jpg")
     ]
 
@@ -320,7 +321,7 @@ def test_demo_command_reuses_its_workdir(
     for fragment in ["[1] generated 120 JPEGs of 96x96", "train: 96 examples", "test: 24 examples",
                      "image  uint8 (64, 64, 3)", "examples/s", "for 1 epochs"]:  # fmt: skip
         assert fragment in printed
-    assert tfpipe.DatasetInfo.load(workdir / "records" / "train").num_examples == 96
+    assert DatasetInfo.load(workdir / "records" / "train").num_examples == 96
 
 
 def test_demo_refuses_a_folder_it_did_not_make(

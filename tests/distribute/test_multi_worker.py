@@ -20,6 +20,7 @@ import tensorflow as tf
 import tfpipe
 from example_scripts import load
 from tfpipe.distribute.sharding import Layout, file_split, record_split
+from tfpipe.errors import SourceError, TfpipeWarning
 
 
 def check_one_pass(outcome: dict[str, Any], workers: int) -> None:
@@ -101,7 +102,7 @@ def test_one_replica_epochs_are_whole_batches_of_distinct_examples(kind: str) ->
         data = tfpipe.Pipeline(source).shuffle(seed=1).batch(4).as_supervised(["id", "x"], "label")
     else:
         data = tfpipe.SequenceLoader(source, batch_size=4, x=["id", "x"], seed=1)
-    with pytest.warns(tfpipe.TfpipeWarning, match="1 of 21 examples are left out"):
+    with pytest.warns(TfpipeWarning, match="1 of 21 examples are left out"):
         built = data.build_distributed()
     assert (built.steps_per_epoch, built.examples_per_epoch, built.dropped_per_epoch) == (5, 20, 1)
     assert built.per_replica_batch_size == 4
@@ -138,7 +139,7 @@ def test_splits_and_layout() -> None:
 )
 def test_too_few_examples_for_one_step_are_named() -> None:
     pipeline = tfpipe.Pipeline(arrays(5)).batch(8)
-    with pytest.raises(tfpipe.SourceError, match=r"worker 0 gets 5 example\(s\) by record"):
+    with pytest.raises(SourceError, match=r"worker 0 gets 5 example\(s\) by record"):
         pipeline.build_distributed()
 
 

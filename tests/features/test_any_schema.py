@@ -13,9 +13,10 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.errors import SourceError
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 from tfpipe.training import model_probe
 from tfpipe.training.bench import Throughput
+from tfpipe.training.report import FitReport
 
 fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
 
@@ -191,12 +192,12 @@ def test_unknown_x_or_y_is_a_named_error(table_records: str, table: dict[str, np
         tfpipe.Pipeline(table_records).batch(8),
         tf.data.Dataset.from_tensor_slices(table).batch(8),
     ):
-        with pytest.raises(tfpipe.SchemaError, match=r"feature 'prices' .*\(y='prices'\).*price"):
+        with pytest.raises(SchemaError, match=r"feature 'prices' .*\(y='prices'\).*price"):
             tfpipe.fit(regression(), data, x="features", y="prices", verbose=0)
-    with pytest.raises(tfpipe.SchemaError, match=r"feature 'rigth' .*\(x=\['left', 'rigth'\]\)"):
+    with pytest.raises(SchemaError, match=r"feature 'rigth' .*\(x=\['left', 'rigth'\]\)"):
         tfpipe.fit(two_inputs(), table_records, x=["left", "rigth"], y="price", verbose=0)
     other = tfpipe.from_arrays({"features": table["features"], "cost": table["price"]})
-    with pytest.raises(tfpipe.SchemaError, match=r"^validation \(ArraySource\).*\(y='price'\)"):
+    with pytest.raises(SchemaError, match=r"^validation \(ArraySource\).*\(y='price'\)"):
         tfpipe.fit(
             regression(), table_records, x="features", y="price", validation=other, verbose=0
         )
@@ -208,9 +209,9 @@ def test_unknown_x_or_y_is_a_named_error(table_records: str, table: dict[str, np
     outcome="SchemaError saying to pass x=... and y=...",
 )
 def test_a_table_without_x_and_y_says_to_pass_them(table_records: str) -> None:
-    with pytest.raises(tfpipe.SchemaError, match=r"schema has .*Pass x=\.\.\. and y=\.\.\."):
+    with pytest.raises(SchemaError, match=r"schema has .*Pass x=\.\.\. and y=\.\.\."):
         tfpipe.fit(regression(), table_records, verbose=0)
-    with pytest.raises(tfpipe.SchemaError, match=r"yields dicts of features .* pass x=\.\.\."):
+    with pytest.raises(SchemaError, match=r"yields dicts of features .* pass x=\.\.\."):
         tfpipe.fit(regression(), tfpipe.Pipeline(table_records).batch(8), verbose=0)
 
 
@@ -222,7 +223,7 @@ def test_a_table_without_x_and_y_says_to_pass_them(table_records: str) -> None:
         ({"x": {}, "y": "price"}, ValueError, r"x must be a feature name"),
         (
             {"x": ["left", "right"], "y": "price"},
-            tfpipe.SchemaError,
+            SchemaError,
             r"x=\['left', 'right'\] names 2 features, but the model has 1 input",
         ),
     ],
@@ -347,7 +348,7 @@ def test_fit_warns_about_the_values_it_cut(list_records: str) -> None:
     inputs = keras.Input((2,))
     model = compiled(inputs, keras.layers.Dense(1)(inputs), "mse")
     pipeline = tfpipe.Pipeline(list_records, pad={"tokens": 2}, truncate=True).batch(5)
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"data: \d+ value\(s\) of 'tokens' were cut"):
+    with pytest.warns(TfpipeWarning, match=r"data: \d+ value\(s\) of 'tokens' were cut"):
         tfpipe.fit(model, pipeline, x="tokens", y="label", report=False, verbose=0)
 
 
@@ -356,8 +357,8 @@ def test_fit_warns_about_the_values_it_cut(list_records: str) -> None:
     [
         ({"truncate": True}, ValueError, r"truncate must be True or False, and applies with pad"),
         ({"pad": {"tokens": 4}, "truncate": "yes"}, ValueError, r"truncate must be True or"),
-        ({"pad": {"label": 4}}, tfpipe.SchemaError, r"pad: feature 'label' is Tensor"),
-        ({"pad": {"tokenz": 4}}, tfpipe.SchemaError, r"pad: feature 'tokenz' is not in"),
+        ({"pad": {"label": 4}}, SchemaError, r"pad: feature 'label' is Tensor"),
+        ({"pad": {"tokenz": 4}}, SchemaError, r"pad: feature 'tokenz' is not in"),
         ({"pad": {"tokens": 0}}, ValueError, r"pad\['tokens'\] must be a positive int"),
         ({"pad": 16}, ValueError, r"pad must be a dict of feature name -> length"),
         ({"pad": {"tokens": 4}, "pad_value": 0.5}, ValueError, r"pad_value=0.5 is not a value"),
@@ -383,7 +384,7 @@ def test_padded_lists_train_through_fit(list_records: str) -> None:
 
 
 def report_of(data_kind: str | None, kind: str, input_rate: float, **kwargs: Any) -> Any:
-    return tfpipe.FitReport.build(
+    return FitReport.build(
         input_alone=Throughput(input_rate, 1.0, 0.1, 10, 640),
         model_examples_per_s=1000.0,
         achieved_examples_per_s=500.0,
@@ -429,9 +430,7 @@ def test_benchmark_times_a_table_with_or_without_x_and_y(table_records: str) -> 
     assert alone.examples == 3 * 16
     pairs = tfpipe.benchmark(table_records, batches=3, batch_size=16, warmup=1, x="left", y="price")
     assert pairs.examples == 3 * 16
-    with pytest.raises(
-        tfpipe.SchemaError, match=r"feature 'cost' is not in the schema \(y='cost'\)"
-    ):
+    with pytest.raises(SchemaError, match=r"feature 'cost' is not in the schema \(y='cost'\)"):
         tfpipe.benchmark(table_records, batches=3, x="left", y="cost")
 
 

@@ -18,7 +18,7 @@ import tensorflow as tf
 from PIL import Image as PILImage
 
 import tfpipe
-from tfpipe.errors import EncodeError, SchemaError
+from tfpipe.errors import DecodeError, EncodeError, SchemaError
 from tfpipe.features import decoding
 
 SIZE = (6, 5)  # height, width
@@ -283,7 +283,7 @@ def test_palette_bmp_is_refused_on_the_tensorflow_path(tmp_path: Path) -> None:
     path = tmp_path / "a" / "palette.bmp"
     path.write_bytes(data.numpy())
     pipeline = tfpipe.Pipeline(tfpipe.from_directory(tmp_path), image_size=(8, 8)).batch(1)
-    named = pytest.raises(tfpipe.DecodeError, match=rf"{re.escape(str(path))}.*ignores its palette")
+    named = pytest.raises(DecodeError, match=rf"{re.escape(str(path))}.*ignores its palette")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build())
 

@@ -17,7 +17,9 @@ from PIL import Image as PILImage
 
 import tfpipe
 from tfpipe.cli.parser import main
+from tfpipe.errors import DecodeError, EncodeError, SchemaError, SourceError
 from tfpipe.features.mask import resize_nearest
+from tfpipe.format.metadata import DatasetInfo
 
 VALUES = np.array([0, 1, 2, 7, 255], np.uint8)
 SHAPE = (12, 16)
@@ -98,7 +100,7 @@ def test_write_then_read_tfrecords_keeps_the_values(records: Path) -> None:
 
 
 def test_schema_decode_and_from_tfrecords_keep_the_values(records: Path) -> None:
-    info = tfpipe.DatasetInfo.load(records)
+    info = DatasetInfo.load(records)
     assert info.schema["mask"] == MASK
     serialized = tf.data.TFRecordDataset([str(f) for f in info.files]).as_numpy_iterator()
     _assert_masks(np.stack([info.schema.decode(r)["mask"] for r in serialized]))
@@ -237,7 +239,7 @@ def test_mask_json_round_trip_and_declaration_errors() -> None:
         {"colors": [(0, 0, 256)]},
         {"colors": [(0, 0)]},
     ):
-        with pytest.raises(tfpipe.SchemaError, match=f"Received: {next(iter(bad))}="):
+        with pytest.raises(SchemaError, match=f"Received: {next(iter(bad))}="):
             tfpipe.Mask(**bad)  # type: ignore[arg-type]
 
 
@@ -282,18 +284,18 @@ def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: 
         r"mask: the mask \(.*half\.png\) is 6x8 \(height x width\) but image 'image' "
         r"\(.*image5\.png\) is 12x16: "
     )
-    with pytest.raises(tfpipe.EncodeError, match=sizes + r".* in example 5 \(row 5 "):
+    with pytest.raises(EncodeError, match=sizes + r".* in example 5 \(row 5 "):
         tfpipe.write_tfrecords(source, tmp_path / "out", progress=False)
     loader = tfpipe.SequenceLoader(source, batch_size=COUNT, x="image", y="mask", shuffle=False)
-    with pytest.raises(tfpipe.DecodeError, match=sizes + r".* in row 5 "):
+    with pytest.raises(DecodeError, match=sizes + r".* in row 5 "):
         loader[0]
     pipeline = tfpipe.Pipeline(source).batch(COUNT)  # masks read in the graph
     with pytest.raises(tf.errors.InvalidArgumentError, match=sizes):
         list(pipeline.build().unbatch())  # a derived dataset: TensorFlow's error
-    named = pytest.raises(tfpipe.DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes)
+    named = pytest.raises(DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes)
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build().unbatch())
-    with pytest.raises(tfpipe.DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes):
+    with pytest.raises(DecodeError, match=r"^.*half\.png, feature 'mask': " + sizes):
         list(pipeline.build())
 
     # Records another tool wrote: image and mask stored at their own sizes.
@@ -307,18 +309,18 @@ def test_a_mask_of_another_size_than_its_image_is_named(segmentation, tmp_path: 
     loader = tfpipe.SequenceLoader(
         records, batch_size=1, x="image", y="mask", image_size=SHAPE, shuffle=False
     )
-    with pytest.raises(tfpipe.DecodeError, match=stored + r".* in record 1 of .*foreign"):
+    with pytest.raises(DecodeError, match=stored + r".* in record 1 of .*foreign"):
         loader[1]
-    with pytest.raises(tfpipe.DecodeError, match=stored + ".* in record$"):
+    with pytest.raises(DecodeError, match=stored + ".* in record$"):
         free.decode(_foreign(np.zeros((*SHAPE, 3), np.uint8), half))
     # Pipeline over them (no declared size, so both are resized): checked before the resize.
-    named = pytest.raises(tfpipe.DecodeError, match=r"^record 1 of .*foreign.*'mask': the mask")
+    named = pytest.raises(DecodeError, match=r"^record 1 of .*foreign.*'mask': the mask")
     with named:
         list(tfpipe.Pipeline(path, schema=free, image_size=(8, 8)).batch(2).build())
     report = tfpipe.verify(path, schema=free, progress=False)
     assert [(f.record, f.feature) for f in report.faults] == [(1, "mask")]
     arrays = {"image": np.zeros((2, *SHAPE, 3), np.uint8), "mask": np.stack([half, half])}
-    with pytest.raises(tfpipe.SourceError, match=r"^arrays: " + stored):
+    with pytest.raises(SourceError, match=r"^arrays: " + stored):
         tfpipe.from_arrays(arrays, _schema(tfpipe.Mask()))
 
 
@@ -361,13 +363,13 @@ def test_a_lossy_colour_or_out_of_range_mask_is_named(segmentation, tmp_path, ki
     make, name, reason = BAD_MASKS[kind]
     source = _with_bad_mask(segmentation, tmp_path, make(), name)
     path = re.escape(str(tmp_path / name))
-    with pytest.raises(tfpipe.EncodeError, match=f"{path}: .*{reason}"):
+    with pytest.raises(EncodeError, match=f"{path}: .*{reason}"):
         tfpipe.write_tfrecords(source, tmp_path / "out", shuffle=False, progress=False)
     loader = tfpipe.SequenceLoader(source, batch_size=COUNT, y="mask", image_size=SHAPE)
-    with pytest.raises(tfpipe.DecodeError, match=f"{path}: .*{reason}"):
+    with pytest.raises(DecodeError, match=f"{path}: .*{reason}"):
         loader[0]
     pipeline = tfpipe.Pipeline(source).batch(COUNT)
-    named = pytest.raises(tfpipe.DecodeError, match=f"{path}, feature 'mask': .*{reason}")
+    named = pytest.raises(DecodeError, match=f"{path}, feature 'mask': .*{reason}")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build())
     with pytest.raises(ValueError, match=reason):
@@ -396,10 +398,10 @@ def test_records_with_a_mask_tensorflow_would_misread_are_refused(tmp_path, fmt)
     with tf.io.TFRecordWriter(str(path)) as writer:
         writer.write(good)
         writer.write(example.SerializeToString())
-    with pytest.raises(tfpipe.DecodeError, match="mask: a mask must be stored as a"):
+    with pytest.raises(DecodeError, match="mask: a mask must be stored as a"):
         schema.decode(example.SerializeToString())
     dataset = tfpipe.read_tfrecords(path, schema=schema)
-    named = pytest.raises(tfpipe.DecodeError, match=f"record 1 of {re.escape(str(path))}")
+    named = pytest.raises(DecodeError, match=f"record 1 of {re.escape(str(path))}")
     with named, tfpipe.named_errors(tfpipe.Pipeline(path, schema=schema)):
         list(dataset)
     faults = tfpipe.verify(path, schema=schema, progress=False).faults
@@ -424,7 +426,7 @@ def test_a_narrower_mask_than_the_metadata_is_refused(records: Path, narrow: tfp
         r"but the records of .*train.* hold masks of num_classes=8, ignore_value=255"
     )
     for read in (tfpipe.read_tfrecords, tfpipe.Pipeline, tfpipe.from_tfrecords):
-        with pytest.raises(tfpipe.SchemaError, match=expected):
+        with pytest.raises(SchemaError, match=expected):
             read(records, schema=_schema(narrow))
     wider = tfpipe.Mask(shape=(*SHAPE, 1), num_classes=10, ignore_value=255)
     assert len(list(tfpipe.read_tfrecords(records, schema=_schema(wider)))) == COUNT
@@ -440,19 +442,19 @@ def test_values_beyond_a_narrower_schema_fail_on_both_paths(
     records: Path, mapped: bool, tmp_path: Path
 ) -> None:
     plain = tmp_path / "plain.tfrecord"  # no metadata declares the records' classes
-    plain.write_bytes(tfpipe.DatasetInfo.load(records).files[0].read_bytes())
+    plain.write_bytes(DatasetInfo.load(records).files[0].read_bytes())
     narrow = _schema(tfpipe.Mask(shape=(*SHAPE, 1), num_classes=3))
     pipeline = tfpipe.Pipeline(plain, schema=narrow)
     pipeline = (pipeline.map(lambda example: example) if mapped else pipeline).batch(COUNT)
     with pytest.raises(tf.errors.InvalidArgumentError, match="a mask value is not a class"):
         list(pipeline.build().unbatch())  # a derived dataset: TensorFlow's error
-    named = pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")
+    named = pytest.raises(DecodeError, match=r"record 1 of .*'mask': mask value 7 at row")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build().unbatch())
-    with pytest.raises(tfpipe.DecodeError, match=r"record 1 of .*'mask': mask value 7 at row"):
+    with pytest.raises(DecodeError, match=r"record 1 of .*'mask': mask value 7 at row"):
         list(pipeline.build())  # the built dataset names it itself
     source = tfpipe.from_tfrecords(plain, schema=narrow)
-    with pytest.raises(tfpipe.DecodeError, match="mask value 7 at row"):
+    with pytest.raises(DecodeError, match="mask value 7 at row"):
         narrow.load(source[1])
 
 
@@ -520,7 +522,7 @@ def test_masks_of_undeclared_size_are_resized_one_by_one(segmentation, tmp_path:
     batch = next(iter(tfpipe.Pipeline(prefix, image_size=(5, 7)).batch(COUNT).build()))
     _assert_masks(batch["mask"].numpy(), (5, 7))
     _assert_masks(np.stack([e["mask"] for e in tfpipe.read_tfrecords(prefix).as_numpy_iterator()]))
-    with pytest.raises(tfpipe.SchemaError, match="mask: masks of variable size cannot be batched"):
+    with pytest.raises(SchemaError, match="mask: masks of variable size cannot be batched"):
         tfpipe.Pipeline(prefix).batch(COUNT).build()
 
 

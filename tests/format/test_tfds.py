@@ -22,6 +22,8 @@ from PIL import Image as PILImage
 
 import tfpipe
 from tfpipe.cli.parser import main
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
+from tfpipe.format.metadata import DatasetInfo
 
 NAMES = ["cat", "dog", "bird"]
 SPLITS = {"train": [3, 2], "test": [2]}  # records per shard
@@ -145,7 +147,7 @@ def test_reads_a_tfds_folder_by_split_without_tfds(
     tfds_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # importing it would fail
-    schema = tfpipe.DatasetInfo.load(tfds_folder / "tiny-train").schema
+    schema = DatasetInfo.load(tfds_folder / "tiny-train").schema
     assert schema == tfpipe.Schema(
         {
             "image": tfpipe.Image(shape=(4, 5, 3), encoding="png"),
@@ -190,9 +192,9 @@ def test_inspect_shows_each_split_of_a_tfds_folder(
 def test_a_folder_of_several_splits_is_never_merged(tfds_folder: Path) -> None:
     message = r"splits \['train', 'test'\]; reading the folder would merge them"
     for read in (tfpipe.read_tfrecords, tfpipe.Pipeline, tfpipe.from_tfrecords):
-        with pytest.raises(tfpipe.SourceError, match=message):
+        with pytest.raises(SourceError, match=message):
             read(tfds_folder)
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"no split 'valid'; its splits are"):
+    with pytest.raises(DataNotFoundError, match=r"no split 'valid'; its splits are"):
         tfpipe.read_tfrecords(tfds_folder, split="valid")
 
 
@@ -218,7 +220,7 @@ def test_a_glob_over_several_splits_is_never_merged(tfds_folder: Path, tmp_path:
         f"{written}/*-00000-of-00002.tfrecord",
     ):
         for read in reads:
-            with pytest.raises(tfpipe.SourceError, match=r"the splits \['test', 'train'\] of"):
+            with pytest.raises(SourceError, match=r"the splits \['test', 'train'\] of"):
                 read(pattern)
     assert len(tfpipe.read_tfrecords(f"{tfds_folder}/tiny-train.tfrecord-*")) == 5
     assert len(tfpipe.from_tfrecords(f"{written}/train-*")) == 4
@@ -244,7 +246,7 @@ def test_another_tools_dataset_info_json_is_not_tfds(tmp_path: Path) -> None:
             assert len(tfpipe.read_tfrecords(path)) == 3
         assert len(tfpipe.from_tfrecords(tmp_path, split="train")) == 3
         before = _contents(tmp_path)
-        with pytest.raises(tfpipe.SchemaError, match=r"dataset_info.json' is not a TFDS data"):
+        with pytest.raises(SchemaError, match=r"dataset_info.json' is not a TFDS data"):
             tfpipe.write_tfrecords(
                 numbers, tmp_path / "test", num_shards=1, progress=False, tfds_compatible=True
             )
@@ -261,13 +263,13 @@ def test_dataset_info_json_reads_as_its_folder(tfds_folder: Path, tmp_path: Path
     info_file = tfds_folder / "dataset_info.json"
     assert len(tfpipe.read_tfrecords(info_file, split="train")) == 5
     assert len(tfpipe.from_tfrecords(info_file, split="test")) == 2
-    for read in (tfpipe.read_tfrecords, tfpipe.from_tfrecords, tfpipe.DatasetInfo.load):
-        with pytest.raises(tfpipe.SourceError, match=r"the splits \['train', 'test'\]; reading"):
+    for read in (tfpipe.read_tfrecords, tfpipe.from_tfrecords, DatasetInfo.load):
+        with pytest.raises(SourceError, match=r"the splits \['train', 'test'\]; reading"):
             read(info_file)
-        with pytest.raises(tfpipe.SourceError, match=r"features.json' is the feature tree of"):
+        with pytest.raises(SourceError, match=r"features.json' is the feature tree of"):
             read(tfds_folder / "features.json")
     _write(tmp_path, "train", 4)
-    assert tfpipe.DatasetInfo.load(tmp_path / "dataset_info.json").num_examples == 4
+    assert DatasetInfo.load(tmp_path / "dataset_info.json").num_examples == 4
     assert len(tfpipe.read_tfrecords(tmp_path / "dataset_info.json")) == 4
 
 
@@ -284,7 +286,7 @@ def test_a_short_tfds_shard_is_named(tfds_folder: Path) -> None:
             writer.write(record)
     message = rf"{shard.name}' holds 2 records, but .*dataset_info.json' lists 3 .* short"
     for read in (tfpipe.read_tfrecords, tfpipe.from_tfrecords):
-        with pytest.raises(tfpipe.SourceError, match=message):
+        with pytest.raises(SourceError, match=message):
             read(tfds_folder, split="train")
     assert len(tfpipe.read_tfrecords(tfds_folder, split="test")) == 2  # the other split reads
 
@@ -300,7 +302,7 @@ def test_a_split_without_shard_lengths_is_refused(tfds_folder: Path) -> None:
     for split in info["splits"]:
         split.pop("shardLengths")
     info_file.write_text(json.dumps(info))
-    with pytest.raises(tfpipe.SchemaError, match=r"dataset_info.json.*'train' lists no shardL"):
+    with pytest.raises(SchemaError, match=r"dataset_info.json.*'train' lists no shardL"):
         tfpipe.read_tfrecords(tfds_folder, split="train")
 
 
@@ -313,10 +315,10 @@ def test_a_truncated_or_missing_tfds_shard_is_named(tfds_folder: Path) -> None:
     shard = tfds_folder / "tiny-train.tfrecord-00001-of-00002"
     shard.write_bytes(shard.read_bytes()[:-7])
     truncated = rf"{shard.name}' is truncated or corrupt at byte offset \d+ \(record 1\)"
-    with pytest.raises(tfpipe.SourceError, match=truncated):
+    with pytest.raises(SourceError, match=truncated):
         tfpipe.read_tfrecords(tfds_folder / "tiny-train")
     shard.unlink()
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"1 of the 2 shards of split 'train'"):
+    with pytest.raises(DataNotFoundError, match=r"1 of the 2 shards of split 'train'"):
         tfpipe.read_tfrecords(tfds_folder, split="train")
 
 
@@ -327,11 +329,11 @@ def test_unsupported_tfds_features_are_named(tfds_folder: Path) -> None:
         "pythonClassName": "tensorflow_datasets.core.features.audio_feature.Audio",
     }
     (tfds_folder / "features.json").write_text(json.dumps(features))
-    with pytest.raises(tfpipe.SchemaError, match=r"TFDS feature 'vec' .*Audio.* kind 'audio'"):
+    with pytest.raises(SchemaError, match=r"TFDS feature 'vec' .*Audio.* kind 'audio'"):
         tfpipe.read_tfrecords(tfds_folder, split="train")
     info = json.loads((tfds_folder / "dataset_info.json").read_text())
     (tfds_folder / "dataset_info.json").write_text(json.dumps({**info, "fileFormat": "parquet"}))
-    with pytest.raises(tfpipe.SchemaError, match=r"stored as 'parquet'.* reads TFRecord only"):
+    with pytest.raises(SchemaError, match=r"stored as 'parquet'.* reads TFRecord only"):
         tfpipe.read_tfrecords(tfds_folder, split="train")
 
 
@@ -363,7 +365,7 @@ def _flat_examples(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def _write(folder: Path, split: str, count: int) -> tfpipe.DatasetInfo:
+def _write(folder: Path, split: str, count: int) -> DatasetInfo:
     return tfpipe.write_tfrecords(
         tfpipe.from_arrays(
             {name: [e[name] for e in _flat_examples(count)] for name in _schema()}, _schema()
@@ -398,19 +400,19 @@ def test_tfds_compatible_write_reads_back_in_tfpipe(tmp_path: Path) -> None:
     info = json.loads((folder / "dataset_info.json").read_text())
     assert [s["name"] for s in info["splits"]] == ["train", "test"]
     assert (folder / "label.labels.txt").read_text().split() == NAMES
-    with pytest.raises(tfpipe.SourceError, match=r"splits \['train', 'test'\]"):
+    with pytest.raises(SourceError, match=r"splits \['train', 'test'\]"):
         tfpipe.read_tfrecords(folder)
     test = list(tfpipe.read_tfrecords(folder, split="test").as_numpy_iterator())
     assert [int(e["meta/id"]) for e in test] == [0, 1, 2]
     train = tfpipe.from_tfrecords(folder / "train")  # the split named by its path
-    assert tfpipe.DatasetInfo.load(folder / "train").class_names == {"label": NAMES}
+    assert DatasetInfo.load(folder / "train").class_names == {"label": NAMES}
     assert [int(train.schema.load(train[i])["meta/id"]) for i in range(len(train))] == [*range(6)]
     assert len(tfpipe.read_tfrecords(f"{folder}/train-*")) == 6  # a glob: counts known, too
     shard = folder / "train-00001-of-00002.tfrecord"
     records = list(tf.data.TFRecordDataset(str(shard)).as_numpy_iterator())
     with tf.io.TFRecordWriter(str(shard)) as writer:
         writer.write(records[0])  # one record of three: dataset_info.json tells
-    with pytest.raises(tfpipe.SourceError, match=rf"{shard.name}' holds 1 records, .* lists 3"):
+    with pytest.raises(SourceError, match=rf"{shard.name}' holds 1 records, .* lists 3"):
         tfpipe.read_tfrecords(f"{folder}/train-*")
     plain = tmp_path / "plain"  # split= also names a tfpipe prefix in a folder
     numbers = tfpipe.from_arrays({"x": np.arange(3.0)}, tfpipe.Schema({"x": tfpipe.Tensor()}))
@@ -441,7 +443,7 @@ def test_a_write_with_other_features_is_refused_before_writing(tmp_path: Path) -
     before = _contents(tmp_path)
     other = tfpipe.Schema({"x": tfpipe.Tensor()})
     for split in ("train", "test"):  # replacing the split, or adding one
-        with pytest.raises(tfpipe.SchemaError, match=r"features.json' describes other features"):
+        with pytest.raises(SchemaError, match=r"features.json' describes other features"):
             tfpipe.write_tfrecords(
                 tfpipe.from_arrays({"x": np.arange(3.0)}, other),
                 tmp_path / split,
@@ -544,10 +546,10 @@ def test_reads_what_tfds_prepared_with_the_same_values(tmp_path: Path) -> None:
             assert mine["meta/score"] == their["meta"]["score"]
             for key in ("bbox", "kind"):
                 np.testing.assert_array_equal(mine[f"objects/{key}"], their["objects"][key])
-    info = tfpipe.DatasetInfo.load(folder / "tiny-train")
+    info = DatasetInfo.load(folder / "tiny-train")
     assert info.schema["objects/bbox"] == tfpipe.Tensor(shape=(None, 4), dtype="float32")
     assert info.class_names == {"label": builder.info.features["label"].names}
-    with pytest.raises(tfpipe.SourceError, match=r"splits \['train', 'test'\]"):
+    with pytest.raises(SourceError, match=r"splits \['train', 'test'\]"):
         tfpipe.read_tfrecords(folder)
 
 

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning
 from tfpipe.loaders.augment import Joint
 
 SIDE = 24
@@ -176,7 +177,7 @@ def test_every_epoch_draws_anew() -> None:
 
 def test_a_joint_is_random_so_a_cache_goes_before_it() -> None:
     pipeline = tfpipe.Pipeline(source()).map(JOINT)
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"after the random map\(Joint\)"):
+    with pytest.warns(TfpipeWarning, match=r"after the random map\(Joint\)"):
         plan = pipeline.cache().explain()
     assert plan.index("cache") < plan.index("map(Joint)")
     assert not Joint("image", "mask", flip=None, size=(8, 8)).random
@@ -312,13 +313,13 @@ def test_output_shape_follows_crop_and_size() -> None:
 def test_a_missing_key_is_named_in_a_pipeline_and_a_loader(tmp_path: Path) -> None:
     joint = Joint("image", "segmentation", seed=0)
     with pytest.raises(
-        tfpipe.SchemaError,
+        SchemaError,
         match=r"key 'segmentation' is not in the example; it has \['image', 'label', 'mask'\]",
     ):
         tfpipe.Pipeline(source()).map(joint).build()
     loader = tfpipe.SequenceLoader(source(), x="image", y="mask", transform=joint)
     with pytest.raises(
-        tfpipe.DecodeError,
+        DecodeError,
         match=r"transform failed on example \d+: SchemaError: .*'segmentation' is not in",
     ):
         loader[0]
@@ -334,7 +335,7 @@ def test_misaligned_image_and_mask_are_named() -> None:
     joint = Joint("image", "mask", crop=(8, 8), seed=0)
     small = np.zeros((12, 12), np.int32)
     with pytest.raises(
-        tfpipe.SchemaError,
+        SchemaError,
         match=r"image 'image' is 24x24 but mask 'mask' is 12x12: a joint crop needs them aligned",
     ):
         joint({"image": position_image(), "mask": small}, np.random.default_rng(0))
@@ -355,7 +356,7 @@ def test_misaligned_image_and_mask_are_named() -> None:
 )
 def test_a_crop_larger_than_the_image_is_named() -> None:
     joint = Joint("image", "mask", crop=(30, 8), seed=0)
-    with pytest.raises(tfpipe.SchemaError, match=r"crop 30x8 is larger than 'image' of 24x24"):
+    with pytest.raises(SchemaError, match=r"crop 30x8 is larger than 'image' of 24x24"):
         tfpipe.Pipeline(source()).map(joint).build()
 
     ds = of_unknown_size({"image": position_image()})
@@ -372,31 +373,27 @@ def test_a_crop_larger_than_the_image_is_named() -> None:
 )
 def test_a_float_mask_or_a_batch_is_named() -> None:
     image = position_image()
-    with pytest.raises(
-        tfpipe.SchemaError, match=r"mask 'mask' has dtype float32; masks must be integer"
-    ):
+    with pytest.raises(SchemaError, match=r"mask 'mask' has dtype float32; masks must be integer"):
         JOINT(
             {"image": image, "mask": np.zeros((SIDE, SIDE), np.float32)}, np.random.default_rng(0)
         )
     with pytest.raises(
-        tfpipe.SchemaError,
+        SchemaError,
         match=r"image 'image' must be \(height, width, channels\); got shape \(2, 24, 24, 3\)"
         r". Augment examples before batching",
     ):
         Joint()({"image": np.stack([image] * 2)}, np.random.default_rng(0))
-    with pytest.raises(tfpipe.SchemaError, match=r"got shape \(24, 24\). Give it a channel axis"):
+    with pytest.raises(SchemaError, match=r"got shape \(24, 24\). Give it a channel axis"):
         Joint()({"image": image[..., 0]}, np.random.default_rng(0))
-    with pytest.raises(
-        tfpipe.SchemaError, match=r"boxes 'boxes' must be floats of shape \(\.\.\., 4\)"
-    ):
+    with pytest.raises(SchemaError, match=r"boxes 'boxes' must be floats of shape \(\.\.\., 4\)"):
         Joint(boxes="boxes")(
             {"image": image, "boxes": np.zeros((2, 4), int)}, np.random.default_rng(0)
         )
-    with pytest.raises(tfpipe.SchemaError, match=r"got float32 of shape \(2, 3\). Divide pixel"):
+    with pytest.raises(SchemaError, match=r"got float32 of shape \(2, 3\). Divide pixel"):
         Joint(boxes="b")(
             {"image": image, "b": np.zeros((2, 3), np.float32)}, np.random.default_rng(0)
         )
-    with pytest.raises(tfpipe.SchemaError, match=r"example dicts .* got ndarray"):
+    with pytest.raises(SchemaError, match=r"example dicts .* got ndarray"):
         Joint()(image, np.random.default_rng(0))  # type: ignore[arg-type]
 
 

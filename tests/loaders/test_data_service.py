@@ -27,7 +27,9 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.training.bench import Throughput
+from tfpipe.training.report import FitReport
 
 NUM_EXAMPLES = 101
 WAIT_S = 60.0  # any single wait on the service; a hang fails the test instead of blocking it
@@ -136,7 +138,7 @@ def test_explain_shows_which_stages_run_on_the_workers(records: str) -> None:
 def test_an_unreachable_dispatcher_is_named(records: str) -> None:
     address = f"grpc://127.0.0.1:{free_port()}"
     pipeline = tfpipe.Pipeline(records).batch(8).distribute(address)
-    with pytest.raises(tfpipe.SourceError, match=re.escape(address)):
+    with pytest.raises(SourceError, match=re.escape(address)):
         bounded(pipeline.build, 30)
 
 
@@ -278,7 +280,7 @@ def test_a_loop_over_build_stops_when_a_worker_is_lost(records: str) -> None:
                 list(dataset)
 
         start = time.monotonic()
-        with pytest.raises(tfpipe.SourceError) as raised:
+        with pytest.raises(SourceError) as raised:
             bounded(read_an_epoch, 30)
         print(f"{time.monotonic() - start:.1f} s: {raised.value}")
         assert time.monotonic() - start < 1 + 10
@@ -332,7 +334,7 @@ def throughput(examples_per_s: float) -> Throughput:
 def test_the_report_points_a_saturated_input_bound_host_at_the_service(
     cpu_busy: float, service: str | None, expected: str | None
 ) -> None:
-    report = tfpipe.FitReport.build(
+    report = FitReport.build(
         input_alone=throughput(900),
         model_examples_per_s=1000,
         achieved_examples_per_s=500,
@@ -446,7 +448,7 @@ def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
 
         killer = KillAndRestart(cluster, dispatcher, worker0.rsplit(":", 1)[1])
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", tfpipe.TfpipeWarning)
+            warnings.simplefilter("always", TfpipeWarning)
             history = bounded(
                 lambda: tfpipe.fit(
                     small_model(),
@@ -517,7 +519,7 @@ def test_a_lost_worker_stops_fit_with_its_address_instead_of_a_hang(tmp_path: Pa
         dispatcher, worker0 = _dispatcher_and_two_workers(cluster)
         pipeline = tfpipe.Pipeline(str(tmp_path / "train")).shuffle().batch(50)
         killer = KillOnce(cluster)
-        with pytest.raises(tfpipe.SourceError) as raised:
+        with pytest.raises(SourceError) as raised:
             bounded(
                 lambda: tfpipe.fit(
                     small_model(),

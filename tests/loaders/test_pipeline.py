@@ -13,6 +13,8 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 
 NUM = 24
 
@@ -171,7 +173,7 @@ def test_cache_goes_after_deterministic_maps_and_before_random_ones(records):
 
 def test_cache_after_a_random_map_warns_and_moves_before_it(records):
     pipeline = tfpipe.Pipeline(records).map(flip).cache().batch(4)
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"random map\(flip\)"):
+    with pytest.warns(TfpipeWarning, match=r"random map\(flip\)"):
         stages = _stages(pipeline)
     assert stages.index("cache (memory)") < stages.index("map(flip) (parallel, AUTOTUNE)")
 
@@ -181,7 +183,7 @@ def test_random_flag_overrides_detection(records):
         warnings.simplefilter("error")
         stages = _stages(tfpipe.Pipeline(records).map(flip, random=False).cache())
     assert stages.index("cache (memory)") > stages.index("map(flip) (parallel, AUTOTUNE)")
-    with pytest.warns(tfpipe.TfpipeWarning):
+    with pytest.warns(TfpipeWarning):
         tfpipe.Pipeline(records).map(halve, random=True).cache().explain()
 
 
@@ -232,7 +234,7 @@ def test_arrays_and_pydataset_give_the_tfrecord_examples(records, arrays_source)
 
 
 def test_schema_of_what_the_pipeline_reads(records, arrays_source):
-    assert tfpipe.Pipeline(records).schema == tfpipe.DatasetInfo.load(records).schema
+    assert tfpipe.Pipeline(records).schema == DatasetInfo.load(records).schema
     assert tfpipe.Pipeline(arrays_source).schema is arrays_source.schema
     assert tfpipe.Pipeline(_Batches(_arrays(), 5)).schema is None
 
@@ -285,23 +287,23 @@ def test_files_without_metadata_take_a_schema(records, arrays_source):
 
 
 def test_missing_and_empty_paths_are_clear_errors(tmp_path):
-    with pytest.raises(tfpipe.DataNotFoundError, match="nothing"):
+    with pytest.raises(DataNotFoundError, match="nothing"):
         tfpipe.Pipeline(str(tmp_path / "nothing"))
     empty = tmp_path / "empty.tfrecord"
     empty.write_bytes(b"")
-    with pytest.raises(tfpipe.SourceError, match=r"empty\.tfrecord.*is empty"):
+    with pytest.raises(SourceError, match=r"empty\.tfrecord.*is empty"):
         tfpipe.Pipeline(str(empty), schema=tfpipe.Schema({"id": tfpipe.Tensor()}))
     with pytest.raises(ValueError, match="list of TFRecord files is empty"):
         tfpipe.Pipeline([])
-    with pytest.raises(tfpipe.SourceError, match="Received: dict"):
+    with pytest.raises(SourceError, match="Received: dict"):
         tfpipe.Pipeline({"id": [1, 2]})
 
 
 def test_unknown_feature_names_are_clear_errors(records):
-    with pytest.raises(tfpipe.SchemaError, match="as_supervised: feature 'labels'"):
+    with pytest.raises(SchemaError, match="as_supervised: feature 'labels'"):
         tfpipe.Pipeline(records).as_supervised("image", "labels")
     later = tfpipe.Pipeline(records).map(halve).as_supervised("img", "label")
-    with pytest.raises(tfpipe.SchemaError, match="as_supervised: feature 'img' is not in"):
+    with pytest.raises(SchemaError, match="as_supervised: feature 'img' is not in"):
         later.build()
 
 
@@ -309,9 +311,9 @@ def test_a_map_returning_the_wrong_structure_is_a_clear_error(records):
     def pair(example):
         return example["image"], example["label"]
 
-    with pytest.raises(tfpipe.SchemaError, match=r"map\(pair\) must return a dict"):
+    with pytest.raises(SchemaError, match=r"map\(pair\) must return a dict"):
         tfpipe.Pipeline(records).map(pair).build()
-    with pytest.raises(tfpipe.SchemaError, match=r"filter\(<lambda>\) must return a scalar bool"):
+    with pytest.raises(SchemaError, match=r"filter\(<lambda>\) must return a scalar bool"):
         tfpipe.Pipeline(records).filter(lambda ex: ex["label"]).build()
 
 
@@ -374,7 +376,7 @@ def test_numpy_ints_are_accepted(records):
 
 
 def test_variable_size_images_need_image_size(image_folder):
-    with pytest.raises(tfpipe.SchemaError, match="pass image_size="):
+    with pytest.raises(SchemaError, match="pass image_size="):
         tfpipe.Pipeline(tfpipe.from_directory(image_folder)).build()
     with pytest.raises(ValueError, match="image_size must be"):
         tfpipe.Pipeline(tfpipe.from_directory(image_folder), image_size=(0, 4))
@@ -430,12 +432,12 @@ def test_build_declares_the_epoch_length_and_fails_when_records_are_missing(reco
     )
 
     # Metadata whose total over-counts its shards is refused before anything is read.
-    info = tfpipe.DatasetInfo.load(records)
+    info = DatasetInfo.load(records)
     for shard in info.files:
         (tmp_path / shard.name).write_bytes(shard.read_bytes())
     text = Path(f"{records}.json").read_text().replace('"num_examples": 24', '"num_examples": 30')
     (tmp_path / "train.json").write_text(text)
-    with pytest.raises(tfpipe.SchemaError, match=r"train\.json.*declares 30 examples.*up to 24"):
+    with pytest.raises(SchemaError, match=r"train\.json.*declares 30 examples.*up to 24"):
         tfpipe.Pipeline(str(tmp_path / "train"))
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 import tfpipe
+from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.loaders.workers import WatchedPool, _sentinels
 
 COUNT = 22
@@ -262,7 +263,7 @@ def test_transform_returning_a_wrong_shape_names_the_example() -> None:
         id_source(), batch_size=4, x="x", y="id", shuffle=False,
         transform=lambda example, rng: {**example, "x": np.zeros(3)},
     )  # fmt: skip
-    with pytest.raises(tfpipe.DecodeError, match=r"x: expected shape \(1,\), got \(3,\) in exam"):
+    with pytest.raises(DecodeError, match=r"x: expected shape \(1,\), got \(3,\) in exam"):
         loader[0]
 
 
@@ -279,7 +280,7 @@ def test_corrupt_image_error_names_the_file(folder_with_corrupt_image: tuple[Pat
     loader = tfpipe.SequenceLoader(
         tfpipe.from_directory(root), batch_size=4, image_size=(16, 16), shuffle=False
     )
-    with pytest.raises(tfpipe.DecodeError, match=rf"image: .* in {corrupt}"):
+    with pytest.raises(DecodeError, match=rf"image: .* in {corrupt}"):
         [loader[i] for i in range(len(loader))]
 
 
@@ -381,17 +382,17 @@ def test_watched_pool_fails_pending_results_when_a_worker_dies() -> None:
     with WatchedPool(2) as pool:
         assert pool.apply_async(abs, (-3,)).get(timeout=20) == 3
         pending = [pool.apply_async(time.sleep, (0.2,)) for _ in range(2)]
-        with pytest.raises(tfpipe.TfpipeError, match=r"killed by SIGKILL \(exit code -9\)"):
+        with pytest.raises(TfpipeError, match=r"killed by SIGKILL \(exit code -9\)"):
             pool.apply_async(_killed).get(timeout=20)
         for result in pending:
             result.wait(timeout=20)
             assert result.ready()
-        with pytest.raises(tfpipe.TfpipeError, match="worker process"):
+        with pytest.raises(TfpipeError, match="worker process"):
             pool.apply_async(abs, (-3,)).get(timeout=20)  # the pool stays broken
 
 
 def test_watched_pool_names_an_exit_code_that_is_not_a_signal() -> None:
-    with WatchedPool(1) as pool, pytest.raises(tfpipe.TfpipeError, match="exited with code 3"):
+    with WatchedPool(1) as pool, pytest.raises(TfpipeError, match="exited with code 3"):
         pool.apply_async(os._exit, (3,)).get(timeout=20)
 
 
@@ -421,8 +422,8 @@ def test_loader_pickles_small_and_the_same() -> None:
     "kwargs, error, match",
     [
         ({"batch_size": 0}, ValueError, r"batch_size must be a positive int\. Received: batch_si"),
-        ({"x": "pixels"}, tfpipe.SchemaError, r"x: feature 'pixels' is not in the schema"),
-        ({"y": ["id", "nope"]}, tfpipe.SchemaError, r"y: feature 'nope' is not in the schema"),
+        ({"x": "pixels"}, SchemaError, r"x: feature 'pixels' is not in the schema"),
+        ({"y": ["id", "nope"]}, SchemaError, r"y: feature 'nope' is not in the schema"),
         ({"image_size": (16,)}, ValueError, r"image_size must be \(height, width\).*\(16,\)"),
         ({"image_size": (16, 0)}, ValueError, r"image_size must be \(height, width\)"),
         ({"workers": 0}, ValueError, r"workers must be a positive int"),
@@ -431,7 +432,7 @@ def test_loader_pickles_small_and_the_same() -> None:
         ({"x": None}, ValueError, r"x must name the model input"),
         ({"x": 3}, ValueError, r"x must be a feature name"),
         ({"seed": -1}, ValueError, r"seed must be a non-negative int"),
-        ({"batch_size": 64, "drop_remainder": True}, tfpipe.SourceError, r"fewer than batch_si"),
+        ({"batch_size": 64, "drop_remainder": True}, SourceError, r"fewer than batch_si"),
         ({"batch_size": True}, ValueError, r"Received: batch_size=True"),
         ({"batch_size": 4.0}, ValueError, r"Received: batch_size=4\.0"),
         ({"max_queue_size": 0}, ValueError, r"Received: max_queue_size=0"),
@@ -458,7 +459,7 @@ def test_bad_arguments_give_clear_errors(
 
 
 def test_images_without_a_size_need_image_size(image_folder: Path) -> None:
-    with pytest.raises(tfpipe.SchemaError, match=r"image: .*pass image_size=\(height, width\)"):
+    with pytest.raises(SchemaError, match=r"image: .*pass image_size=\(height, width\)"):
         tfpipe.SequenceLoader(tfpipe.from_directory(image_folder))
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"image_size=\(8, 8\) is ignored"):
+    with pytest.warns(TfpipeWarning, match=r"image_size=\(8, 8\) is ignored"):
         tfpipe.SequenceLoader(id_source(), x="x", y="id", image_size=(8, 8))

@@ -1,7 +1,8 @@
 """Every `Examples:` section of the public API runs as written; every public entry point has one.
 
-Public: the names `tfpipe` exports, the public methods and properties their classes define,
-and `tfpipe.augment`. The examples run as doctests in one working folder made once per module
+Public: the names `tfpipe` exports, the result types and errors public where they are made
+(`RESULT_TYPES`), the public methods and properties their classes define, and
+`tfpipe.augment`. The examples run as doctests in one working folder made once per module
 (`images/`, `out/train`, `model`: see `world`), each in a fresh namespace.
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import tensorflow as tf
+from test_public_api import RESULT_TYPES
 
 import tfpipe
 import tfpipe.loaders.augment
@@ -44,7 +46,8 @@ def public_entries() -> list[Entry]:
     """Every public function, class, method and property."""
     entries: list[Entry] = []
     augment = [n for n, v in vars(tfpipe.augment).items() if _defined_in(v, tfpipe.augment)]
-    for module, names in [(tfpipe, tfpipe.__all__), (tfpipe.augment, augment)]:
+    homes = [(importlib.import_module(home), names) for home, names in RESULT_TYPES.items()]
+    for module, names in [(tfpipe, tfpipe.__all__), (tfpipe.augment, augment), *homes]:
         for name in names:
             value = getattr(module, name)
             if name.startswith("_") or inspect.ismodule(value):

@@ -12,6 +12,8 @@ import pytest
 
 import tfpipe
 from example_scripts import EXAMPLES, load
+from tfpipe.errors import SourceError
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_segmentation_folder
 
 
@@ -61,7 +63,7 @@ def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
     assert csv[0] == "image_name,tags"
     name, tags = csv[1].split(",")
     assert (tmp_path / "train-jpg" / f"{name}.jpg").is_file() and "." not in name
-    info = tfpipe.DatasetInfo.load(tmp_path / "records" / "train")
+    info = DatasetInfo.load(tmp_path / "records" / "train")
     assert info.schema["tags"].multi_label and set(tags.split()) <= set(info.schema["tags"].names)
     assert metrics["val_binary_accuracy"] > 0.7  # predicting no tag at all scores about 0.63
 
@@ -92,10 +94,10 @@ def test_segmentation_refuses_an_image_without_its_mask(tmp_path: Path) -> None:
         f"masks/0000{i}.png" for i in range(3)
     ]
     (root / "masks" / "00001.png").unlink()
-    with pytest.raises(tfpipe.SourceError, match=r"images/00001\.jpg has no partner"):
+    with pytest.raises(SourceError, match=r"images/00001\.jpg has no partner"):
         pair_by_stem(root / "images", root / "masks")
     (root / "images" / "00001.png").write_bytes(b"")  # a second file of stem 00001
-    with pytest.raises(tfpipe.SourceError, match=r"00001\.jpg and .*00001\.png have the same"):
+    with pytest.raises(SourceError, match=r"00001\.jpg and .*00001\.png have the same"):
         pair_by_stem(root / "images", root / "masks")
 
 

@@ -1,7 +1,9 @@
-"""The public surface of `tfpipe`: one sorted `__all__`, every name real, nothing private."""
+"""The public surface of `tfpipe`: one sorted `__all__` of the entry points a user calls, every
+name real, nothing private; what they return and raise lives in the modules that make it."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import types
@@ -9,6 +11,24 @@ import types
 import pytest
 
 import tfpipe
+
+# What the entry points return and raise: public in the module that makes it, not in `tfpipe`.
+RESULT_TYPES = {
+    "tfpipe.errors": [
+        "DataNotFoundError",
+        "DecodeError",
+        "EncodeError",
+        "SchemaError",
+        "SourceError",
+        "TfpipeError",
+        "TfpipeWarning",
+    ],
+    "tfpipe.format.metadata": ["DatasetInfo", "ShardInfo", "SkippedExample"],
+    "tfpipe.records": ["Fault", "VerifyReport"],
+    "tfpipe.training.report": ["FitReport"],
+    "tfpipe.distribute.sharding": ["DistributedInput"],
+}
+MOST_TOP_LEVEL_NAMES = 25
 
 
 def test_all_is_sorted_and_unique() -> None:
@@ -40,9 +60,28 @@ def test_version_is_the_package_version() -> None:
     assert tfpipe.__version__ == version("tfpipe")
 
 
+def test_the_surface_is_small() -> None:
+    assert len(tfpipe.__all__) <= MOST_TOP_LEVEL_NAMES
+
+
+@pytest.mark.parametrize("module", sorted(RESULT_TYPES))
+def test_result_types_and_errors_live_where_they_are_made(module: str) -> None:
+    home = importlib.import_module(module)
+    for name in RESULT_TYPES[module]:
+        assert isinstance(getattr(home, name), type)
+        assert name not in tfpipe.__all__
+        assert not hasattr(tfpipe, name), f"tfpipe.{name} is top level; import it from {module}"
+
+
+def test_every_error_is_in_the_errors_module() -> None:
+    errors = importlib.import_module("tfpipe.errors")
+    classes = {name for name, value in vars(errors).items() if isinstance(value, type)}
+    assert classes == set(RESULT_TYPES["tfpipe.errors"])
+
+
 def test_the_fault_tools_are_public() -> None:
-    names = {"Fault", "VerifyReport", "locate_fault", "named_errors", "verify"}
-    assert names <= set(tfpipe.__all__)
+    assert {"locate_fault", "named_errors", "verify"} <= set(tfpipe.__all__)
+    assert {"Fault", "VerifyReport"} <= set(tfpipe.records.__all__)
     assert callable(tfpipe.Pipeline.locate_fault)
 
 

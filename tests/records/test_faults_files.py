@@ -12,6 +12,8 @@ import tensorflow as tf
 from PIL import Image as PILImage
 
 import tfpipe
+from tfpipe.errors import DecodeError, EncodeError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 
 SIZE = (8, 8)
 
@@ -66,14 +68,12 @@ def _with_dangling_link(root: Path) -> Path:
 def test_an_unreadable_file_is_named_by_the_writer_or_counted(tmp_path: Path) -> None:
     dangling = _with_dangling_link(tmp_path / "images")
     src = tfpipe.from_directory(tmp_path / "images")
-    with pytest.raises(tfpipe.EncodeError, match=re.escape(str(dangling))):
+    with pytest.raises(EncodeError, match=re.escape(str(dangling))):
         tfpipe.write_tfrecords(src, tmp_path / "out" / "t", progress=False)
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 1 of 5"):
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 5"):
         info = tfpipe.write_tfrecords(src, tmp_path / "out" / "t", on_error="skip", progress=False)
     assert info.num_examples == 4
-    assert [s.origin for s in tfpipe.DatasetInfo.load(tmp_path / "out" / "t").skipped] == [
-        str(dangling)
-    ]
+    assert [s.origin for s in DatasetInfo.load(tmp_path / "out" / "t").skipped] == [str(dangling)]
 
 
 @pytest.mark.fault(
@@ -85,10 +85,10 @@ def test_an_unreadable_file_is_named_by_the_loaders(tmp_path: Path) -> None:
     dangling = _with_dangling_link(tmp_path / "images")
     src = tfpipe.from_directory(tmp_path / "images")
     loader = tfpipe.SequenceLoader(src, batch_size=5, image_size=SIZE, shuffle=False)
-    with pytest.raises(tfpipe.DecodeError, match=re.escape(str(dangling))):
+    with pytest.raises(DecodeError, match=re.escape(str(dangling))):
         loader[0]
     pipeline = tfpipe.Pipeline(src, image_size=SIZE).batch(5)
-    named = pytest.raises(tfpipe.DecodeError, match=re.escape(str(dangling)))
+    named = pytest.raises(DecodeError, match=re.escape(str(dangling)))
     with named as error, tfpipe.named_errors(pipeline):
         list(pipeline.build())
     assert isinstance(error.value.__cause__, tf.errors.OpError)

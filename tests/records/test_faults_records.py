@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.format.frames import scan_offsets
-from tfpipe.records.reader import locate
+from tfpipe.format.metadata import DatasetInfo
+from tfpipe.records.locate import locate
 
 SCHEMA = tfpipe.Schema(
     {"id": tfpipe.Tensor(shape=(), dtype="int64"), "label": tfpipe.ClassLabel(num_classes=3)}
@@ -137,7 +139,7 @@ def test_payload_bit_flip_fails_the_data_checksum(data: Path, read: Reader) -> N
     start = offsets(data / SHARD)[3]
     flip(data / SHARD, start + 12 + 2)
     message = rf"{SHARD}' is corrupt: record 3 at byte offset {start} fails the CRC-32C .* data"
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         read(data / "train")
 
 
@@ -150,7 +152,7 @@ def test_length_checksum_flip_after_indexing_fails_on_read(data: Path) -> None:
     src = tfpipe.from_tfrecords(data / "train")
     start = offsets(data / SHARD)[5]
     flip(data / SHARD, start + 9)
-    with pytest.raises(tfpipe.SourceError, match=rf"record 5 at byte offset {start} .* length"):
+    with pytest.raises(SourceError, match=rf"record 5 at byte offset {start} .* length"):
         tfpipe.from_tfrecords(data / "train")[8 + 5]
     assert int(src[8 + 4]["id"]) == 12  # the records around it still read
 
@@ -164,7 +166,7 @@ def test_length_bit_flip_fails_when_indexing(data: Path) -> None:
     start = offsets(data / SHARD)[2]
     flip(data / SHARD, start + 1)
     message = rf"{SHARD}' is truncated or corrupt at byte offset {start} \(record 2\)"
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         tfpipe.from_tfrecords(data / "train")
 
 
@@ -174,7 +176,7 @@ def test_truncated_at_a_record_boundary(data: Path, read: Reader) -> None:
     cut = offsets(data / SHARD)[5]
     os.truncate(data / SHARD, cut)
     for path in (data / "train", data, str(data / "train-*")):
-        with pytest.raises(tfpipe.SourceError, match=size_error(data, cut, size)):
+        with pytest.raises(SourceError, match=size_error(data, cut, size)):
             read(path)
 
 
@@ -183,7 +185,7 @@ def test_truncated_inside_a_record(data: Path, read: Reader) -> None:
     size = (data / SHARD).stat().st_size
     cut = offsets(data / SHARD)[5] + 20
     os.truncate(data / SHARD, cut)
-    with pytest.raises(tfpipe.SourceError, match=size_error(data, cut, size)):
+    with pytest.raises(SourceError, match=size_error(data, cut, size)):
         read(data / "train")
 
 
@@ -191,14 +193,14 @@ def test_truncated_inside_a_record(data: Path, read: Reader) -> None:
 def test_zero_byte_shard(data: Path, read: Reader) -> None:
     size = (data / SHARD).stat().st_size
     (data / SHARD).write_bytes(b"")
-    with pytest.raises(tfpipe.SourceError, match=size_error(data, 0, size)):
+    with pytest.raises(SourceError, match=size_error(data, 0, size)):
         read(data)
 
 
 @readers("zero-byte file without metadata", "SourceError: file is empty")
 def test_zero_byte_plain_file(data: Path, read: Reader) -> None:
     (data / "extra.tfrecord").write_bytes(b"")
-    with pytest.raises(tfpipe.SourceError, match=r"extra\.tfrecord' is empty \(0 bytes\)"):
+    with pytest.raises(SourceError, match=r"extra\.tfrecord' is empty \(0 bytes\)"):
         read([data / "train-00000-of-00003.tfrecord", data / "extra.tfrecord"])
 
 
@@ -207,7 +209,7 @@ def test_garbage_appended(data: Path, read: Reader) -> None:
     size = (data / SHARD).stat().st_size
     with open(data / SHARD, "ab") as f:
         f.write(b"\x00" * 100)
-    with pytest.raises(tfpipe.SourceError, match=size_error(data, size + 100, size)):
+    with pytest.raises(SourceError, match=size_error(data, size + 100, size)):
         read(str(data / "train-*"))
 
 
@@ -216,7 +218,7 @@ def test_deleted_shard(data: Path, read: Reader) -> None:
     (data / SHARD).unlink()
     message = r"train\.json' lists shards that do not exist: .*" + re.escape(SHARD)
     for path in (data / "train", data):
-        with pytest.raises(tfpipe.DataNotFoundError, match=message):
+        with pytest.raises(DataNotFoundError, match=message):
             read(path)
 
 
@@ -224,7 +226,7 @@ def test_deleted_shard(data: Path, read: Reader) -> None:
 def test_metadata_lying_about_bytes(data: Path, read: Reader) -> None:
     size = (data / SHARD).stat().st_size
     edit_metadata(data, lambda m: m["shards"][1].update(num_bytes=size + 1))
-    with pytest.raises(tfpipe.SourceError, match=size_error(data, size, size + 1)):
+    with pytest.raises(SourceError, match=size_error(data, size, size + 1)):
         read(data / "train")
 
 
@@ -232,14 +234,14 @@ def test_metadata_lying_about_bytes(data: Path, read: Reader) -> None:
 def test_metadata_cut_short(data: Path, read: Reader) -> None:
     path = data / "train.json"
     path.write_text(path.read_text()[: path.stat().st_size // 2])
-    with pytest.raises(tfpipe.SchemaError, match=r"train\.json' is not valid: "):
+    with pytest.raises(SchemaError, match=r"train\.json' is not valid: "):
         read(data / "train")
 
 
 @readers("metadata total differing from its shards", "SchemaError naming the metadata file")
 def test_metadata_lying_about_the_total(data: Path, read: Reader) -> None:
     edit_metadata(data, lambda m: m.update(num_examples=COUNT - 1))
-    with pytest.raises(tfpipe.SchemaError, match=r"train\.json' is not valid: .* 23 examples"):
+    with pytest.raises(SchemaError, match=r"train\.json' is not valid: .* 23 examples"):
         read(data / "train")
 
 
@@ -256,13 +258,13 @@ def test_metadata_lying_about_counts(data: Path, read: Reader) -> None:
     edit_metadata(data, change)
     if read is from_tfrecords:
         message = rf"{SHARD}' holds 8 records, but the metadata file .*train\.json' declares 9"
-        with pytest.raises(tfpipe.SourceError, match=message):
+        with pytest.raises(SourceError, match=message):
             read(data / "train")
     else:
         # tf.data only sees a short epoch (Pipeline: a short shard); the dataset's own
         # loop finds the shard behind it.
         expected = "25" if read is read_tfrecords else "9"  # examples, or the shard's records
-        named = pytest.raises(tfpipe.DecodeError, match=rf"{SHARD}.* 8 records.* 9")
+        named = pytest.raises(DecodeError, match=rf"{SHARD}.* 8 records.* 9")
         with named as error:
             read(data / "train")
         assert f"expected to contain {expected} elements" in str(error.value.__cause__)
@@ -282,9 +284,7 @@ def test_pipeline_fails_on_a_shard_count_off_by_one_the_batches_hide(data: Path,
     edit_metadata(data, change)
     # 23, 24 or 25 examples are 3 batches of 10: the epoch's length alone hides it.
     batches = tfpipe.Pipeline(data / "train", schema=SCHEMA).batch(10).build()
-    named = pytest.raises(
-        tfpipe.DecodeError, match=rf"{SHARD}: the file holds 8 records, .* {8 + more}"
-    )
+    named = pytest.raises(DecodeError, match=rf"{SHARD}: the file holds 8 records, .* {8 + more}")
     with named:
         for _ in batches:
             pass
@@ -296,14 +296,14 @@ def test_interrupted_write_with_a_missing_shard(data: Path, read: Reader) -> Non
     (data / "train-00002-of-00003.tfrecord").unlink()
     message = r"1 of 3 are missing \(\['train-00002-of-00003'\]\) .* interrupted write"
     for path in (data, str(data / "train-*"), [data / "train-00000-of-00003.tfrecord"]):
-        with pytest.raises(tfpipe.DataNotFoundError, match=message):
+        with pytest.raises(DataNotFoundError, match=message):
             read(path)
 
 
 @readers("all shards, no metadata", "all records read; TfpipeWarning: counts unchecked")
 def test_complete_shards_without_metadata_warn(data: Path, read: Reader) -> None:
     (data / "train.json").unlink()
-    with pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked") as caught:
+    with pytest.warns(TfpipeWarning, match="counts cannot be checked") as caught:
         assert sorted(read(data)) == list(range(COUNT))
     assert len([w for w in caught if "counts cannot" in str(w.message)]) == 1
 
@@ -313,7 +313,7 @@ def test_temporary_files_are_never_read(data: Path, read: Reader) -> None:
     temporary = data / f".{SHARD}.tmp-4242"
     temporary.write_bytes((data / SHARD).read_bytes()[:100])
     assert sorted(read(data)) == list(range(COUNT))
-    with pytest.raises(tfpipe.SourceError, match="temporary file of a write in progress"):
+    with pytest.raises(SourceError, match="temporary file of a write in progress"):
         read(temporary)
 
 
@@ -333,7 +333,7 @@ class _FailsOneShard:
 
 @readers("every example of a shard skipped (on_error='skip')", "the empty shard is read")
 def test_a_shard_emptied_by_skip_mode_is_read(tmp_path: Path, read: Reader) -> None:
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 4 of 12"):
+    with pytest.warns(TfpipeWarning, match="skipped 4 of 12"):
         info = tfpipe.write_tfrecords(
             _FailsOneShard(), tmp_path / "train", num_shards=3, shuffle=False, on_error="skip",
             progress=False,
@@ -350,7 +350,7 @@ def test_a_shard_the_metadata_does_not_list_is_refused(data: Path, read: Reader)
     leftover = data / "train-00001-of-00002.tfrecord"
     shutil.copy(data / SHARD, leftover)
     message = r"train-00001-of-00002\.tfrecord' is named like a shard .* does not list it"
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         read(data)
     assert sorted(read(data / "train")) == list(range(COUNT))
 
@@ -358,7 +358,7 @@ def test_a_shard_the_metadata_does_not_list_is_refused(data: Path, read: Reader)
 def test_a_glob_of_some_shards_is_checked_and_sized_by_the_metadata(data: Path) -> None:
     some = str(data / "train-0000[01]-of-00003.tfrecord")
     expected = list(range(16))
-    assert locate(some)[1:] == (tfpipe.DatasetInfo.load(data / "train"), 16)  # schema and all
+    assert locate(some)[1:] == (DatasetInfo.load(data / "train"), 16)  # schema and all
     assert from_tfrecords(some) == expected
     dataset = tfpipe.read_tfrecords(some, schema=SCHEMA)
     assert len(dataset) == 16 and [int(e["id"]) for e in dataset] == expected
@@ -387,8 +387,8 @@ def plain_tf_files(data: Path, replace: Callable[[int, bytes], bytes]) -> None:
 def test_a_record_that_is_not_an_example_is_named(data: Path, read: Reader) -> None:
     garbage = b"\xff\xfe not an Example \x80\x81"
     plain_tf_files(data, lambda i, record: garbage if i == 3 else record)
-    named = pytest.raises(tfpipe.DecodeError, match=rf"record 3 of .*{SHARD}.*not a serialized")
-    with named, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
+    named = pytest.raises(DecodeError, match=rf"record 3 of .*{SHARD}.*not a serialized")
+    with named, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
         read(data)
 
 
@@ -408,8 +408,8 @@ def test_a_feature_missing_from_some_records_is_named(data: Path, read: Reader) 
         return example.SerializeToString()
 
     plain_tf_files(data, without_label)
-    named = pytest.raises(tfpipe.DecodeError, match=rf"record 5 of .*{SHARD}")
-    with named as error, pytest.warns(tfpipe.TfpipeWarning, match="counts cannot be checked"):
+    named = pytest.raises(DecodeError, match=rf"record 5 of .*{SHARD}")
+    with named as error, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
         read(data)
     assert re.search(r"label.*missing|missing.*label", str(error.value))
 
@@ -423,7 +423,7 @@ def test_a_plain_loop_over_a_built_pipeline_names_a_damaged_shard(data: Path) ->
     start = offsets(data / SHARD)[3]
     flip(data / SHARD, start + 12 + 2)
     batches = tfpipe.Pipeline(data / "train", schema=SCHEMA).batch(4).build()
-    named = pytest.raises(tfpipe.DecodeError, match=rf"record 3 of .*{SHARD}: damaged")
+    named = pytest.raises(DecodeError, match=rf"record 3 of .*{SHARD}: damaged")
     with named as error:
         for _ in batches:
             pass

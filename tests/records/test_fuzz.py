@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DecodeError, TfpipeError
 
 SEED = 11
 SCHEMA = tfpipe.Schema(
@@ -124,7 +125,7 @@ def test_schema_decode_and_stored_raise_only_decode_errors() -> None:
             SCHEMA.stored(record, where="fuzz record")
             _check_values(SCHEMA.decode(record, where="fuzz record"))
             outcomes[kind][0] += 1
-        except tfpipe.DecodeError as e:
+        except DecodeError as e:
             assert "fuzz record" in str(e)
             outcomes[kind][1] += 1
     assert outcomes["valid"] == [500, 0]
@@ -144,7 +145,7 @@ def _reference(record: bytes, names: tuple[str, ...] = tuple(SCHEMA)) -> dict[st
     try:
         stored = SCHEMA.stored(record)
         return {name: SCHEMA[name].load(stored[name]) for name in names}
-    except (tfpipe.DecodeError, TypeError, ValueError, OSError):
+    except (DecodeError, TypeError, ValueError, OSError):
         return None
 
 
@@ -183,7 +184,7 @@ def test_pipeline_and_read_tfrecords_raise_only_named_errors(fuzz_files) -> None
     for file, _ in fuzz_files:  # each costs a traced pipeline and a search
         pipeline = tfpipe.Pipeline(file, schema=SCHEMA).batch(2)
         for dataset in (pipeline.build(), tfpipe.read_tfrecords(file, schema=SCHEMA)):
-            named = pytest.raises(tfpipe.DecodeError, match=rf"^record \d of {file}")
+            named = pytest.raises(DecodeError, match=rf"^record \d of {file}")
             with named, tfpipe.named_errors(pipeline):
                 for batch in dataset:
                     _ = batch["image"]
@@ -199,7 +200,7 @@ def test_tfrecord_source_and_sequence_loader_raise_only_tfpipe_errors(fuzz_file)
         expected = _reference(record, ("image", "vec", "label"))  # the loader leaves "name" be
         try:
             x, y = loader[i]
-        except tfpipe.TfpipeError as e:
+        except TfpipeError as e:
             assert f"record {i} of {file}" in str(e)
             assert expected is None, f"record {i}: the loader refused what Schema.decode takes"
             continue
@@ -256,7 +257,7 @@ def test_damaged_frames_are_never_accepted_where_checksums_exist(tmp_path: Path)
         assert any(f.file == str(info.files[target]) for f in report.faults), report.faults
         if checksummed and pipelines < 6:  # tf.data reads the files: only a checksum stops it
             pipelines += 1
-            with pytest.raises(tfpipe.DecodeError), tfpipe.named_errors(tmp_path / "clean"):
+            with pytest.raises(DecodeError), tfpipe.named_errors(tmp_path / "clean"):
                 list(tfpipe.Pipeline(tmp_path / "clean").batch(5).build())
         info.files[target].write_bytes(originals[target])
 
@@ -275,6 +276,6 @@ def test_tfrecord_source_never_returns_damaged_payloads(tmp_path: Path) -> None:
         file.write_bytes(bytes(damaged))
         src = tfpipe.from_tfrecords(file, schema=SCHEMA, cache_dir=tmp_path / f"index{trial}")
         with pytest.raises(
-            tfpipe.TfpipeError, match=rf"{re.escape(str(file))}' is corrupt: record {record} at"
+            TfpipeError, match=rf"{re.escape(str(file))}' is corrupt: record {record} at"
         ):
             src[record]

@@ -13,6 +13,7 @@ import tensorflow as tf
 from PIL import Image as PILImage
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError, TfpipeWarning
 
 
 def _encoded(size: tuple[int, int], mode: str = "RGB", fmt: str = "JPEG") -> bytes:
@@ -91,7 +92,7 @@ def test_features_it_cannot_describe_are_left_out_with_a_warning(tmp_path: Path)
         {"x": 2.0, "tags": [b"c", b"d"]},
     ]
     path = _write(tmp_path / "w.tfrecord", examples)
-    with pytest.warns(tfpipe.TfpipeWarning, match="left out 2 feature") as caught:
+    with pytest.warns(TfpipeWarning, match="left out 2 feature") as caught:
         schema = tfpipe.infer_schema(path)
     message = str(caught[0].message)
     assert "'sometimes': it is missing from 1 of 2 sampled records" in message
@@ -100,18 +101,18 @@ def test_features_it_cannot_describe_are_left_out_with_a_warning(tmp_path: Path)
 
 
 def test_errors_name_the_file(tmp_path: Path) -> None:
-    with pytest.raises(tfpipe.DataNotFoundError, match="no TFRecord files"):
+    with pytest.raises(DataNotFoundError, match="no TFRecord files"):
         tfpipe.infer_schema(str(tmp_path / "*.tfrecord"))
     empty = _write(tmp_path / "empty.tfrecord", [])
-    with pytest.raises(tfpipe.SchemaError, match=r"no records in .*empty\.tfrecord"):
+    with pytest.raises(SchemaError, match=r"no records in .*empty\.tfrecord"):
         tfpipe.infer_schema(empty)
     not_example = tmp_path / "raw.tfrecord"
     with tf.io.TFRecordWriter(str(not_example)) as writer:
         writer.write(b"\x01\x02 not a protobuf")
-    with pytest.raises(tfpipe.DecodeError, match=r"record 0 of raw\.tfrecord is not a serialized"):
+    with pytest.raises(DecodeError, match=r"record 0 of raw\.tfrecord is not a serialized"):
         tfpipe.infer_schema(not_example)
     mixed = _write(tmp_path / "mixed.tfrecord", [{"x": 1}, {"x": 1.5}])
-    with pytest.raises(tfpipe.SchemaError, match=r"'x': its type varies between records"):
+    with pytest.raises(SchemaError, match=r"'x': its type varies between records"):
         tfpipe.infer_schema(mixed)
     with pytest.raises(ValueError, match="num_records must be a positive int"):
         tfpipe.infer_schema(mixed, num_records=0)

@@ -11,10 +11,12 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError
+from tfpipe.format.metadata import DatasetInfo
 
 
 @pytest.fixture(scope="module")
-def written(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tfpipe.DatasetInfo:
+def written(image_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> DatasetInfo:
     src = tfpipe.from_directory(image_folder)
     out = tmp_path_factory.mktemp("written") / "train"
     return tfpipe.write_tfrecords(src, out, num_shards=3, shuffle=False, progress=False)
@@ -43,7 +45,7 @@ def _plain_tf_files(folder: Path, image_folder: Path, compression: str = "") -> 
     return files
 
 
-def test_reads_a_prefix_in_the_order_written(written: tfpipe.DatasetInfo) -> None:
+def test_reads_a_prefix_in_the_order_written(written: DatasetInfo) -> None:
     examples = list(tfpipe.read_tfrecords(written.directory / written.name))
     assert len(examples) == written.num_examples == 36
     assert examples[0]["image"].dtype == tf.uint8 and examples[0]["image"].shape == (40, 48, 3)
@@ -51,7 +53,7 @@ def test_reads_a_prefix_in_the_order_written(written: tfpipe.DatasetInfo) -> Non
     assert len(list(tfpipe.read_tfrecords(written.metadata_path))) == 36
 
 
-def test_plain_tensorflow_reads_tfpipe_files(written: tfpipe.DatasetInfo) -> None:
+def test_plain_tensorflow_reads_tfpipe_files(written: DatasetInfo) -> None:
     spec = {
         "image": tf.io.FixedLenFeature([], tf.string),
         "label": tf.io.FixedLenFeature([], tf.int64),
@@ -96,28 +98,28 @@ def test_reads_gzip_written_by_tfpipe(tmp_path: Path) -> None:
 
 
 def test_explicit_schema_mismatch_names_the_feature_and_file(
-    written: tfpipe.DatasetInfo,
+    written: DatasetInfo,
 ) -> None:
     wrong = tfpipe.Schema({"image": tfpipe.Image(), "species": tfpipe.ClassLabel(num_classes=3)})
-    with pytest.raises(tfpipe.DecodeError, match=r"species: missing from record 0 of train-0000"):
+    with pytest.raises(DecodeError, match=r"species: missing from record 0 of train-0000"):
         tfpipe.read_tfrecords(written.files, schema=wrong)
     as_text = tfpipe.Schema({"label": tfpipe.Text()})
-    with pytest.raises(tfpipe.DecodeError, match=r"label: expected one bytes value"):
+    with pytest.raises(DecodeError, match=r"label: expected one bytes value"):
         tfpipe.read_tfrecords(written.directory / written.name, schema=as_text)
     subset = tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=3)})
     assert {tuple(e) for e in tfpipe.read_tfrecords(written.files, schema=subset)} == {("label",)}
 
 
 def test_missing_and_broken_paths_fail_clearly(tmp_path: Path) -> None:
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"metadata file .*nothing\.json"):
+    with pytest.raises(DataNotFoundError, match=r"metadata file .*nothing\.json"):
         tfpipe.read_tfrecords(tmp_path / "nothing")
-    with pytest.raises(tfpipe.DataNotFoundError, match="no TFRecord files"):
+    with pytest.raises(DataNotFoundError, match="no TFRecord files"):
         tfpipe.read_tfrecords(str(tmp_path / "*.tfrecord"))
     (tmp_path / "bad.tfrecord").write_bytes(b"definitely not a record file")
-    with pytest.raises(tfpipe.DecodeError, match=r"bad\.tfrecord.* is not a readable TFRecord"):
+    with pytest.raises(DecodeError, match=r"bad\.tfrecord.* is not a readable TFRecord"):
         tfpipe.read_tfrecords(tmp_path / "bad.tfrecord")
     not_a_schema: object = {"x": "int"}
-    with pytest.raises(tfpipe.SchemaError, match=r"schema must be a tfpipe\.Schema"):
+    with pytest.raises(SchemaError, match=r"schema must be a tfpipe\.Schema"):
         tfpipe.read_tfrecords(tmp_path / "bad.tfrecord", schema=not_a_schema)  # type: ignore
 
 

@@ -17,6 +17,9 @@ import tensorflow as tf
 
 import tfpipe
 from tfpipe.cli.parser import main
+from tfpipe.errors import DecodeError, TfpipeError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo, ShardInfo
+from tfpipe.records import VerifyReport
 from tfpipe.sources.synthetic import make_image_folder
 
 SHAPE = (40, 48, 3)  # the conftest image_folder: 36 JPEGs of 40x48, 3 classes
@@ -37,7 +40,7 @@ def _copy(prefix: Path, folder: Path) -> Path:
 
 
 def _shard(prefix: Path, index: int) -> Path:
-    return tfpipe.DatasetInfo.load(prefix).files[index]
+    return DatasetInfo.load(prefix).files[index]
 
 
 def _offset(file: Path, record: int) -> int:
@@ -85,7 +88,7 @@ def _pixels(seed: int, size: tuple[int, int] = (8, 8)) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (*size, 3), dtype=np.uint8)
 
 
-def _faults(report: tfpipe.VerifyReport) -> list[tuple[str, int | None, str | None]]:
+def _faults(report: VerifyReport) -> list[tuple[str, int | None, str | None]]:
     return [(Path(f.file).name, f.record, f.feature) for f in report.faults]
 
 
@@ -138,13 +141,13 @@ def test_a_damaged_gzip_shard_is_a_fault(written: Path, tmp_path: Path) -> None:
     data[len(data) // 2] ^= 0xFF
     damaged = tmp_path / "part.tfrecord.gz"
     damaged.write_bytes(bytes(data))
-    report = tfpipe.verify(damaged, schema=tfpipe.DatasetInfo.load(written).schema, progress=False)
+    report = tfpipe.verify(damaged, schema=DatasetInfo.load(written).schema, progress=False)
     assert not report.ok
     assert [(f.file, f.feature) for f in report.faults] == [(str(damaged), None)]
     assert report.faults[0].record is not None and report.faults[0].record < 18
 
 
-def _verify_cut(written: Path, tmp_path: Path, shard: int, end: int) -> tfpipe.VerifyReport:
+def _verify_cut(written: Path, tmp_path: Path, shard: int, end: int) -> VerifyReport:
     """Verifies a copy of `written` whose shard `shard` is cut at byte `end`."""
     prefix = _copy(written, tmp_path / "copy")
     file = _shard(prefix, shard)
@@ -251,12 +254,12 @@ def test_verify_command_prints_faults_capped_and_exits_1(
     file = _write_records(
         tmp_path / "bad.tfrecord", [_example(schema, b"not an image") for _ in range(25)]
     )
-    tfpipe.DatasetInfo(
+    DatasetInfo(
         name="bad",
         directory=tmp_path,
         schema=schema,
         num_examples=25,
-        shards=(tfpipe.ShardInfo(file.name, 25, file.stat().st_size),),
+        shards=(ShardInfo(file.name, 25, file.stat().st_size),),
     ).save()
     assert main(["verify", str(tmp_path / "bad"), "--max-faults", "3"]) == 1
     lines = capsys.readouterr().out.splitlines()
@@ -278,7 +281,7 @@ def test_verify_command_exits_0_when_clean_and_2_on_usage_errors(
     assert exit.value.code == 2
 
 
-def _assert_named(error: pytest.ExceptionInfo[tfpipe.DecodeError], where: str) -> None:
+def _assert_named(error: pytest.ExceptionInfo[DecodeError], where: str) -> None:
     assert re.search(where, str(error.value)), str(error.value)
     assert isinstance(error.value.__cause__, tf.errors.OpError | UnicodeDecodeError)
 
@@ -319,7 +322,7 @@ def test_fit_and_benchmark_name_the_damaged_record(
 ) -> None:
     prefix = _copy(written, tmp_path / "copy")
     _flip_payload(_shard(prefix, 1), 4)
-    with pytest.raises(tfpipe.DecodeError) as error:
+    with pytest.raises(DecodeError) as error:
         run(prefix)
     _assert_named(error, r"^record 4 of .+train-00001-of-00002\.tfrecord: damaged .*corrupted")
     assert isinstance(error.value.__cause__, tf.errors.DataLossError)
@@ -338,13 +341,13 @@ def test_a_non_example_record_is_named_in_pipeline_and_read_tfrecords(tmp_path: 
     pipeline = tfpipe.Pipeline(file, schema=schema).batch(2)
     with pytest.raises(UnicodeDecodeError):  # TensorFlow's, from a derived dataset
         list(pipeline.build().unbatch())
-    with pytest.raises(tfpipe.DecodeError) as error, tfpipe.named_errors(pipeline):
+    with pytest.raises(DecodeError) as error, tfpipe.named_errors(pipeline):
         list(pipeline.build().unbatch())
     _assert_named(error, rf"^record 2 of {re.escape(str(file))}: not a serialized")
-    with pytest.raises(tfpipe.DecodeError) as error:  # the built dataset names it itself
+    with pytest.raises(DecodeError) as error:  # the built dataset names it itself
         list(pipeline.build())
     _assert_named(error, rf"^record 2 of {re.escape(str(file))}: not a serialized")
-    with pytest.raises(tfpipe.DecodeError) as error, tfpipe.named_errors(file):
+    with pytest.raises(DecodeError) as error, tfpipe.named_errors(file):
         list(tfpipe.read_tfrecords(file, schema=schema))
     _assert_named(error, r"^record 2 of \S*mixed\.tfrecord:? (is )?not a serialized")
 
@@ -370,10 +373,10 @@ def test_a_bad_image_file_is_named(tmp_path: Path) -> None:
         None,
         "image",
     )
-    with pytest.raises(tfpipe.DecodeError) as error, tfpipe.named_errors(pipeline):
+    with pytest.raises(DecodeError) as error, tfpipe.named_errors(pipeline):
         list(pipeline.build())
     _assert_named(error, rf"^{re.escape(str(bad))}, feature 'image': cannot be decoded")
-    with pytest.raises(tfpipe.DecodeError) as error:
+    with pytest.raises(DecodeError) as error:
         tfpipe.fit(_model(), pipeline, report=False, verbose=0)
     _assert_named(error, re.escape(str(bad)))
 
@@ -438,7 +441,7 @@ def test_a_broken_png_chunk_is_a_decode_error(tmp_path: Path) -> None:
     bad.write_bytes(_broken_png(_pixels(1, (64, 64))))
     src = tfpipe.from_directory(tmp_path / "images", image_shape=(64, 64, 3))
     loader = tfpipe.SequenceLoader(src, batch_size=1, shuffle=False)
-    with pytest.raises(tfpipe.DecodeError, match=re.escape(str(bad))) as error:
+    with pytest.raises(DecodeError, match=re.escape(str(bad))) as error:
         for index in range(len(loader)):
             loader[index]
     assert isinstance(error.value.__cause__.__cause__, SyntaxError)
@@ -469,14 +472,14 @@ def test_a_short_shard_is_named_not_read_short(written: Path, tmp_path: Path) ->
     prefix = _copy(written, tmp_path / "copy")
     shard = _shard(prefix, 1)
     shard.write_bytes(shard.read_bytes()[: _offset(shard, 10)])
-    with pytest.raises(tfpipe.TfpipeError, match=re.escape(str(shard))) as error:
+    with pytest.raises(TfpipeError, match=re.escape(str(shard))) as error:
         pipeline = tfpipe.Pipeline(prefix).batch(4)
         with tfpipe.named_errors(pipeline):
             list(pipeline.build())
     assert "metadata" in str(error.value)
 
 
-def _fixed_size(prefix: Path, seed: int, labels: np.ndarray | None = None) -> tfpipe.DatasetInfo:
+def _fixed_size(prefix: Path, seed: int, labels: np.ndarray | None = None) -> DatasetInfo:
     """20 records of one size each (ids and labels as int64), in 2 shards, shuffled by `seed`."""
     ids = np.arange(20)
     columns = {"id": ids, "label": ids % 2 if labels is None else labels}
@@ -515,7 +518,7 @@ def test_metadata_without_digests_still_loads_and_verifies(tmp_path: Path) -> No
     for shard in data["shards"]:
         del shard["crc32c"]  # as tfpipe wrote metadata before it kept digests
     info.metadata_path.write_text(json.dumps(data))
-    assert [s.crc32c for s in tfpipe.DatasetInfo.load(tmp_path / "train").shards] == [None, None]
+    assert [s.crc32c for s in DatasetInfo.load(tmp_path / "train").shards] == [None, None]
     assert tfpipe.verify(tmp_path / "train", progress=False).ok
 
 
@@ -526,7 +529,7 @@ def test_metadata_without_digests_still_loads_and_verifies(tmp_path: Path) -> No
 )
 def test_a_shard_emptied_by_skips_verifies(tmp_path: Path) -> None:
     labels = np.array([5] * 10 + [0, 1] * 5)  # the first shard's 10 examples are skipped
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 10 of 20"):
+    with pytest.warns(TfpipeWarning, match="skipped 10 of 20"):
         info = _fixed_size(tmp_path / "train", seed=0, labels=labels)
     assert [(s.num_examples, s.num_bytes) for s in info.shards] == [(0, 0), (10, 500)]
     report = tfpipe.verify(tmp_path / "train", progress=False)

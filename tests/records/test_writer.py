@@ -20,6 +20,15 @@ from PIL import Image as PILImage
 
 import tfpipe
 from tfpipe.cli.parser import main
+from tfpipe.errors import (
+    DataNotFoundError,
+    EncodeError,
+    SchemaError,
+    SourceError,
+    TfpipeError,
+    TfpipeWarning,
+)
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
 
 RGB = np.arange(8 * 6 * 3, dtype=np.uint8).reshape(8, 6, 3)
@@ -44,7 +53,7 @@ def test_writes_shards_and_metadata(image_folder: Path, tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "out" / "train.json").read_text())
     assert saved["class_names"] == {"label": ["circle", "square", "triangle"]}
     assert saved["num_examples"] == len(src) and saved["tfpipe_version"] == tfpipe.__version__
-    loaded = tfpipe.DatasetInfo.load(tmp_path / "out" / "train")
+    loaded = DatasetInfo.load(tmp_path / "out" / "train")
     assert loaded.schema == src.schema and loaded.shuffled and loaded.seed == 0
 
 
@@ -146,7 +155,7 @@ def _folder_with_bad_images(root: Path) -> tuple[Path, Path]:
 def test_skip_counts_and_names_unreadable_inputs(tmp_path: Path) -> None:
     corrupt, truncated = _folder_with_bad_images(tmp_path / "images")
     src = tfpipe.from_directory(tmp_path / "images")
-    with pytest.warns(tfpipe.TfpipeWarning, match="skipped 2 of 10 examples") as caught:
+    with pytest.warns(TfpipeWarning, match="skipped 2 of 10 examples") as caught:
         info = tfpipe.write_tfrecords(
             src, tmp_path / "out" / "train", on_error="skip", progress=False
         )
@@ -154,7 +163,7 @@ def test_skip_counts_and_names_unreadable_inputs(tmp_path: Path) -> None:
     assert info.num_examples == 8 and len(_read(tmp_path / "out" / "train")) == 8
     assert sorted(s.origin for s in info.skipped) == [str(corrupt), str(truncated)]
     assert all("image" in s.error for s in info.skipped)
-    saved = tfpipe.DatasetInfo.load(tmp_path / "out" / "train")
+    saved = DatasetInfo.load(tmp_path / "out" / "train")
     assert saved.skipped == info.skipped
 
 
@@ -167,7 +176,7 @@ def test_corrupt_jpeg_raises_naming_the_file_and_leaves_nothing(tmp_path: Path) 
     corrupt, _ = _folder_with_bad_images(tmp_path / "images")
     src = tfpipe.from_directory(tmp_path / "images")
     where = re.escape(f"in example 4 ({corrupt})")
-    with pytest.raises(tfpipe.EncodeError, match=rf"^image: .+ {where}$"):
+    with pytest.raises(EncodeError, match=rf"^image: .+ {where}$"):
         tfpipe.write_tfrecords(src, tmp_path / "out" / "train", shuffle=False, progress=False)
     assert not (tmp_path / "out").exists() or os.listdir(tmp_path / "out") == []
 
@@ -176,7 +185,7 @@ def test_error_midway_removes_the_shards_it_wrote(tmp_path: Path) -> None:
     schema = tfpipe.Schema({"x": tfpipe.Tensor(dtype="int64")})
     source = [{"x": i} for i in range(80)]
     source[70] = {"x": "bad"}
-    with pytest.raises(tfpipe.EncodeError, match="x: expected int64, got 'bad' in example 70"):
+    with pytest.raises(EncodeError, match="x: expected int64, got 'bad' in example 70"):
         tfpipe.write_tfrecords(
             source, tmp_path / "t", schema=schema, num_shards=4, shuffle=False, progress=False
         )
@@ -185,7 +194,7 @@ def test_error_midway_removes_the_shards_it_wrote(tmp_path: Path) -> None:
 
 def test_skipping_everything_is_an_error(tmp_path: Path) -> None:
     schema = tfpipe.Schema({"x": tfpipe.Tensor(dtype="int64")})
-    with pytest.raises(tfpipe.EncodeError, match="every one of the 3 examples was skipped"):
+    with pytest.raises(EncodeError, match="every one of the 3 examples was skipped"):
         tfpipe.write_tfrecords(
             [{"x": "a"}] * 3, tmp_path / "t", schema=schema, on_error="skip", progress=False
         )
@@ -194,20 +203,20 @@ def test_skipping_everything_is_an_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "error", "match"),
     [
-        ({"x": 1, "label": "cat"}, tfpipe.EncodeError, r"x: expected int64, got 'cat'|label"),
+        ({"x": 1, "label": "cat"}, EncodeError, r"x: expected int64, got 'cat'|label"),
         (
             {"x": "cat", "label": "dog"},
-            tfpipe.EncodeError,
+            EncodeError,
             r"x: expected int64, got 'cat' in example 1 \(row 1\)",
         ),
         (
             {"x": 1, "label": "cow"},
-            tfpipe.EncodeError,
+            EncodeError,
             r"label: unknown class name 'cow'.* in example 1 \(row 1\)",
         ),
         (
             {"x": 1},
-            tfpipe.EncodeError,
+            EncodeError,
             r"example 1 \(row 1\) does not match the schema: "
             r"missing \['label'\]",
         ),
@@ -259,17 +268,17 @@ def test_bad_options_name_the_argument(tmp_path: Path, kwargs: dict[str, Any], m
 
 def test_bad_sources_and_prefixes(tmp_path: Path) -> None:
     schema = tfpipe.Schema({"x": tfpipe.Tensor()})
-    with pytest.raises(tfpipe.SourceError, match="source is empty"):
+    with pytest.raises(SourceError, match="source is empty"):
         tfpipe.write_tfrecords([], tmp_path / "t", schema=schema, progress=False)
-    with pytest.raises(tfpipe.SourceError, match="len\\(source\\) and source\\[i\\]"):
+    with pytest.raises(SourceError, match="len\\(source\\) and source\\[i\\]"):
         tfpipe.write_tfrecords(iter([{"x": 1.0}]), tmp_path / "t", schema=schema, progress=False)
-    with pytest.raises(tfpipe.SchemaError, match=r"list has no \.schema: pass schema="):
+    with pytest.raises(SchemaError, match=r"list has no \.schema: pass schema="):
         tfpipe.write_tfrecords([{"x": 1.0}], tmp_path / "t", progress=False)
     with pytest.raises(ValueError, match="prefix must name the dataset inside a folder"):
         tfpipe.write_tfrecords([{"x": 1.0}], tmp_path, schema=schema, progress=False)
     with pytest.raises(ValueError, match="without a suffix"):
         tfpipe.write_tfrecords([{"x": 1.0}], tmp_path / "t.json", schema=schema, progress=False)
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"root: folder .*missing.* does not exist"):
+    with pytest.raises(DataNotFoundError, match=r"root: folder .*missing.* does not exist"):
         tfpipe.from_directory(tmp_path / "missing")
 
 
@@ -343,9 +352,9 @@ def test_killed_write_leaves_nothing_that_looks_complete(tmp_path: Path) -> None
         "train-00002-of-00004.tfrecord": 10,
     }
     assert list(tmp_path.glob(".train-00003-of-00004.tfrecord.tmp-*"))
-    with pytest.raises(tfpipe.DataNotFoundError, match="interrupted or unfinished write"):
+    with pytest.raises(DataNotFoundError, match="interrupted or unfinished write"):
         tfpipe.read_tfrecords(prefix)
-    with pytest.raises(tfpipe.DataNotFoundError, match="1 of 4 are missing"):
+    with pytest.raises(DataNotFoundError, match="1 of 4 are missing"):
         tfpipe.read_tfrecords(tmp_path)  # not the old shard 3 beside the new 0..2
     tfpipe.write_tfrecords(old, prefix, num_shards=2, progress=False)
     assert sorted(p.name for p in tmp_path.glob("*train*")) == [
@@ -392,7 +401,7 @@ def test_a_prefix_that_cannot_be_written_is_named(
         unwritable, ["a file, not a folder", "ermission denied"], strict=True
     ):
         message = rf"prefix '{re.escape(str(prefix))}': cannot write in its folder .*{reason}"
-        with pytest.raises(tfpipe.TfpipeError, match=message):
+        with pytest.raises(TfpipeError, match=message):
             tfpipe.write_tfrecords(source, prefix, progress=False)
     make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(8, 8))
     assert main(["write", str(tmp_path / "images"), str(unwritable[0])]) == 2

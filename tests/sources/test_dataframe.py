@@ -12,6 +12,8 @@ from PIL import Image as PILImage
 
 import tfpipe
 from tfpipe.cli.parser import main
+from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 
 TAGS = [  # a Kaggle-Planet-like tags column: stray spaces, an empty cell, a repeated tag
     "haze primary",
@@ -98,7 +100,7 @@ def test_integer_tags_and_separator_per_column(tmp_path: Path) -> None:
             "ids": ["3,1", "0", None],
         }
     )
-    with pytest.raises(tfpipe.SourceError, match="ids: missing label in row 2"):
+    with pytest.raises(SourceError, match="ids: missing label in row 2"):
         tfpipe.from_dataframe(df, label_cols=["weather", "ids"], base_dir=tmp_path)  # not tags
     src = tfpipe.from_dataframe(
         df, label_cols=["weather", "ids"], label_sep={"ids": ","}, base_dir=tmp_path
@@ -111,7 +113,7 @@ def test_integer_tags_and_separator_per_column(tmp_path: Path) -> None:
     schema = tfpipe.Schema({**src.schema, "ids": named})
     src = tfpipe.from_dataframe(df, base_dir=tmp_path, schema=schema, label_sep={"ids": ","})
     assert [src[i]["ids"] for i in range(3)] == [[1, 2], [0], []]
-    with pytest.raises(tfpipe.SourceError, match="ids: no row has a class"):
+    with pytest.raises(SourceError, match="ids: no row has a class"):
         tfpipe.from_dataframe(
             df.assign(ids=["", " ", None]), label_cols="ids", label_sep=",", base_dir=tmp_path
         )
@@ -210,7 +212,7 @@ def test_a_column_of_paths_is_never_a_class_label(tmp_path: Path) -> None:
         }
     )
     message = r"label_cols: column 'mask' holds file paths \(e.g. 'masks/0.png'; 20 distinct .*"
-    with pytest.raises(tfpipe.SourceError, match=message + r"image_cols=\[\.\.\., 'mask'\]"):
+    with pytest.raises(SourceError, match=message + r"image_cols=\[\.\.\., 'mask'\]"):
         tfpipe.from_dataframe(df, label_cols=["mask"], base_dir=tmp_path)
 
 
@@ -224,7 +226,7 @@ def test_a_column_of_ids_is_warned_about(tmp_path: Path) -> None:
         _tile(tmp_path / f"{i}.jpg", i)
     df = pd.DataFrame({"path": [f"{i}.jpg" for i in range(24)], "label": range(100, 124)})
     message = r"column 'label' has 24 distinct values among 24 rows.*schema= with tfpipe.Tensor"
-    with pytest.warns(tfpipe.TfpipeWarning, match=message):
+    with pytest.warns(TfpipeWarning, match=message):
         src = tfpipe.from_dataframe(df, base_dir=tmp_path)
     assert src.schema["label"] == tfpipe.ClassLabel(num_classes=124)
     schema = tfpipe.Schema({"image": tfpipe.Image(), "label": tfpipe.Tensor(dtype="int64")})
@@ -242,7 +244,7 @@ def test_missing_file_names_the_row_and_the_path_tried(planet: Path) -> None:
     tried = planet.parent / "train-jpg" / "train_7.jpg"
     tried.rename(tried.with_suffix(".tif"))
     message = rf"image_name: 1 image file\(s\) do not exist, first '{tried}' in row 7 \(the cell"
-    with pytest.raises(tfpipe.DataNotFoundError, match=message + r" 'train_7' \+ image_suffix"):
+    with pytest.raises(DataNotFoundError, match=message + r" 'train_7' \+ image_suffix"):
         _planet_source(planet)
 
 
@@ -297,7 +299,7 @@ def test_contradictory_options_are_named(
 ) -> None:
     _tile(tmp_path / "a.jpg", 1)
     df = pd.DataFrame({"path": ["a.jpg"], "label": ["x"]})
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         tfpipe.from_dataframe(df, base_dir=tmp_path, **kwargs)  # type: ignore[arg-type]
 
 
@@ -310,7 +312,7 @@ def test_cli_writes_tag_strings_and_names_without_extension(
             str(planet.parent / "train-jpg"), "--no-shuffle", "--shards", "1"]  # fmt: skip
     assert main(argv) == 0
     assert "train: 30 examples in 1 shard(s)" in capsys.readouterr().out
-    info = tfpipe.DatasetInfo.load(out)
+    info = DatasetInfo.load(out)
     assert info.schema["tags"] == tfpipe.ClassLabel(VOCABULARY, multi_label=True)
     hot = [e["tags"].tolist() for e in tfpipe.read_tfrecords(out).as_numpy_iterator()]
     assert {row: hot[row] for row in HOT} == HOT
@@ -328,7 +330,7 @@ def test_cli_writes_two_image_columns(tmp_path: Path) -> None:
             "--label-cols", "", "--image-suffix", ".jpg", "--image-size", "4x4",
             "--no-shuffle"]  # fmt: skip
     assert main(argv) == 0
-    schema = tfpipe.DatasetInfo.load(out).schema
+    schema = DatasetInfo.load(out).schema
     assert schema == tfpipe.Schema(
         {name: tfpipe.Image(shape=(4, 4, 3), encoding="raw") for name in ("image", "mask")}
     )
@@ -379,7 +381,7 @@ def test_bad_cells_of_declared_columns_are_named(
             "caption": tfpipe.Text(),
         }
     )
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         tfpipe.from_dataframe(df.assign(**{column: cells}), schema=schema, base_dir=tmp_path)
 
 
@@ -412,7 +414,7 @@ def test_cli_schema_file_decides_the_columns_and_names_keep_their_zeros(
     flags = ["--schema", schema_file, "--label-sep", " ", "--image-suffix", ".png"]
     argv = ["write", str(tmp_path / "rows.csv"), str(out), "--no-shuffle", *flags]
     assert main(argv) == 0, capsys.readouterr().err
-    assert tfpipe.DatasetInfo.load(out).schema == schema  # stored as declared: PNG, 1 channel
+    assert DatasetInfo.load(out).schema == schema  # stored as declared: PNG, 1 channel
     examples = list(tfpipe.read_tfrecords(out).as_numpy_iterator())
     assert [int(e["image"][0, 0, 0]) for e in examples] == [0, 50, 100]
     assert [int(e["mask"][0, 0, 0]) for e in examples] == [1, 2, 3]

@@ -20,6 +20,15 @@ import pytest
 from PIL import Image as PILImage
 
 import tfpipe
+from tfpipe.errors import (
+    DecodeError,
+    EncodeError,
+    SchemaError,
+    SourceError,
+    TfpipeError,
+    TfpipeWarning,
+)
+from tfpipe.format.metadata import DatasetInfo
 
 CLASSES = ["a", "b", "c"]
 
@@ -69,7 +78,7 @@ def test_write_matches_labels_by_name(tmp_path: Path) -> None:
 )
 def test_write_refuses_a_schema_without_a_source_class(tmp_path: Path) -> None:
     src = tfpipe.from_directory(_folder(tmp_path / "img", {"a": 1, "b": 1, "c": 1}))
-    with pytest.raises(tfpipe.SchemaError, match=r"lacks the class\(es\) \['a'\]") as caught:
+    with pytest.raises(SchemaError, match=r"lacks the class\(es\) \['a'\]") as caught:
         tfpipe.write_tfrecords(src, tmp_path / "out" / "t", schema=_schema(["c", "b"]))
     assert "['a', 'b', 'c']" in str(caught.value) and "['c', 'b']" in str(caught.value)
     assert os.listdir(tmp_path / "out") == []
@@ -86,7 +95,7 @@ def test_write_refuses_a_schema_without_a_source_class(tmp_path: Path) -> None:
 )
 def test_write_refuses_unnamed_labels_that_differ(tmp_path: Path, label: Any) -> None:
     src = tfpipe.from_arrays({"x": np.arange(3.0), "label": np.arange(3)})
-    with pytest.raises(tfpipe.SchemaError, match=r"label: .*num_classes=3.*num_classes="):
+    with pytest.raises(SchemaError, match=r"label: .*num_classes=3.*num_classes="):
         tfpipe.write_tfrecords(
             src, tmp_path / "t", schema=tfpipe.Schema({**src.schema, "label": label})
         )
@@ -123,7 +132,7 @@ def test_readers_refuse_a_schema_that_relabels_stored_indices(tmp_path: Path, re
     read = getattr(tfpipe, reader)
     read(tmp_path / "t", schema=_schema(CLASSES))  # the same class list is fine
     read(tmp_path / "t", schema=_schema([*CLASSES, "d"]))  # so is one more class at the end
-    with pytest.raises(tfpipe.SchemaError, match=r"would change the labels") as caught:
+    with pytest.raises(SchemaError, match=r"would change the labels") as caught:
         read(tmp_path / "t", schema=_schema(["b", "a", "c"]))
     assert "['b', 'a', 'c']" in str(caught.value) and "['a', 'b', 'c']" in str(caught.value)
 
@@ -134,20 +143,20 @@ def test_cli_write_splits_share_one_class_list(tmp_path: Path) -> None:
     _folder(tmp_path / "img", {"a": 6, "b": 6, "c": 1})  # "c" fits in one split only
     args = ["write", str(tmp_path / "img"), str(tmp_path / "out"), "--encoding", "png"]
     assert main([*args, "--split", "train=0.5,test=0.5"]) == 0
-    train = tfpipe.DatasetInfo.load(tmp_path / "out" / "train")
-    test = tfpipe.DatasetInfo.load(tmp_path / "out" / "test")
+    train = DatasetInfo.load(tmp_path / "out" / "train")
+    test = DatasetInfo.load(tmp_path / "out" / "test")
     assert train.class_names == test.class_names == {"label": CLASSES}
     assert train.num_examples + test.num_examples == 13
 
 
 def test_splits_share_the_parent_class_list(tmp_path: Path) -> None:
     src = tfpipe.from_directory(_folder(tmp_path / "img", {"a": 4, "b": 4, "c": 1}))
-    with pytest.warns(tfpipe.TfpipeWarning, match="class 2 has 1 example"):
+    with pytest.warns(TfpipeWarning, match="class 2 has 1 example"):
         parts = src.split({"train": 0.5, "test": 0.5})
     assert {len(np.unique(p.labels())) for p in parts.values()} == {2, 3}  # one lacks "c"
     for name, part in parts.items():
         tfpipe.write_tfrecords(part, tmp_path / name, progress=False)
-        assert tfpipe.DatasetInfo.load(tmp_path / name).class_names == {"label": CLASSES}
+        assert DatasetInfo.load(tmp_path / name).class_names == {"label": CLASSES}
 
 
 # ---------------------------------------------------------------- class names per folder
@@ -161,7 +170,7 @@ def test_splits_share_the_parent_class_list(tmp_path: Path) -> None:
 def test_class_names_keep_indices_when_a_folder_is_missing(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "c": 2})
     assert tfpipe.from_directory(tmp_path).class_names == ["a", "c"]  # "c" would be index 1
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"1 of the 3 classes have no folder.*\['b'\]"):
+    with pytest.warns(TfpipeWarning, match=r"1 of the 3 classes have no folder.*\['b'\]"):
         src = tfpipe.from_directory(tmp_path, class_names=CLASSES)
     assert src.class_names == CLASSES
     assert src.schema["label"] == tfpipe.ClassLabel(CLASSES)
@@ -180,7 +189,7 @@ def test_a_folder_of_records_inside_the_image_folder_is_no_class(tmp_path: Path)
     records = images / "_records" / "train"
     tfpipe.write_tfrecords(tfpipe.from_directory(images), records, progress=False)
     with pytest.raises(
-        tfpipe.SourceError,
+        SourceError,
         match=r"folder\(s\) \['_records'\] in .*img' hold TFRecord files \(first: "
         r".*train-00000-of-\d+\.tfrecord'\) and no images.*Move them out of",
     ):
@@ -201,13 +210,13 @@ def test_a_root_above_the_split_folders_is_refused(tmp_path: Path) -> None:
         r"folder\(s\) \['test', 'train'\] in .*data' hold no images of their own, only "
         r"sub-folders of images \(\['a', 'b'\]\).*from_directory\('.*data/train'\)"
     )
-    with pytest.raises(tfpipe.SourceError, match=expected):
+    with pytest.raises(SourceError, match=expected):
         tfpipe.from_directory(data)
     assert tfpipe.from_directory(data / "train").class_names == ["a", "b"]
     # Given as the classes, they are; one split alone (with two classes) is refused too.
     assert len(tfpipe.from_directory(data, class_names=["test", "train"])) == 6
     _folder(tmp_path / "one" / "train", {"a": 1, "b": 1})
-    with pytest.raises(tfpipe.SourceError, match=r"\['train'\] in .* \(\['a', 'b'\]\)"):
+    with pytest.raises(SourceError, match=r"\['train'\] in .* \(\['a', 'b'\]\)"):
         tfpipe.from_directory(tmp_path / "one")
 
 
@@ -227,9 +236,7 @@ def test_an_empty_class_folder_is_warned_about(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "c": 1})
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "notes.txt").write_text("no image here")
-    with pytest.warns(
-        tfpipe.TfpipeWarning, match=r"class folder\(s\) \['b'\] hold no files with .*\[1\]"
-    ):
+    with pytest.warns(TfpipeWarning, match=r"class folder\(s\) \['b'\] hold no files with .*\[1\]"):
         src = tfpipe.from_directory(tmp_path)
     assert src.class_names == CLASSES and src.labels().tolist() == [0, 2]
 
@@ -243,7 +250,7 @@ def test_class_names_set_the_order(tmp_path: Path) -> None:
 
 def test_class_names_refuse_an_unlisted_folder_and_bad_lists(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "b": 1, "c": 1})
-    with pytest.raises(tfpipe.SourceError, match=r"class folder\(s\) \['c'\].*not in class_names"):
+    with pytest.raises(SourceError, match=r"class folder\(s\) \['c'\].*not in class_names"):
         tfpipe.from_directory(tmp_path, class_names=["a", "b"])
     for bad in ("abc", ["a", "a", "b", "c"], []):
         with pytest.raises(ValueError, match="class_names"):
@@ -279,14 +286,14 @@ def test_fit_refuses_validation_with_other_class_names(tmp_path: Path, kind: str
             tfpipe.from_tfrecords(tmp_path / "rec" / name), batch_size=2
         ),
     }[kind]
-    with pytest.raises(tfpipe.SchemaError, match=r"label: data and validation") as caught:
+    with pytest.raises(SchemaError, match=r"label: data and validation") as caught:
         tfpipe.fit(_model(), inputs("train"), validation=inputs("test"), report=False, verbose=0)
     assert "['a', 'b', 'c']" in str(caught.value) and "['a', 'c']" in str(caught.value)
 
 
 def test_fit_accepts_validation_built_with_the_train_class_names(tmp_path: Path) -> None:
     train = tfpipe.from_directory(_folder(tmp_path / "train", {"a": 2, "b": 2, "c": 2}))
-    with pytest.warns(tfpipe.TfpipeWarning, match="no folder"):
+    with pytest.warns(TfpipeWarning, match="no folder"):
         test = tfpipe.from_directory(
             _folder(tmp_path / "test", {"a": 2, "c": 2}), class_names=train.class_names
         )
@@ -309,7 +316,7 @@ def test_link_loops_are_skipped_and_counted(tmp_path: Path) -> None:
     PILImage.new("RGB", (4, 4)).save(root / "a" / "sub" / "deep.png")
     (root / "a" / "sub" / "up").symlink_to(root / "a", target_is_directory=True)
     (root / "b" / "root").symlink_to(root, target_is_directory=True)
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"skipped 2 link\(s\) that loop back"):
+    with pytest.warns(TfpipeWarning, match=r"skipped 2 link\(s\) that loop back"):
         src = tfpipe.from_directory(root, follow_links=True)
     assert len(src) == 4 and len(set(src.paths)) == 4
     assert src.labels().tolist() == [0, 0, 0, 1]
@@ -324,7 +331,7 @@ def test_a_folder_reached_twice_raises(tmp_path: Path) -> None:
     root = _folder(tmp_path / "root", {"a": 1, "b": 1})
     (root / "b" / "also_a").symlink_to(root / "a", target_is_directory=True)
     assert len(tfpipe.from_directory(root)) == 2  # not followed: read once
-    with pytest.raises(tfpipe.SourceError, match=r"also_a' is the folder .*/a' again"):
+    with pytest.raises(SourceError, match=r"also_a' is the folder .*/a' again"):
         tfpipe.from_directory(root, follow_links=True)
 
 
@@ -336,7 +343,7 @@ def test_a_folder_reached_twice_raises(tmp_path: Path) -> None:
 def test_a_file_reached_twice_raises(tmp_path: Path) -> None:
     root = _folder(tmp_path / "root", {"a": 1, "b": 1})
     (root / "b" / "copy.png").symlink_to(root / "a" / "0.png")
-    with pytest.raises(tfpipe.SourceError, match=r"copy.png' is the file .*a/0.png' again"):
+    with pytest.raises(SourceError, match=r"copy.png' is the file .*a/0.png' again"):
         tfpipe.from_directory(root)
 
 
@@ -346,7 +353,7 @@ def test_an_unreadable_folder_raises_instead_of_being_left_out(tmp_path: Path) -
     (root / "a" / "locked").mkdir()
     (root / "a" / "locked").chmod(0)
     try:
-        with pytest.raises(tfpipe.SourceError, match=r"cannot list the folder .*locked"):
+        with pytest.raises(SourceError, match=r"cannot list the folder .*locked"):
             tfpipe.from_directory(root)
     finally:
         (root / "a" / "locked").chmod(0o755)
@@ -367,7 +374,7 @@ def _repeated_rows(root: Path) -> pd.DataFrame:
 )
 def test_split_keeps_the_rows_of_one_image_together(tmp_path: Path) -> None:
     df = _repeated_rows(tmp_path)
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"path: 48 row\(s\) repeat the image"):
+    with pytest.warns(TfpipeWarning, match=r"path: 48 row\(s\) repeat the image"):
         src = tfpipe.from_dataframe(df, base_dir=tmp_path)
     for seed in range(5):
         parts = src.split({"train": 0.5, "test": 0.25, "val": 0.25}, seed=seed)
@@ -386,7 +393,7 @@ def test_rows_of_one_image_with_different_labels_raise(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 2})
     df = pd.DataFrame({"path": ["a/0.png", "a/1.png", "a/0.png"], "label": ["a", "a", "b"]})
     message = r"label: rows 0 and 2 name the same image .* \('a' and 'b'\)"
-    with pytest.raises(tfpipe.SourceError, match=message):
+    with pytest.raises(SourceError, match=message):
         tfpipe.from_dataframe(df, base_dir=tmp_path)
 
 
@@ -413,7 +420,7 @@ def test_values_out_of_range_are_not_written(
     tmp_path: Path, dtype: str, values: np.ndarray, message: str
 ) -> None:
     src = tfpipe.from_arrays({"v": values}, schema=tfpipe.Schema({"v": tfpipe.Tensor((), dtype)}))
-    with pytest.raises(tfpipe.EncodeError, match=rf"v: {message}.* in example 1$"):
+    with pytest.raises(EncodeError, match=rf"v: {message}.* in example 1$"):
         tfpipe.write_tfrecords(src, tmp_path / "t", shuffle=False, progress=False)
 
 
@@ -426,12 +433,12 @@ def test_loaders_refuse_values_out_of_range() -> None:
     schema = tfpipe.Schema({"x": tfpipe.Tensor((), "uint8"), "label": tfpipe.ClassLabel(["a"])})
     src = tfpipe.from_arrays({"x": np.array([7, 300]), "label": np.zeros(2, int)}, schema=schema)
     loader = tfpipe.SequenceLoader(src, batch_size=2, x="x", shuffle=False)
-    with pytest.raises(tfpipe.DecodeError, match=r"x: value 300 is outside .* uint8"):
+    with pytest.raises(DecodeError, match=r"x: value 300 is outside .* uint8"):
         loader[0]
-    with pytest.raises(tfpipe.SourceError, match=r"x: value 300 at index \(1,\)"):
+    with pytest.raises(SourceError, match=r"x: value 300 at index \(1,\)"):
         tfpipe.Pipeline(src).batch(2).build()
     src = tfpipe.from_arrays({"x": np.array([7, 0.5]), "label": np.zeros(2, int)}, schema=schema)
-    with pytest.raises(tfpipe.SourceError, match=r"x: expected uint8, got non-integral"):
+    with pytest.raises(SourceError, match=r"x: expected uint8, got non-integral"):
         tfpipe.Pipeline(src).batch(2).build()
 
 
@@ -439,7 +446,7 @@ def test_array_labels_given_as_names_split_by_class() -> None:
     schema = tfpipe.Schema({"x": tfpipe.Tensor(()), "label": tfpipe.ClassLabel(["b", "a"])})
     src = tfpipe.from_arrays({"x": np.arange(4.0), "label": np.array(list("abab"))}, schema=schema)
     assert src.labels().tolist() == [1, 0, 1, 0]
-    with pytest.warns(tfpipe.TfpipeWarning, match="class 0 has 2 example"):
+    with pytest.warns(TfpipeWarning, match="class 0 has 2 example"):
         parts = src.split({"p": 1 / 3, "q": 1 / 3, "r": 1 / 3})
     assert sorted(len(p) for p in parts.values()) == [0, 2, 2]
 
@@ -509,7 +516,7 @@ def test_a_second_writer_process_fails_and_the_first_finishes(tmp_path: Path) ->
     process, lock = _start_writer(tmp_path, 0.02)
     try:
         src = tfpipe.from_arrays({"x": np.arange(8)})
-        with pytest.raises(tfpipe.TfpipeError, match=rf"train'.*pid {process.pid}"):
+        with pytest.raises(TfpipeError, match=rf"train'.*pid {process.pid}"):
             tfpipe.write_tfrecords(src, tmp_path / "train", progress=False)
         assert process.wait(timeout=120) == 0
     finally:
@@ -574,7 +581,7 @@ def test_a_second_writer_thread_fails_and_the_first_finishes(tmp_path: Path) -> 
         assert time.monotonic() < deadline, "the first writer never took the lock"
         time.sleep(0.01)
     other = tfpipe.from_arrays({"x": np.arange(4)})
-    with pytest.raises(tfpipe.TfpipeError, match=r"this process: another thread"):
+    with pytest.raises(TfpipeError, match=r"this process: another thread"):
         tfpipe.write_tfrecords(other, tmp_path / "train", progress=False)
     tfpipe.write_tfrecords(other, tmp_path / "other", progress=False)  # another prefix is free
     gated.gate.set()

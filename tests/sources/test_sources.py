@@ -11,6 +11,7 @@ import pytest
 from PIL import Image as PILImage
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError, TfpipeWarning
 
 
 def _write_images(root: Path, names: list[str]) -> None:
@@ -49,7 +50,7 @@ def test_directory_extensions_are_case_insensitive_and_filter(tmp_path: Path) ->
     _write_images(tmp_path, ["a/1.JPG", "a/2.png", "b/3.jpeg", "b/notes.txt"])
     (tmp_path / "b" / "notes.txt").write_text("not an image")
     assert len(tfpipe.from_directory(tmp_path)) == 3
-    with pytest.warns(tfpipe.TfpipeWarning, match=r"\['b'\] hold no files with extensions"):
+    with pytest.warns(TfpipeWarning, match=r"\['b'\] hold no files with extensions"):
         only_png = tfpipe.from_directory(tmp_path, extensions=["png"])
     assert [Path(only_png[i]["image"]).name for i in range(len(only_png))] == ["2.png"]
     with pytest.raises(ValueError, match="extensions must be a non-empty list"):
@@ -66,7 +67,7 @@ def test_directory_follow_links(tmp_path: Path) -> None:
 
 
 def test_directory_missing_root(tmp_path: Path) -> None:
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"does-not-exist.*does not exist"):
+    with pytest.raises(DataNotFoundError, match=r"does-not-exist.*does not exist"):
         tfpipe.from_directory(tmp_path / "does-not-exist")
     with pytest.raises(FileNotFoundError):
         tfpipe.from_directory(tmp_path / "does-not-exist")
@@ -74,14 +75,14 @@ def test_directory_missing_root(tmp_path: Path) -> None:
 
 def test_directory_without_class_folders(tmp_path: Path) -> None:
     _write_images(tmp_path, ["1.jpg", "2.jpg"])
-    with pytest.raises(tfpipe.SourceError, match=r"no class sub-folders.*root/<class name>"):
+    with pytest.raises(SourceError, match=r"no class sub-folders.*root/<class name>"):
         tfpipe.from_directory(tmp_path)
 
 
 def test_directory_with_only_empty_class_folders(tmp_path: Path) -> None:
     (tmp_path / "cat").mkdir()
     (tmp_path / "dog").mkdir()
-    with pytest.raises(tfpipe.SourceError, match="found no files with extensions"):
+    with pytest.raises(SourceError, match="found no files with extensions"):
         tfpipe.from_directory(tmp_path)
 
 
@@ -152,20 +153,20 @@ def test_dataframe_list_cells_are_never_evaluated(
             "tags": ["[0, 1]", f"[__import__('pathlib').Path({str(marker)!r}).touch()]"],
         }
     )
-    with pytest.raises(tfpipe.SourceError, match=r"tags: cannot parse .* as a list in row 1"):
+    with pytest.raises(SourceError, match=r"tags: cannot parse .* as a list in row 1"):
         tfpipe.from_dataframe(df, label_cols=["tags"], base_dir=image_folder)
     assert not marker.exists()
 
 
 def test_dataframe_missing_column(image_dataframe: pd.DataFrame) -> None:
-    with pytest.raises(tfpipe.SourceError, match="label_cols: column 'class' is not in"):
+    with pytest.raises(SourceError, match="label_cols: column 'class' is not in"):
         tfpipe.from_dataframe(image_dataframe, label_cols=["class"])
-    with pytest.raises(tfpipe.SourceError, match=r"path_col: column 'file'.*\['path', 'label'\]"):
+    with pytest.raises(SourceError, match=r"path_col: column 'file'.*\['path', 'label'\]"):
         tfpipe.from_dataframe(image_dataframe, path_col="file")
 
 
 def test_dataframe_missing_image_files(image_folder: Path, image_dataframe: pd.DataFrame) -> None:
-    with pytest.raises(tfpipe.DataNotFoundError, match=r"36 image file.*row 0.*pass base_dir="):
+    with pytest.raises(DataNotFoundError, match=r"36 image file.*row 0.*pass base_dir="):
         tfpipe.from_dataframe(image_dataframe)
     df = image_dataframe.copy()
     df.loc[5, "path"] = "circle/gone.jpg"
@@ -175,7 +176,7 @@ def test_dataframe_missing_image_files(image_folder: Path, image_dataframe: pd.D
 
 def test_dataframe_nan_label(image_folder: Path, image_dataframe: pd.DataFrame) -> None:
     df = image_dataframe.head(4).assign(label=[0, 1, np.nan, 1])
-    with pytest.raises(tfpipe.SourceError, match="label: missing label in row 2"):
+    with pytest.raises(SourceError, match="label: missing label in row 2"):
         tfpipe.from_dataframe(df, base_dir=image_folder)
 
 
@@ -185,17 +186,17 @@ def test_dataframe_unknown_class_name_with_given_schema(
     schema = tfpipe.Schema(
         {"image": tfpipe.Image(), "label": tfpipe.ClassLabel(names=["circle", "square"])}
     )
-    with pytest.raises(tfpipe.SourceError, match=r"label: unknown class name 'triangle'.* row 24"):
+    with pytest.raises(SourceError, match=r"label: unknown class name 'triangle'.* row 24"):
         tfpipe.from_dataframe(image_dataframe, base_dir=image_folder, schema=schema)
 
 
 def test_dataframe_bad_inputs(image_folder: Path, image_dataframe: pd.DataFrame) -> None:
-    with pytest.raises(tfpipe.SourceError, match="df must be a pandas DataFrame, got dict"):
+    with pytest.raises(SourceError, match="df must be a pandas DataFrame, got dict"):
         tfpipe.from_dataframe({"path": []})  # type: ignore[arg-type]
-    with pytest.raises(tfpipe.SourceError, match="df is empty"):
+    with pytest.raises(SourceError, match="df is empty"):
         tfpipe.from_dataframe(image_dataframe.head(0))
     mixed = image_dataframe.head(2).assign(label=[1, 2.5])
-    with pytest.raises(tfpipe.SourceError, match="label: expected class names or int indices"):
+    with pytest.raises(SourceError, match="label: expected class names or int indices"):
         tfpipe.from_dataframe(mixed, base_dir=image_folder)
 
 
@@ -228,13 +229,13 @@ def test_arrays_infer_the_schema() -> None:
 
 
 def test_arrays_length_mismatch_and_bad_inputs() -> None:
-    with pytest.raises(tfpipe.SourceError, match=r"first dimension.*'x': 3, 'label': 2"):
+    with pytest.raises(SourceError, match=r"first dimension.*'x': 3, 'label': 2"):
         tfpipe.from_arrays({"x": np.zeros((3, 2)), "label": np.zeros(2, np.int64)})
-    with pytest.raises(tfpipe.SourceError, match="non-empty dict"):
+    with pytest.raises(SourceError, match="non-empty dict"):
         tfpipe.from_arrays({})
-    with pytest.raises(tfpipe.SourceError, match="arrays are empty"):
+    with pytest.raises(SourceError, match="arrays are empty"):
         tfpipe.from_arrays({"x": np.zeros((0, 2))})
-    with pytest.raises(tfpipe.SchemaError, match="arrays: feature 'y' is not in the schema"):
+    with pytest.raises(SchemaError, match="arrays: feature 'y' is not in the schema"):
         tfpipe.from_arrays({"y": np.zeros(3)}, schema=tfpipe.Schema({"x": tfpipe.Tensor()}))
 
 
@@ -308,13 +309,13 @@ def test_split_refuses_a_negative_seed_naming_it() -> None:
 
 def test_split_warns_when_stratify_is_impossible() -> None:
     src = tfpipe.from_arrays({"x": np.arange(10.0)})
-    with pytest.warns(tfpipe.TfpipeWarning, match="stratify=True.*ignored.*no class labels"):
+    with pytest.warns(TfpipeWarning, match="stratify=True.*ignored.*no class labels"):
         parts = src.split({"train": 0.8, "test": 0.2})
     assert (len(parts["train"]), len(parts["test"])) == (8, 2)
 
 
 def test_split_warns_when_a_class_is_too_small_for_every_split() -> None:
     src = tfpipe.from_arrays({"x": np.arange(7.0), "label": np.array([0, 0, 0, 1, 1, 1, 2])})
-    with pytest.warns(tfpipe.TfpipeWarning, match="class 2 has 1 example.*3 splits"):
+    with pytest.warns(TfpipeWarning, match="class 2 has 1 example.*3 splits"):
         parts = src.split({"a": 0.4, "b": 0.3, "c": 0.3})
     assert set().union(*(_indices(p) for p in parts.values())) == set(range(7))

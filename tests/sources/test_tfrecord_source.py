@@ -14,6 +14,8 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.tfrecords import INDEX_FOLDER
 
 SCHEMA = tfpipe.Schema(
@@ -21,9 +23,7 @@ SCHEMA = tfpipe.Schema(
 )
 
 
-def write_ids(
-    prefix: Path, count: int, num_shards: int = 2, **kwargs: object
-) -> tfpipe.DatasetInfo:
+def write_ids(prefix: Path, count: int, num_shards: int = 2, **kwargs: object) -> DatasetInfo:
     """Writes examples {"id": i, "label": i % 3} in id order."""
     source = tfpipe.from_arrays(
         {"id": np.arange(count), "label": np.arange(count) % 3}, schema=SCHEMA
@@ -112,7 +112,7 @@ def test_unsaveable_index_warns(tmp_path: Path) -> None:
     (tmp_path / INDEX_FOLDER).write_text("not a folder")
     blocked = tmp_path / "blocked"
     blocked.write_text("not a folder either")
-    with pytest.warns(tfpipe.TfpipeWarning, match="could not save the index"):
+    with pytest.warns(TfpipeWarning, match="could not save the index"):
         src = tfpipe.from_tfrecords(tmp_path / "train", cache_dir=blocked / "cache")
     assert int(src[2]["id"]) == 2
     assert int(pickle.loads(pickle.dumps(src))[1]["id"]) == 1
@@ -124,14 +124,14 @@ def test_schema_comes_from_metadata_or_must_be_given(tmp_path: Path) -> None:
     assert by_glob.schema == SCHEMA
     loose = tmp_path / "loose.tfrecord"
     loose.write_bytes(info.files[0].read_bytes())
-    with pytest.raises(tfpipe.SchemaError, match="pass schema="):
+    with pytest.raises(SchemaError, match="pass schema="):
         tfpipe.from_tfrecords(loose)
     assert len(tfpipe.from_tfrecords(loose, schema=SCHEMA)) == info.shards[0].num_examples
 
 
 def test_gzip_shards_are_refused_with_a_fix(tmp_path: Path) -> None:
     write_ids(tmp_path / "train", 4, compression="gzip")
-    with pytest.raises(tfpipe.SourceError, match=r"gzip-compressed.*compression=None"):
+    with pytest.raises(SourceError, match=r"gzip-compressed.*compression=None"):
         tfpipe.from_tfrecords(tmp_path / "train")
 
 
@@ -142,7 +142,7 @@ def test_truncated_shard_names_the_file_and_offset(tmp_path: Path) -> None:
     shard.write_bytes(data[:-5])
     record_size = len(data) // 3
     with pytest.raises(
-        tfpipe.SourceError, match=rf"part\.tfrecord.*byte offset {2 * record_size} \(record 2\)"
+        SourceError, match=rf"part\.tfrecord.*byte offset {2 * record_size} \(record 2\)"
     ):
         tfpipe.from_tfrecords(shard, schema=SCHEMA)
 
@@ -153,13 +153,13 @@ def test_corrupt_length_is_detected(tmp_path: Path) -> None:
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
-    with pytest.raises(tfpipe.SourceError, match="length checksum is wrong"):
+    with pytest.raises(SourceError, match="length checksum is wrong"):
         tfpipe.from_tfrecords(shard, schema=SCHEMA)
 
 
 def test_an_empty_file_without_metadata_is_refused(tmp_path: Path) -> None:
     (tmp_path / "empty.tfrecord").write_bytes(b"")
-    with pytest.raises(tfpipe.SourceError, match=r"empty\.tfrecord' is empty \(0 bytes\)"):
+    with pytest.raises(SourceError, match=r"empty\.tfrecord' is empty \(0 bytes\)"):
         tfpipe.from_tfrecords(tmp_path / "empty.tfrecord", schema=SCHEMA)
 
 
@@ -178,7 +178,7 @@ def test_reading_a_shard_that_changed_after_indexing_fails_clearly(tmp_path: Pat
     info = write_ids(tmp_path / "train", 6, num_shards=1)
     src = tfpipe.from_tfrecords(tmp_path / "train")
     rewrite_shard(info.files[0], [50] * 2 + [123456789] * 4)
-    with pytest.raises(tfpipe.SourceError, match="changed since"):
+    with pytest.raises(SourceError, match="changed since"):
         src[5]
 
 

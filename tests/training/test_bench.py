@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError
 from tfpipe.training.adapters import adapt
 from tfpipe.training.bench import measure
 
@@ -80,7 +81,7 @@ def test_benchmark_rejects_bad_batches(batches: object) -> None:
 def test_benchmark_rejects_unknown_inputs_and_missing_paths(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"Received: data of type dict"):
         tfpipe.benchmark({"x": [1, 2]})
-    with pytest.raises(tfpipe.DataNotFoundError, match="no tfpipe metadata file"):
+    with pytest.raises(DataNotFoundError, match="no tfpipe metadata file"):
         tfpipe.benchmark(str(tmp_path / "missing"))
 
 

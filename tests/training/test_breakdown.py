@@ -22,6 +22,7 @@ from tfpipe.training import model_probe
 from tfpipe.training.bench import Throughput
 from tfpipe.training.breakdown import Breakdown, InputStages
 from tfpipe.training.map_costs import input_stages
+from tfpipe.training.report import FitReport
 from tfpipe.training.timing import INPUT_WAIT, Clock, HookCalls, Timings
 
 fit_module = importlib.import_module("tfpipe.training.fit")
@@ -281,7 +282,7 @@ def test_costly_maps_get_advice_cheap_ones_none() -> None:
 
 
 def test_the_plot_draws_the_breakdown(tmp_path: Path) -> None:
-    report = tfpipe.FitReport.build(
+    report = FitReport.build(
         input_alone=Throughput(600.0, 18.75, 0.1, 20, 640),
         model_examples_per_s=10_000.0,
         achieved_examples_per_s=550.0,

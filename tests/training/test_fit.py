@@ -18,6 +18,8 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 from tfpipe.training import model_probe
 from tfpipe.training.adapters import adapt
 from tfpipe.training.bench import Throughput
@@ -29,6 +31,7 @@ from tfpipe.training.fit import (
 )
 from tfpipe.training.model_probe import model_state, probe_model
 from tfpipe.training.plan import _full_batch
+from tfpipe.training.report import FitReport
 
 fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
 
@@ -77,8 +80,8 @@ def arrays_dataset(count: int = 40, batch: int = 8) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch)
 
 
-def check_report(report: tfpipe.FitReport, kind: str, batch_size: int) -> None:
-    assert isinstance(report, tfpipe.FitReport)
+def check_report(report: FitReport, kind: str, batch_size: int) -> None:
+    assert isinstance(report, FitReport)
     assert report.input_kind == kind
     assert report.batch_size == batch_size
     for rate in (
@@ -279,7 +282,7 @@ def test_repeated_dataset_of_unknown_size_needs_steps() -> None:
 def test_steps_beyond_finite_data_is_an_error_and_fewer_warn() -> None:
     with pytest.raises(ValueError, match="steps_per_epoch=9 but data has 5 batches"):
         tfpipe.fit(tiny_cnn(), arrays_dataset(), steps_per_epoch=9, verbose=0)
-    with pytest.warns(tfpipe.TfpipeWarning, match="covers 2 of the 5 batches"):
+    with pytest.warns(TfpipeWarning, match="covers 2 of the 5 batches"):
         tfpipe.fit(tiny_cnn(), arrays_dataset(), steps_per_epoch=2, report=False, verbose=0)
 
 
@@ -291,7 +294,7 @@ def test_steps_beyond_finite_data_is_an_error_and_fewer_warn() -> None:
     ],
 )
 def test_arguments_that_cannot_apply_warn(kwargs: dict[str, Any], message: str) -> None:
-    with pytest.warns(tfpipe.TfpipeWarning, match=message):
+    with pytest.warns(TfpipeWarning, match=message):
         tfpipe.fit(tiny_cnn(), arrays_dataset(), report=False, verbose=0, **kwargs)
 
 
@@ -329,20 +332,18 @@ def test_model_probe_builds_an_untrained_model_and_restores_it() -> None:
 
 
 def test_path_without_metadata_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(tfpipe.DataNotFoundError, match="no tfpipe metadata file"):
+    with pytest.raises(DataNotFoundError, match="no tfpipe metadata file"):
         tfpipe.fit(tiny_cnn(), str(tmp_path / "nothing"), verbose=0)
 
 
 def test_wrong_structure_for_the_model_is_a_clear_error() -> None:
     images_only = arrays_dataset().map(lambda x, y: {"pixels": x})
-    with pytest.raises(tfpipe.SchemaError, match="do not fit the model"):
+    with pytest.raises(SchemaError, match="do not fit the model"):
         tfpipe.fit(tiny_cnn(), images_only, verbose=0)
     wrong_shape = tf.data.Dataset.from_tensor_slices(
         (np.zeros((8, 5, 5, 1), np.float32), np.zeros(8, np.int64))
     ).batch(4)
-    with pytest.raises(
-        tfpipe.SchemaError, match=r"float32\[4, 5, 5, 1\].*float32\[None, 16, 16, 3\]"
-    ):
+    with pytest.raises(SchemaError, match=r"float32\[4, 5, 5, 1\].*float32\[None, 16, 16, 3\]"):
         tfpipe.fit(tiny_cnn(), wrong_shape, verbose=0)
 
 
@@ -412,7 +413,7 @@ def test_unknown_epoch_length_keeps_one_step_per_execution(
     monkeypatch.setattr(model_probe, "SHORT_STEP_S", 1e3)
     monkeypatch.setattr(model_probe, "TARGET_EXECUTION_S", 1e3)
     monkeypatch.setattr(model_probe, "MIN_GAIN", -1e9)
-    schema = tfpipe.DatasetInfo.load(records).schema
+    schema = DatasetInfo.load(records).schema
     # Plain file names: no tfpipe shard names, so no metadata is found for them.
     shards = []
     for k, shard in enumerate(sorted(Path(records).parent.glob("train-*.tfrecord"))):
@@ -533,9 +534,9 @@ def test_numeric_arguments_refuse_bools_nan_inf_and_non_positive(
 
 def report_of(
     input_rate: float, achieved: float, kind: str, image_encoding: str | None = None
-) -> tfpipe.FitReport:
+) -> FitReport:
     """A report of batches of 64 for a model that consumes 1,000 examples/s alone."""
-    return tfpipe.FitReport.build(
+    return FitReport.build(
         input_alone=Throughput(input_rate, input_rate / 64, 0.1, 10, 640),
         model_examples_per_s=1000.0,
         achieved_examples_per_s=achieved,
@@ -559,17 +560,17 @@ def test_an_estimated_wait_does_not_overrule_a_far_faster_input() -> None:
         "steps_per_execution": 1,
         "steps_per_execution_chosen": False,
     }
-    measured = tfpipe.FitReport.build(**rates, measured_wait=0.02)
+    measured = FitReport.build(**rates, measured_wait=0.02)
     assert (measured.verdict, measured.input_wait_fraction) == ("compute-bound", 0.02)
     assert measured.input_wait_measured
     assert "2% of the train steps' time, measured" in str(measured)
-    estimated = tfpipe.FitReport.build(**rates)
+    estimated = FitReport.build(**rates)
     assert estimated.verdict == "compute-bound" and not estimated.input_wait_measured
     assert estimated.input_wait_fraction == pytest.approx(1 - 755 / 993)
     assert "is not put down to the input, which alone is 51x faster" in estimated.advice[1]
     assert "estimated (1 - achieved / model alone)" in str(estimated)
     # A measured wait is the input's, however fast the input is alone (it competes for the CPU).
-    busy = tfpipe.FitReport.build(**rates, measured_wait=0.4)
+    busy = FitReport.build(**rates, measured_wait=0.4)
     assert busy.verdict == "input-bound"
 
 
@@ -738,7 +739,7 @@ def test_a_run_without_timed_steps_claims_no_verdict(kwargs: dict[str, Any], why
 def test_report_without_an_achieved_rate_under_replicas_claims_no_verdict() -> None:
     # Several replicas: the model alone is not timed either; the advice must not divide by
     # an achieved rate that does not exist.
-    report = tfpipe.FitReport.build(
+    report = FitReport.build(
         input_alone=Throughput(900.0, 28.1, 0.4, 50, 1600),
         model_examples_per_s=None,
         achieved_examples_per_s=None,

@@ -10,12 +10,13 @@ import pytest
 import tfpipe
 from tfpipe.cli.parser import main
 from tfpipe.training.bench import Throughput
+from tfpipe.training.report import FitReport
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def report(achieved: float) -> tfpipe.FitReport:
-    return tfpipe.FitReport.build(
+def report(achieved: float) -> FitReport:
+    return FitReport.build(
         input_alone=Throughput(600.0, 18.75, 0.1, 20, 640),
         model_examples_per_s=10_000.0,
         achieved_examples_per_s=achieved,

@@ -21,7 +21,8 @@ import tensorflow as tf
 
 import tfpipe
 from example_scripts import load
-from tfpipe.errors import SourceError
+from tfpipe.errors import DecodeError, SourceError, TfpipeWarning
+from tfpipe.format.metadata import DatasetInfo
 
 RUN = Path(__file__).with_name("resume_run.py")
 STEPS = 10  # 40 examples in batches of 4
@@ -109,7 +110,7 @@ def test_skipped_images_are_never_decoded(tmp_path: Path) -> None:
     (folder / f"class_{damaged % 2}" / f"{damaged:05d}.png").write_bytes(b"not a png")
     assert _folder_ids(pipeline.start_at(0, 1).build()) == epoch[1:]
     bad = rf"{damaged:05d}\.png, feature 'image': cannot be decoded"
-    with pytest.raises(tfpipe.DecodeError, match=bad):  # the built dataset names the file
+    with pytest.raises(DecodeError, match=bad):  # the built dataset names the file
         _folder_ids(pipeline.start_at(0).build())
 
 
@@ -160,7 +161,7 @@ def test_build_distributed_starts_at_a_global_step() -> None:
     pipeline = tfpipe.Pipeline(source).shuffle(seed=3).batch(8).as_supervised("id", "label")
     loader = tfpipe.SequenceLoader(source, 8, x="id", y="label", seed=3)
     for data in (pipeline, loader):
-        with pytest.warns(tfpipe.TfpipeWarning, match="2 of 42 examples are left out"):
+        with pytest.warns(TfpipeWarning, match="2 of 42 examples are left out"):
             whole = data.start_at(0).build_distributed()
             rest = data.start_at(1, 3).build_distributed()
         batches = iter(whole.dataset)
@@ -263,9 +264,9 @@ def test_backup_of_other_records_of_the_same_shape_is_refused(tmp_path: Path) ->
     with pytest.raises(_Preempted):
         tfpipe.fit(_model(), _written(prefix, seed=0), epochs=2, backup_dir=backup, save_every=3,
                    callbacks=[_Interrupt()], report=False, verbose=0)  # fmt: skip
-    before = tfpipe.DatasetInfo.load(prefix).shards
+    before = DatasetInfo.load(prefix).shards
     again = _written(prefix, seed=1)
-    after = tfpipe.DatasetInfo.load(prefix).shards
+    after = DatasetInfo.load(prefix).shards
     assert [(s.file, s.num_bytes, s.num_examples) for s in before] == [
         (s.file, s.num_bytes, s.num_examples) for s in after
     ]

@@ -24,7 +24,8 @@ class ShardInfo:
     """One shard: its file name (relative to the metadata file), examples, bytes and digest.
 
     Examples:
-        >>> shard = tfpipe.DatasetInfo.load("out/train").shards[0]
+        >>> from tfpipe.format.metadata import DatasetInfo
+        >>> shard = DatasetInfo.load("out/train").shards[0]
         >>> shard.file, shard.num_examples, len(shard.crc32c)
         ('train-00000-of-00002.tfrecord', 12, 8)
 
@@ -51,7 +52,8 @@ class SkippedExample:
         >>> source = tfpipe.from_arrays({"label": np.array([0, 1, 5])},
         ...                             tfpipe.Schema({"label": tfpipe.ClassLabel(num_classes=2)}))
         >>> import warnings
-        >>> with warnings.catch_warnings(action="ignore", category=tfpipe.TfpipeWarning):
+        >>> from tfpipe.errors import TfpipeWarning
+        >>> with warnings.catch_warnings(action="ignore", category=TfpipeWarning):
         ...     info = tfpipe.write_tfrecords(source, "out/skips", on_error="skip", progress=False)
         >>> skipped = info.skipped[0]
         >>> skipped.index, skipped.origin, info.num_examples
@@ -68,7 +70,8 @@ class DatasetInfo:
     """What `write_tfrecords` wrote: schema, counts, shards, skipped inputs.
 
     Examples:
-        >>> info = tfpipe.DatasetInfo.load("out/train")
+        >>> from tfpipe.format.metadata import DatasetInfo
+        >>> info = DatasetInfo.load("out/train")
         >>> info.num_examples, len(info.files)
         (24, 2)
 
@@ -103,7 +106,8 @@ class DatasetInfo:
         """The shard paths, in order.
 
         Examples:
-            >>> [path.name for path in tfpipe.DatasetInfo.load("out/train").files]
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> [path.name for path in DatasetInfo.load("out/train").files]
             ['train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
         """
         return [self.directory / shard.file for shard in self.shards]
@@ -113,7 +117,8 @@ class DatasetInfo:
         """Bytes of all the shards, as written.
 
         Examples:
-            >>> info = tfpipe.DatasetInfo.load("out/train")
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> info = DatasetInfo.load("out/train")
             >>> info.num_bytes == sum(path.stat().st_size for path in info.files)
             True
         """
@@ -124,7 +129,8 @@ class DatasetInfo:
         """Class names per ClassLabel feature that has names.
 
         Examples:
-            >>> tfpipe.DatasetInfo.load("out/train").class_names
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> DatasetInfo.load("out/train").class_names
             {'label': ['circle', 'square', 'triangle']}
         """
         return {
@@ -138,7 +144,8 @@ class DatasetInfo:
         """The metadata file: `<directory>/<name>.json` (`dataset_info.json` for a TFDS split).
 
         Examples:
-            >>> tfpipe.DatasetInfo.load("out/train").metadata_path.name
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> DatasetInfo.load("out/train").metadata_path.name
             'train.json'
         """
         return self.directory / (self.metadata_file or metadata_name(self.name))
@@ -147,7 +154,8 @@ class DatasetInfo:
         """The content of the metadata file, as JSON types.
 
         Examples:
-            >>> data = tfpipe.DatasetInfo.load("out/train").to_dict()
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> data = DatasetInfo.load("out/train").to_dict()
             >>> data["format"], data["num_examples"], len(data["shards"])
             ('tfpipe-tfrecords', 24, 2)
         """
@@ -172,7 +180,8 @@ class DatasetInfo:
         local disks; a copy then a delete on object stores, where the file appears whole).
 
         Examples:
-            >>> info = tfpipe.DatasetInfo.load("out/train")
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> info = DatasetInfo.load("out/train")
             >>> info.save().name
             'train.json'
         """
@@ -191,7 +200,8 @@ class DatasetInfo:
         another number of records than `dataset_info.json` lists.
 
         Examples:
-            >>> info = tfpipe.DatasetInfo.load("out/train.json")
+            >>> from tfpipe.format.metadata import DatasetInfo
+            >>> info = DatasetInfo.load("out/train.json")
             >>> info.name, info.num_examples, info.compression
             ('train', 24, None)
         """

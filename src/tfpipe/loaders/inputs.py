@@ -24,7 +24,7 @@ from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_near
 from tfpipe.format.compression import check_compression, tf_compression
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import infer_schema
-from tfpipe.records.reader import check_first_record, common_compression, locate
+from tfpipe.records.locate import check_first_record, common_compression, locate
 from tfpipe.records.verification import Fault, failing_images, first_fault
 from tfpipe.schema import Schema
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset

@@ -41,7 +41,7 @@ from tfpipe.format.lookup import names_dataset, resolve_files
 from tfpipe.format.metadata import DatasetInfo, ShardInfo
 from tfpipe.format.naming import SHARDS, metadata_path
 from tfpipe.records.infer import PathArg, infer_schema
-from tfpipe.records.reader import RAW_ERRORS, locate
+from tfpipe.records.locate import RAW_ERRORS, locate
 from tfpipe.schema import Schema
 
 _CHUNK = 256
@@ -53,7 +53,8 @@ class Fault:
     """One problem in a dataset: where it is and what is wrong.
 
     Examples:
-        >>> print(tfpipe.Fault("out/train-00001-of-00002.tfrecord", 7, "image", "bad JPEG"))
+        >>> from tfpipe.records import Fault
+        >>> print(Fault("out/train-00001-of-00002.tfrecord", 7, "image", "bad JPEG"))
         record 7 of out/train-00001-of-00002.tfrecord, feature 'image': bad JPEG
 
     Attributes:

@@ -196,7 +196,8 @@ class FitReport:
             >>> from tfpipe.training.bench import Throughput
             >>> input_alone = Throughput(examples_per_s=900.0, batches_per_s=28.1,
             ...                          first_batch_s=0.4, batches=50, examples=1600)
-            >>> report = tfpipe.FitReport.build(
+            >>> from tfpipe.training.report import FitReport
+            >>> report = FitReport.build(
             ...     input_alone=input_alone, model_examples_per_s=2000.0,
             ...     achieved_examples_per_s=850.0, input_kind="Pipeline", batch_size=32,
             ...     steps_per_execution=1, steps_per_execution_chosen=False, image_encoding="jpeg")
@@ -308,7 +309,8 @@ class FitReport:
 
         Examples:
             >>> from tfpipe.training.bench import Throughput
-            >>> report = tfpipe.FitReport.build(
+            >>> from tfpipe.training.report import FitReport
+            >>> report = FitReport.build(
             ...     input_alone=Throughput(900.0, 28.1, 0.4, 50, 1600), model_examples_per_s=2000.0,
             ...     achieved_examples_per_s=850.0, input_kind="Pipeline", batch_size=32,
             ...     steps_per_execution=1, steps_per_execution_chosen=False)
