@@ -23,7 +23,7 @@ import pytest
 
 import tfpipe
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
-from tfpipe.loaders.workers import WatchedPool, _sentinels
+from tfpipe.loaders.workers import WatchedPool, live_sentinels
 
 COUNT = 22
 ID_SCHEMA = tfpipe.Schema(
@@ -403,7 +403,7 @@ def test_watched_pool_without_deaths_behaves_like_a_pool() -> None:
     pool.join()
     pool.terminate()
     # A worker the pool registered but has not started yet is not waited on (nor an error).
-    assert _sentinels([multiprocessing.Process(target=abs, args=(1,))]) == []
+    assert live_sentinels([multiprocessing.Process(target=abs, args=(1,))]) == []
 
 
 def test_loader_pickles_small_and_the_same() -> None:

@@ -39,18 +39,6 @@ MOST_MODULE_LINES = 700
 MOST_FUNCTION_LINES = 80  # lines of code: docstrings, comments and blank lines not counted
 MOST_TOP_LEVEL_MODULES = 10
 
-# Breaks other helpers of issue 25 are fixing on their branches now. EMPTY in spirit: each
-# entry goes when its branch merges (an entry that no longer breaks fails
-# `test_no_stale_exceptions`), and nothing new is ever added.
-BROKEN_UNTIL_MERGED = {
-    "long module tfpipe.loaders.pipeline": "Pipeline split (issue 25, being split)",
-    # Issue 25 item 4, in files the Pipeline and format helpers are editing now: whoever merges
-    # last breaks the cycle (a public module both import, or one of the two holding the other).
-    "cycle tfpipe.loaders.sequence -> tfpipe.loaders.sequence_shards -> tfpipe.loaders.sequence": (
-        "SequenceLoader's type imported for type checking (issue 25, loaders/ being split)"
-    ),
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class Import:
@@ -277,36 +265,24 @@ def crowded_top_level(root: Path = SRC) -> list[str]:
     return names if len(names) > MOST_TOP_LEVEL_MODULES else []
 
 
-def known_breaks(found: list[str]) -> list[str]:
-    """`found` without the breaks listed in BROKEN_UNTIL_MERGED."""
-    return [line for line in found if line.split(" (")[0] not in BROKEN_UNTIL_MERGED]
-
-
 def test_imports_run_down_the_layers() -> None:
-    assert known_breaks(upward_imports()) == []
+    assert upward_imports() == []
 
 
 def test_nothing_underscored_crosses_a_module_line() -> None:
-    assert known_breaks(private_imports()) == []
+    assert private_imports() == []
 
 
 def test_no_import_cycle() -> None:
-    assert known_breaks(cycles()) == []
+    assert cycles() == []
 
 
 def test_modules_and_functions_are_short() -> None:
-    assert known_breaks(long_code()) == []
+    assert long_code() == []
 
 
 def test_the_top_level_holds_few_modules() -> None:
     assert crowded_top_level() == []
-
-
-def test_no_stale_exceptions() -> None:
-    """A break fixed is taken off BROKEN_UNTIL_MERGED, so the list only shrinks to empty."""
-    every = upward_imports() + private_imports() + cycles() + long_code()
-    found = {line.split(" (")[0] for line in every}
-    assert sorted(set(BROKEN_UNTIL_MERGED) - found) == []
 
 
 # Each rule, broken on purpose in a copy of the package, fails.
@@ -338,7 +314,7 @@ def add_line(root: Path, module: str, line: str) -> None:
 )
 def test_an_upward_import_fails(package_copy: Path, line: str) -> None:
     add_line(package_copy, "features/base.py", line)
-    assert len(known_breaks(upward_imports(package_copy))) == 1
+    assert len(upward_imports(package_copy)) == 1
 
 
 @pytest.mark.parametrize(
@@ -353,22 +329,20 @@ def test_an_upward_import_fails(package_copy: Path, line: str) -> None:
 def test_an_underscored_import_fails(package_copy: Path, line: str) -> None:
     (package_copy / "tfpipe" / "features" / "_private_module.py").write_text("")
     add_line(package_copy, "schema.py", line)
-    assert len(known_breaks(private_imports(package_copy))) == 1
+    assert len(private_imports(package_copy)) == 1
 
 
 def test_an_import_cycle_fails(package_copy: Path) -> None:
     add_line(package_copy, "errors.py", "def later():\n    from tfpipe import fs")
     add_line(package_copy, "fs.py", "from tfpipe.errors import TfpipeError")
-    assert known_breaks(cycles(package_copy)) == [
-        "cycle tfpipe.errors -> tfpipe.fs -> tfpipe.errors"
-    ]
+    assert cycles(package_copy) == ["cycle tfpipe.errors -> tfpipe.fs -> tfpipe.errors"]
 
 
 def test_a_long_module_or_function_fails(package_copy: Path) -> None:
     body = "".join(f"    x{i} = {i}  # code\n" for i in range(MOST_FUNCTION_LINES + 1))
     add_line(package_copy, "errors.py", f'def long():\n    """Doc."""\n{body}')
     add_line(package_copy, "fs.py", "\n" * MOST_MODULE_LINES)
-    found = known_breaks(long_code(package_copy))
+    found = long_code(package_copy)
     assert [line.split(" (")[0] for line in found] == [
         "long function tfpipe.errors.long",
         "long module tfpipe.fs",
@@ -381,7 +355,7 @@ def test_a_function_of_docstrings_and_comments_is_not_long(package_copy: Path) -
     add_line(
         package_copy, "errors.py", f'def short():\n    """Doc.\n{doc}\n    """\n{body}    x = 1'
     )
-    assert known_breaks(long_code(package_copy)) == known_breaks(long_code())
+    assert long_code(package_copy) == long_code()
 
 
 def test_too_many_top_level_modules_fail(package_copy: Path) -> None:

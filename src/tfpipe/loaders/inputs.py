@@ -1,6 +1,6 @@
 """What `Pipeline` reads: TFRecord shards, in-memory sources, or a Keras `PyDataset`.
 
-Each input turns into a list of named stages (label, function on a `tf.data.Dataset`) so that
+Each input turns into a list of named steps (label, function on a `tf.data.Dataset`) so that
 `Pipeline.explain()` shows exactly what `build()` runs. TFRecords and in-memory sources give a
 stream of cheap *records* (serialized bytes, or example indices) that are shuffled, batched and
 then decoded per batch; a `PyDataset` gives decoded examples directly.
@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -30,7 +31,9 @@ from tfpipe.schema import Schema
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
 
 AUTOTUNE = tf.data.AUTOTUNE
-Stage = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
+# One step of the tf.data graph and its label, a line of `Pipeline.explain()` (not a stage of
+# the report: those are the parts of the input fit times apart).
+Step = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
 _MAX_CYCLE = 8
 
 
@@ -103,11 +106,11 @@ class RecordInput:
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
-    ) -> tuple[list[Stage], bool]:
-        """Stages that yield serialized records; the second value says if records get sharded."""
+    ) -> tuple[list[Step], bool]:
+        """Steps that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
         counts = np.array(self._declared_counts(), np.int64)
-        stages: list[Stage] = [
+        steps: list[Step] = [
             (
                 f"list {len(self.files)} TFRecord file(s) of {self.name}"
                 + (f" ({self.compression})" if self.compression else ""),
@@ -118,9 +121,9 @@ class RecordInput:
         ]
         if by_file:
             num, index = shard  # type: ignore[misc]
-            stages.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
+            steps.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
         if shuffle and (shard is None or by_file):
-            stages.append(
+            steps.append(
                 (
                     f"shuffle file list (seed={seed}, reshuffled each epoch)",
                     lambda ds: ds.shuffle(len(self.files), seed=seed),
@@ -128,7 +131,7 @@ class RecordInput:
             )
         cycle = min(len(self.files), _MAX_CYCLE)
         compression = tf_compression(self.compression)
-        stages.append(
+        steps.append(
             (
                 f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
                 lambda ds: ds.interleave(
@@ -139,7 +142,7 @@ class RecordInput:
                 ),
             )
         )
-        return stages, not by_file
+        return steps, not by_file
 
     def _declared_counts(self) -> list[int]:
         """The record count the metadata declares for each file; -1 where none does."""
@@ -166,8 +169,8 @@ class RecordInput:
     def describe(self) -> str:
         return f"{self.name} ({len(self.files)} TFRecord file(s), {self.num_examples} examples)"
 
-    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
-        """The per-batch stage: vectorised parse_example, then per-element image decode (in a
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Step:
+        """The per-batch step: vectorised parse_example, then per-element image decode (in a
         `tf.map_fn`), or, with `defer_images`, images and masks left as stored bytes for
         `image_decoder` after an unbatch."""
         decoding.check(self.schema)
@@ -216,7 +219,7 @@ def _has_images(inp: RecordInput | MemoryInput) -> bool:
     return any(isinstance(f, Image | Mask) for f in inp.schema.values())
 
 
-Decoders = tuple[Stage, str, Callable[..., dict[str, tf.Tensor]]]
+Decoders = tuple[Step, str, Callable[..., dict[str, tf.Tensor]]]
 
 
 def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
@@ -224,7 +227,7 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
     unbatch: a parallel map of single decodes keeps every core busy, where a `tf.map_fn` over
     each batch left the parallelism to the autotuner's guess per batch.
 
-    Returns the stage reading the images' EXIF orientations per batch (a few vectorised ops)
+    Returns the step reading the images' EXIF orientations per batch (a few vectorised ops)
     into `(batch, orientations)` pairs; the label of the decode; and the function decoding one
     `(example, orientations)` pair, to run in a parallel map of its own or in the next map's.
     """
@@ -262,7 +265,7 @@ def _records(file: tf.Tensor, count: tf.Tensor, compression: str) -> tf.data.Dat
 
 
 def plain(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` traced as written, without AutoGraph: tfpipe's stage functions use TensorFlow's
+    """`fn` traced as written, without AutoGraph: tfpipe's step functions use TensorFlow's
     control flow ops already, and converting them took ~3 s before the first batch."""
     return tf.autograph.experimental.do_not_convert(fn)
 
@@ -342,8 +345,8 @@ class _IndexedInput:
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
-    ) -> tuple[list[Stage], bool]:
-        """Stages that yield the indices; they are sharded and shuffled as records."""
+    ) -> tuple[list[Step], bool]:
+        """Steps that yield the indices; they are sharded and shuffled as records."""
         return [
             (
                 f"indices of {self.count} {self.unit} of a {self.name}",
@@ -405,8 +408,8 @@ class MemoryInput(_IndexedInput):
     def _image_files(self) -> list[str]:
         return [name for name in self._files() if isinstance(self.schema[name], Image)]
 
-    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
-        """The per-batch stage: gather the examples' columns; arrays are resized per batch,
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Step:
+        """The per-batch step: gather the examples' columns; arrays are resized per batch,
         image files decoded per element (`tf.map_fn`) or, with `defer_images`, read into
         their bytes for `image_decoders` after an unbatch."""
         decoding.check(self.schema)
@@ -549,7 +552,7 @@ class PyDatasetInput(_IndexedInput):
         batch = self.dataset[int(index)]
         yield tuple(batch) if isinstance(batch, list) else batch
 
-    def loader(self, det: bool) -> list[Stage]:
+    def loader(self, det: bool) -> list[Step]:
         def load(index: tf.Tensor) -> tf.data.Dataset:
             return tf.data.Dataset.from_generator(
                 self._load, args=(index,), output_signature=self.signature
@@ -564,3 +567,20 @@ class PyDatasetInput(_IndexedInput):
             ),
             ("unbatch into examples", lambda ds: ds.unbatch()),
         ]
+
+
+def make_input(
+    source: Any, schema: Any, compression: str | None
+) -> RecordInput | MemoryInput | PyDatasetInput:
+    """The input of a `Pipeline` for `source`: TFRecords, an in-memory source or a PyDataset."""
+    if isinstance(source, str | os.PathLike | list | tuple):
+        if isinstance(source, list | tuple) and not source:
+            raise ValueError("source: the list of TFRecord files is empty")
+        return RecordInput(source, schema, compression)
+    if schema is not None:
+        raise ValueError(
+            "schema= applies to TFRecord sources only; a tfpipe source carries its own schema"
+        )
+    if isinstance(source, keras.utils.PyDataset):
+        return PyDatasetInput(source)
+    return MemoryInput(source)

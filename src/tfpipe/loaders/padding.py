@@ -19,12 +19,12 @@ import tensorflow as tf
 from tfpipe.checks import check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import Tensor
-from tfpipe.loaders.inputs import AUTOTUNE, Stage
+from tfpipe.loaders.inputs import AUTOTUNE, Step
 from tfpipe.schema import Schema
 
 
 class Padding:
-    """The padding stages of a pipeline, checked against its schema, and what they cut.
+    """The padding steps of a pipeline, checked against its schema, and what they cut.
 
     Args:
         pad: feature name -> length, or None for no padding; each feature must be a `Tensor`
@@ -35,7 +35,7 @@ class Padding:
     """
 
     def __init__(self, pad: Any, value: Any, truncate: bool, schema: Schema | None) -> None:
-        self.stages: list[Stage] = []
+        self.steps: list[Step] = []
         self.cut: dict[str, tf.Variable] = {}
         if pad is None:
             return
@@ -68,9 +68,9 @@ class Padding:
                 ) from e
             if truncate:
                 self.cut[name] = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.stages.append(self._stage(feature, name, length, filler))
+            self.steps.append(self._step(feature, name, length, filler))
 
-    def _stage(self, feature: Tensor, name: str, length: int, filler: Any) -> Stage:
+    def _step(self, feature: Tensor, name: str, length: int, filler: Any) -> Step:
         cut = self.cut.get(name)
 
         def pad(batch: dict[str, Any]) -> dict[str, Any]:

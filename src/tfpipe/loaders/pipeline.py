@@ -1,161 +1,41 @@
 """`tfpipe.Pipeline`: say what the input should do; get the fast `tf.data` graph.
 
-Whatever order the builder methods are called in, `build()` emits the stages in the order the
-tf.data performance guide recommends::
+    Pipeline(source, ...) ──builder methods, each a new Pipeline──▶ its Recipe
+        ──build() / explain() (tfpipe.loaders.assembly)──▶ the tf.data.Dataset / its plan
+        ──build_distributed() (tfpipe.loaders.distributed_pipeline)──▶ one part per worker
 
-    file list shuffle -> interleaved parallel reads -> record shuffle (serialized bytes, cheap)
-    -> batch -> vectorised parse_example -> per-element decode/resize (parallel map)
-    -> cache (after deterministic decoding, before random maps) -> user maps (parallel)
-    -> batch -> as_supervised -> prefetch(AUTOTUNE)
-
-With maps and no cache, images are decoded after the unbatch the maps need, one example at a
-time in the first map's parallel calls (JPEG orientations read per batch before it), rather
-than in a `tf.map_fn` over each batch.
-
-`explain()` returns that plan, one stage per line.
+The stages `build()` emits, in the order the tf.data performance guide recommends whatever
+order the methods are called in, are described in `tfpipe.loaders.assembly`.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import functools
-import inspect
-import math
 import os
-import re
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import keras
 import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int, check_positive, is_int
-from tfpipe.distribute.sharding import (
-    DistributedInput,
-    Layout,
-    distribute,
-    file_split,
-    record_split,
-)
-from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe.distribute.sharding import DistributedInput, Layout, distribute
 from tfpipe.format.lookup import with_split
-from tfpipe.loaders.inputs import (
-    AUTOTUNE,
-    Decoding,
-    MemoryInput,
-    PyDatasetInput,
-    RecordInput,
-    Stage,
-    plain,
+from tfpipe.loaders.assembly import build, explain, locate_fault
+from tfpipe.loaders.distributed_pipeline import (
+    check_distributable,
+    worker_datasets,
+    worker_examples,
 )
+from tfpipe.loaders.inputs import AUTOTUNE, Decoding, PyDatasetInput, make_input
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
+from tfpipe.loaders.recipe import PipelineOptions, Recipe
 from tfpipe.loaders.service import DataService
-from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
-from tfpipe.records.reader import NamedDataset
-from tfpipe.records.verification import Fault, from_input, named_error
+from tfpipe.loaders.supervised import Names, check_known, feature_names
+from tfpipe.loaders.transforms import any_random, new_transform
+from tfpipe.records.verification import Fault
 from tfpipe.schema import Schema
-
-_DEFAULT_BATCH = 64
-_RECORD_BUFFER = 4096
-# Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
-# ran at half the speed of 1024. The record buffer holds at most this many bytes.
-_RECORD_BUFFER_BYTES = 32 * 2**20
-_MIN_RECORD_BUFFER = 256
-_EXAMPLE_BUFFER = 1024
-_FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
-_SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
-
-
-@dataclasses.dataclass(frozen=True)
-class PipelineOptions:
-    """`tf.data.Options` the pipeline sets; see `Pipeline.options`."""
-
-    deterministic: bool | None = None
-    ram_budget_mb: int | None = None
-    threads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.deterministic not in (None, True, False):
-            raise ValueError(
-                f"deterministic must be True, False or None. Received: {self.deterministic!r}"
-            )
-        if self.ram_budget_mb is not None:
-            check_int("ram_budget_mb", self.ram_budget_mb)
-        if self.threads is not None:
-            check_int("threads", self.threads)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Transform:
-    kind: str  # "map" or "filter"
-    fn: Callable[..., Any]
-    random: bool | None
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}({getattr(self.fn, '__name__', type(self.fn).__name__)})"
-
-    @property
-    def _map_dataset(self) -> Callable[..., tf.data.Dataset] | None:
-        # A map with its own map_dataset (tfpipe.augment.Joint) zips a seed onto each example.
-        map_dataset = getattr(self.fn, "map_dataset", None)
-        return map_dataset if callable(map_dataset) else None
-
-    def takes_prepare(self) -> bool:
-        """Whether `apply` can run a `prepare` function in the same parallel call: a map, or
-        a `map_dataset` with a `prepare` argument (as `tfpipe.augment.Joint` has)."""
-        if self.kind != "map":
-            return False
-        map_dataset = self._map_dataset
-        return map_dataset is None or "prepare" in inspect.signature(map_dataset).parameters
-
-    def apply(
-        self, dataset: tf.data.Dataset, prepare: Callable[[Any], Any] | None = None
-    ) -> tf.data.Dataset:
-        """Applies the function, checking that it keeps the structure of the examples;
-        `prepare` first turns each element into the example, in the same call."""
-        if self.kind == "filter":
-            try:
-                return dataset.filter(self.fn)
-            except (TypeError, ValueError) as e:
-                raise SchemaError(f"{self.name} must return a scalar bool tensor: {e}") from e
-        before = dataset.element_spec if prepare is None else dataset.element_spec[0]
-        map_dataset = self._map_dataset
-        if map_dataset is not None:
-            dataset = map_dataset(dataset) if prepare is None else map_dataset(dataset, prepare)
-        else:
-            fn = self.fn if prepare is None else (lambda *parts: self.fn(prepare(parts)))
-            dataset = dataset.map(fn, num_parallel_calls=AUTOTUNE)
-        after = dataset.element_spec
-        if isinstance(before, Mapping) and not isinstance(after, Mapping):
-            raise SchemaError(
-                f"{self.name} must return a dict of feature name -> tensor like its input "
-                f"(features {sorted(before)}); got {type(after).__name__}. Keep examples as "
-                "dicts and use as_supervised(x, y) to make (x, y) pairs"
-            )
-        if isinstance(before, tuple) and not isinstance(after, tuple):
-            raise SchemaError(
-                f"{self.name} must return a tuple like its input ({len(before)} parts); "
-                f"got {type(after).__name__}"
-            )
-        return dataset
-
-    def is_random(self, spec: Any) -> bool:
-        """`random` as given or as `fn.random` says, else whether the traced function uses
-        random ops."""
-        declared = self.random if self.random is not None else getattr(self.fn, "random", None)
-        if isinstance(declared, bool):
-            return declared
-        args = spec if isinstance(spec, tuple) else (spec,)
-        graph = tf.function(self.fn).get_concrete_function(*args).graph.as_graph_def()
-        ops = [n.op for n in graph.node] + [
-            n.op for f in graph.library.function for n in f.node_def
-        ]
-        return any("Random" in op for op in ops)
 
 
 class Pipeline:
@@ -219,34 +99,19 @@ class Pipeline:
     ) -> None:
         image_size = check_image_size("image_size", image_size)
         rescale = check_positive("rescale", rescale, or_none=True)
-        self._decoding = Decoding(image_size, bool(reduced_decode), rescale)
-        self._input = _make_input(with_split(source, split), schema, compression)
+        decoding = Decoding(image_size, bool(reduced_decode), rescale)
+        inp = make_input(with_split(source, split), schema, compression)
         if truncate not in (True, False) or (truncate and pad is None):
             raise ValueError(
                 "truncate must be True or False, and applies with pad={name: length}. "
                 f"Received: truncate={truncate!r}, pad={pad!r}"
             )
-        self._padding = Padding(pad, pad_value, bool(truncate), self._input.schema)
-        self._seed: int | None = None
-        self._shuffle = False
-        self._buffer: int | None = None
-        self._transforms: tuple[_Transform, ...] = ()
-        self._batch: tuple[int, bool] | None = None
-        self._cache: tuple[str, int] | None = None
-        self._prefetch: int = AUTOTUNE
-        self._repeat: int | None = 0
-        self._take: int | None = None
-        self._shard: tuple[int, int] | None = None
-        self._options = PipelineOptions()
-        self._supervised: tuple[Any, Any] | None = None
-        self._start: tuple[int, int] | None = None
-        self._epoch_batches: int | None = None  # build_distributed's steps of a worker's epoch
-        self._service: DataService | None = None
+        padding = Padding(pad, pad_value, bool(truncate), inp.schema)
+        self._recipe = Recipe(inp, decoding, padding)
 
     def _with(self, **changes: Any) -> Pipeline:
         new = copy.copy(self)
-        for name, value in changes.items():
-            setattr(new, f"_{name}", value)
+        new._recipe = self._recipe.replace(**changes)
         return new
 
     def shuffle(self, seed: int | None = None, buffer_size: int | None = None) -> Pipeline:
@@ -302,7 +167,7 @@ class Pipeline:
             random: whether `fn` is random. Defaults to None (`fn.random` if it has one, else
                 detected).
         """
-        return self._add_transform("map", fn, random)
+        return self._with(transforms=(*self._recipe.transforms, new_transform("map", fn, random)))
 
     def filter(self, predicate: Callable[..., Any]) -> Pipeline:
         """Keeps the examples for which `predicate(example)` is a True scalar bool tensor.
@@ -312,14 +177,9 @@ class Pipeline:
             >>> sum(1 for _ in ds)  # 2 classes of 8 images
             16
         """
-        return self._add_transform("filter", predicate, False)
-
-    def _add_transform(self, kind: str, fn: Any, random: bool | None) -> Pipeline:
-        if not callable(fn):
-            raise TypeError(f"{kind}() needs a function. Received: {fn!r}")
-        if random not in (None, True, False):
-            raise ValueError(f"random must be True, False or None. Received: {random!r}")
-        return self._with(transforms=(*self._transforms, _Transform(kind, fn, random)))
+        return self._with(
+            transforms=(*self._recipe.transforms, new_transform("filter", predicate, False))
+        )
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Pipeline:
         """Groups examples into batches of `batch_size`.
@@ -361,7 +221,7 @@ class Pipeline:
             raise ValueError(
                 f"cache path {path!r}: the folder {os.path.dirname(path)!r} is missing"
             )
-        return self._with(cache=(path, len(self._transforms)))
+        return self._with(cache=(path, len(self._recipe.transforms)))
 
     def prefetch(self, buffer_size: int = AUTOTUNE) -> Pipeline:
         """Sets the prefetch buffer of the last stage (always present). Defaults to AUTOTUNE.
@@ -438,13 +298,14 @@ class Pipeline:
             batch: the first batch of that epoch, from 0. Defaults to 0.
         """
         epoch, batch = check_position(epoch, batch, self.batches_per_epoch())
+        recipe = self._recipe
         for wrong, why in (
-            (self._shuffle and self._seed is None, "shuffle() has no seed: pass shuffle(seed=0)"),
-            (self._options.deterministic is False, "options(deterministic=False) is set"),
-            (self._cache is not None, "cache() is set: decoded examples cannot be skipped"),
-            (any(t.kind == "filter" for t in self._transforms), "a filter() changes batches"),
-            (isinstance(self._input, PyDatasetInput), "the source is a PyDataset"),
-            (self._repeat not in (0, None) and epoch >= self._repeat, "repeat() ends before"),
+            (recipe.shuffle and recipe.seed is None, "shuffle() has no seed: pass shuffle(seed=0)"),
+            (recipe.options.deterministic is False, "options(deterministic=False) is set"),
+            (recipe.cache is not None, "cache() is set: decoded examples cannot be skipped"),
+            (recipe.filtered, "a filter() changes batches"),
+            (isinstance(recipe.input, PyDatasetInput), "the source is a PyDataset"),
+            (recipe.repeat not in (0, None) and epoch >= recipe.repeat, "repeat() ends before"),
         ):
             if wrong:
                 raise ValueError(
@@ -461,7 +322,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").shuffle(seed=3).seed
             3
         """
-        return self._seed
+        return self._recipe.seed
 
     def identity(self) -> Identity:
         """What a position of this pipeline (see `start_at`) is valid for: its data (the
@@ -472,10 +333,10 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64).identity().batch_size
             64
         """
-        inp = self._input
-        parts = [*inp.identity(), repr((self._take, self._shard, self._batch))]
-        size = (self._batch or (_DEFAULT_BATCH, False))[0]
-        return Identity(digest(parts), inp.describe(), size, self._seed or 0)
+        inp = self._recipe.input
+        parts = [*inp.identity(), repr((self._recipe.take, self._recipe.shard, self._recipe.batch))]
+        size = self._recipe.batch_size
+        return Identity(digest(parts), inp.describe(), size, self._recipe.seed or 0)
 
     def distribute(
         self,
@@ -544,7 +405,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").distribute("10.0.0.5:5050").service.address
             'grpc://10.0.0.5:5050'
         """
-        return self._service
+        return self._recipe.service
 
     def options(
         self,
@@ -589,8 +450,8 @@ class Pipeline:
         """
         feature_names("x", x, "as_supervised")
         feature_names("y", y, "as_supervised")
-        schema = self._input.schema
-        if schema is not None and not self._transforms:
+        schema = self._recipe.input.schema
+        if schema is not None and not self._recipe.transforms:
             check_known(x, y, schema, "as_supervised", "the schema")
         return self._with(supervised=(x, y))
 
@@ -602,7 +463,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").as_supervised("image", "label").supervised
             ('image', 'label')
         """
-        return self._supervised
+        return self._recipe.supervised
 
     @property
     def schema(self) -> Schema | None:
@@ -612,7 +473,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").schema["image"].encoding
             'jpeg'
         """
-        return getattr(self._input, "schema", None)
+        return getattr(self._recipe.input, "schema", None)
 
     @property
     def batch_size(self) -> int | None:
@@ -625,7 +486,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").batch(64).batch_size
             64
         """
-        return None if self._batch is None else self._batch[0]
+        return None if self._recipe.batch is None else self._recipe.batch[0]
 
     def examples_per_epoch(self) -> int | None:
         """Examples in one pass over the data (ignoring `repeat()`), known from the metadata.
@@ -639,15 +500,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").batch(5, drop_remainder=True).examples_per_epoch()
             20
         """
-        count = self._input.num_examples
-        filtered = any(t.kind == "filter" for t in self._transforms)
-        copies = self._service is not None and self._service.mode == "off"
-        if count is None or filtered or self._shard is not None or copies:
-            return None
-        count = count if self._take is None else min(count, self._take)
-        if self._batch is not None and self._batch[1]:
-            count -= count % self._batch[0]
-        return int(count)
+        return self._recipe.examples_per_epoch()
 
     def locate_fault(self) -> Fault | None:
         """The first damaged record or image file of the source; None when all are sound.
@@ -662,7 +515,7 @@ class Pipeline:
             >>> print(fault)
             record 5 of out/damaged-00001-of-00002.tfrecord: damaged or truncated frame: ...
         """
-        return self._input.locate_fault(self._decoding)
+        return locate_fault(self._recipe)
 
     def truncated(self) -> dict[str, int]:
         """How many values `truncate=True` cut to their pad length so far, per feature.
@@ -677,7 +530,7 @@ class Pipeline:
             >>> p.truncated()
             {'tokens': 1}
         """
-        return self._padding.truncated()
+        return self._recipe.padding.truncated()
 
     def batches_per_epoch(self) -> int | None:
         """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
@@ -689,30 +542,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").batch(10).batches_per_epoch()  # 24 examples
             3
         """
-        count = self.examples_per_epoch()
-        if count is None or self._batch is None:
-            return None
-        return math.ceil(count / self._batch[0])
-
-    def _without_maps(self) -> tuple[tf.data.Dataset, tuple[str, ...], bool] | None:
-        """The dataset of this pipeline without its map()s and `as_supervised`, the maps'
-        names, and whether one is random (for `tfpipe.fit`'s report, which times the input
-        with and without them); None without maps, and with a cache() or on the tf.data
-        service, which decide what each batch recomputes."""
-        maps = [t for t in self._transforms if t.kind == "map"]
-        if not maps or self._cache is not None or self._service is not None:
-            return None
-        dataset = self._with(
-            transforms=tuple(t for t in self._transforms if t.kind != "map"), supervised=None
-        ).build()
-        examples = dataset.unbatch() if self._batch is not None else dataset
-        random = False
-        for transform in maps:  # each traced on what it receives (filters keep the spec)
-            random = transform.is_random(examples.element_spec)
-            if random:
-                break
-            examples = transform.apply(examples)
-        return dataset, tuple(t.name for t in maps), random
+        return self._recipe.batches_per_epoch()
 
     def explain(self) -> str:
         """The plan `build()` runs, one stage per line, in order.
@@ -733,8 +563,7 @@ class Pipeline:
             12. prefetch AUTOTUNE
             13. options: deterministic=True
         """
-        _, labels = self._assemble(explain=True)
-        return "\n".join(f"{i:2d}. {label}" for i, label in enumerate(labels, 1))
+        return explain(self._recipe)
 
     def build(self) -> tf.data.Dataset:
         """The `tf.data.Dataset`, ready for `model.fit`.
@@ -750,16 +579,7 @@ class Pipeline:
             >>> {name: spec.dtype.name for name, spec in ds.element_spec.items()}
             {'image': 'uint8', 'label': 'int64'}
         """
-        dataset, _ = self._assemble()
-        return NamedDataset(dataset, self._named_error)
-
-    def _named_error(self, error: BaseException) -> Exception | None:
-        """The DecodeError naming the record behind a raw error of the built dataset, or None
-        when the error is not the data's or no fault is found."""
-        if not from_input(error):
-            return None
-        fault = self.locate_fault()
-        return None if fault is None else named_error(fault, error)
+        return build(self._recipe)
 
     def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
         """The dataset for training under a `tf.distribute` strategy, each worker on its part.
@@ -798,377 +618,36 @@ class Pipeline:
                 PyDataset), or a worker would not fill one step.
         """
         strategy = strategy or tf.distribute.get_strategy()
-        if self._batch is None:
-            raise ValueError(
-                "build_distributed: call batch(global_batch_size) first; the batch is split "
-                "over every worker and replica"
-            )
-        unequal = [
-            name
-            for name, given in (
-                ("filter()", any(t.kind == "filter" for t in self._transforms)),
-                ("take()", self._take is not None),
-                ("shard()", self._shard is not None),
-                (f"repeat({self._repeat})", self._repeat not in (0, None)),
-            )
-            if given
-        ]
-        if unequal:
-            raise ValueError(
-                f"build_distributed: {unequal[0]} cannot apply; each worker must know how many "
-                "examples it reads to run as many steps as the others (the distributed dataset "
-                "repeats by itself, and the strategy shards it). Filter when writing the records"
-            )
+        recipe = self._recipe
+        check_distributable(recipe)
         workers = Layout.of(strategy).num_workers
-        examples, by = self._worker_examples(workers)
-        shard = None if workers == 1 else workers
-
-        def worker_dataset(
-            worker: int, per_replica: int, batches: int, skip: int
-        ) -> tf.data.Dataset:
-            part = self._with(
-                shard=None if shard is None else (shard, worker),
-                batch=(per_replica, True),
-                repeat=0,
-            )
-            if self._start is None:
-                return part.build().take(batches).repeat()
-            start = (self._start[0], skip)  # each epoch built from (seed, epoch), then cut
-            return part._with(repeat=None, start=start, epoch_batches=batches).build()
-
-        start = 0 if self._start is None else self._start[1]
-        name = f"Pipeline({self._name()})"
-        return distribute(strategy, worker_dataset, examples, self._batch[0], by, name, start)
-
-    def _name(self) -> str:
-        return repr(getattr(self._input, "name", type(self._input).__name__))
-
-    def _worker_examples(self, workers: int) -> tuple[list[int], str]:
-        """The examples each of `workers` reads, and whether files or records are split."""
-        inp = self._input
-        files = getattr(inp, "files", [])
-        if workers > 1 and len(files) >= workers:
-            info = inp.info
-            declared = {} if info is None else {s.file: s.num_examples for s in info.shards}
-            counts = [declared.get(os.path.basename(f)) for f in files]
-            if None not in counts:
-                return file_split(counts, workers), "file"  # type: ignore[arg-type]
-        elif inp.num_examples is not None:
-            return record_split(inp.num_examples, workers), "record"
-        raise SourceError(
-            f"Pipeline({self._name()}): the number of examples each worker reads is unknown "
-            "(TFRecords without tfpipe metadata, or a PyDataset), so workers could run unequal "
-            "epochs and wait forever for each other. Write the records with "
-            "tfpipe.write_tfrecords (its metadata counts each shard), or use a SequenceLoader"
+        examples, by = worker_examples(recipe, workers)
+        start = 0 if recipe.start is None else recipe.start[1]
+        batch = recipe.batch_size
+        name = f"Pipeline({recipe.name})"
+        return distribute(
+            strategy, worker_datasets(recipe, workers), examples, batch, by, name, start
         )
 
-    def _assemble(self, explain: bool = False) -> tuple[tf.data.Dataset, list[str]]:
-        self._check_service()
-        assembly = _Assembly()
-        deterministic = self._options.deterministic
-        det = self._fixed_order() if deterministic is None else deterministic
-        if self._start is not None and self._service is not None:
-            raise ValueError(
-                "start_at() and distribute() cannot be combined: with dynamic sharding the "
-                "service decides which worker reads what, so the batches of a run cannot be "
-                "replayed from a position"
-            )
-        if self._start is None:
-            self._one_pass(assembly, self._seed, 0, det)
-            if self._service is not None:
-                self._serve(assembly, self._service, det, explain)
-            batches = self.batches_per_epoch()
-            if batches is not None and self._repeat == 0 and self._service is None:
-                # Keras then shows the epoch's length and never stops on "input ran out of
-                # data"; a dataset that does not hold what its metadata says fails instead.
-                assembly.run(
-                    f"declare {batches} batches per epoch (from the example count)",
-                    lambda ds: ds.apply(tf.data.experimental.assert_cardinality(batches)),
-                )
-        else:
-            self._epochs(assembly, det)
-        label = "AUTOTUNE" if self._prefetch == AUTOTUNE else str(self._prefetch)
-        assembly.run(f"prefetch {label}", lambda ds: ds.prefetch(self._prefetch))
-        assembly.run(f"options: deterministic={det}", lambda ds: self._apply_options(ds, det))
-        return assembly.dataset, assembly.labels
 
-    def _fixed_order(self) -> bool:
-        """Whether the order is the user's to rely on: the source's order (no shuffle), a
-        seeded one or a resumed one. Only an unseeded shuffle lets parallel stages yield
-        elements as they finish."""
-        return not self._shuffle or self._seed is not None or self._start is not None
+def without_maps(pipeline: Pipeline) -> tuple[tf.data.Dataset, tuple[str, ...], bool] | None:
+    """The dataset of `pipeline` without its map()s and `as_supervised`, the maps' names, and
+    whether one is random (for `tfpipe.fit`'s report, which times the input with and without
+    them); None without maps, and with a cache() or on the tf.data service, which decide what
+    each batch recomputes.
 
-    def _one_pass(self, assembly: _Assembly, seed: Any, skip: Any, det: bool) -> None:
-        """Every stage up to `as_supervised`: one pass, or `repeat()`ed ones, less the first
-        `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
-        inp = self._input
-        cached = self._cache is not None
-        stages, by_record = inp.read(self._shard, seed, self._shuffle and not cached, det)
-        assembly.run_all(stages)
-        if self._shard is not None and by_record:
-            num, index = self._shard
-            assembly.run(f"shard records {index} of {num}", lambda ds: ds.shard(num, index))
-        if self._take is not None and not inp.decoded:
-            assembly.run(f"take {self._take} examples", lambda ds: ds.take(self._take))
-        if not cached:
-            self._shuffle_and_repeat(assembly, self._record_buffer(), "records", seed)
-        if self._start is not None:
-            assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
-        if isinstance(inp, PyDatasetInput):
-            assembly.run_all(inp.loader(det))
-            if self._take is not None:
-                assembly.run(f"take {self._take} examples", lambda ds: ds.take(self._take))
-        else:
-            stays = not self._transforms and not (cached and self._shuffle)
-            size, drop = self._batch or (_DEFAULT_BATCH, False)
-            # On the service, each worker would drop the remainder of its own share.
-            drop = drop and stays and self._service is None
-            assembly.run(
-                f"batch {size} records" + (" (drop remainder)" if drop else ""),
-                lambda ds: ds.batch(size, drop_remainder=drop),
-            )
-            # Encoded images are decoded one example at a time after an unbatch, in a parallel
-            # map (or the first map's calls): every core stays busy, where a `tf.map_fn` per
-            # batch left the parallelism to the autotuner's guess per batch.
-            defer = not cached and inp.defers_images()
-            decoder = inp.decoder(self._decoding, defer_images=defer)
-            assembly.run_all([decoder, *self._padding.stages])
-            assembly.batched = True
-            if defer:
-                orient, label, decode = inp.image_decoders(self._decoding)
-                assembly.run(*orient)
-                assembly.unbatch()
-                if self._transforms and self._transforms[0].takes_prepare():
-                    assembly.prepare = lambda pair: decode(*pair)
-                    name = self._transforms[0].name
-                    assembly.run(f"{label}, in the parallel calls of {name}", lambda ds: ds)
-                else:
-                    assembly.run(
-                        f"{label} (parallel, AUTOTUNE)",
-                        lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
-                    )
-        self._transforms_and_cache(assembly)
-        if self._batch is not None and not assembly.batched:
-            size, drop = self._batch
-            drop = drop and self._service is None
-            assembly.run(
-                f"batch {size}" + (" (drop remainder)" if drop else ""),
-                lambda ds: ds.batch(size, drop_remainder=drop),
-            )
-        elif self._batch is None and assembly.batched and self._service is None:
-            assembly.unbatch()
-        if self._supervised is not None:
-            self._supervise(assembly)
-
-    def _epochs(self, assembly: _Assembly, det: bool) -> None:
-        """Epoch after epoch from `start_at`, each one pass in an order that is a pure function
-        of (seed, epoch): each epoch is built afresh with its own seed, never reshuffled."""
-        epoch, batch = self._start  # type: ignore[misc]
-        last = _FOREVER if self._repeat is None else (self._repeat or epoch + 1)
-        size = (self._batch or (_DEFAULT_BATCH, False))[0]
-        inner = _Assembly()
-        one_epoch = self._with(repeat=0)
-
-        @tf.autograph.experimental.do_not_convert  # plain Python building the epoch's stages
-        def epoch_dataset(number: tf.Tensor) -> tf.data.Dataset:
-            # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
-            # function's own graph is traced without the global seed.
-            tf.compat.v1.get_default_graph().seed = None
-            seed = tf.random.stateless_uniform(
-                (), tf.stack([tf.constant(self._seed, tf.int64), number]), 0, 2**62, tf.int64
-            )
-            skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
-            inner.dataset, inner.labels, inner.batched = None, [], False
-            one_epoch._one_pass(inner, seed, skip, det)
-            if self._epoch_batches is not None:  # build_distributed: less the skipped ones
-                inner.run(
-                    f"take the {self._epoch_batches} batches of the epoch every worker runs",
-                    lambda ds: ds.take(self._epoch_batches - skip // size),
-                )
-            return inner.dataset
-
-        until = "forever" if last == _FOREVER else f"to epoch {last - 1}"
-        assembly.run(
-            f"for each epoch from {epoch} {until} (its seed from seed={self._seed} and the "
-            f"epoch), starting at batch {batch} of epoch {epoch}:",
-            lambda _: tf.data.Dataset.range(epoch, last).flat_map(epoch_dataset),
-        )
-        assembly.labels += [f"   {_SEED_TENSOR.sub('seed=of the epoch', x)}" for x in inner.labels]
-        batches = self.batches_per_epoch()
-        if batches is not None and last != _FOREVER:
-            total = (last - epoch) * batches - batch
-            assembly.run(
-                f"declare {total} batches (from the example count)",
-                lambda ds: ds.apply(tf.data.experimental.assert_cardinality(total)),
-            )
-
-    def _record_buffer(self) -> int:
-        inp = self._input
-        if isinstance(inp, PyDatasetInput):
-            return inp.count
-        if isinstance(inp, MemoryInput):
-            return self._buffer or inp.num_examples
-        by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, inp.record_bytes)))
-        return self._buffer or min(inp.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
-
-    def _shuffle_and_repeat(
-        self, assembly: _Assembly, buffer: int, what: str, seed: Any = None
-    ) -> None:
-        if self._shuffle:
-            seed = self._seed if seed is None else seed
-            assembly.run(
-                f"shuffle {what} (buffer {buffer}, seed={seed}, reshuffled each epoch)",
-                lambda ds: ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True),
-            )
-        if self._service is None:
-            self._repeat_stage(assembly)
-
-    def _repeat_stage(self, assembly: _Assembly) -> None:
-        if self._repeat != 0:
-            times = "forever" if self._repeat is None else f"{self._repeat} times"
-            assembly.run(f"repeat {times}", lambda ds: ds.repeat(self._repeat))
-
-    def _check_service(self) -> None:
-        """Refuses what cannot run on tf.data service workers, naming it."""
-        if self._service is None:
-            return
-        refused = {
-            "cache()": self._cache is not None,
-            "take()": self._take is not None,
-            "shard()": self._shard is not None,
-            "a keras.utils.PyDataset source": isinstance(self._input, PyDatasetInput),
-            "Pipeline(truncate=True) (its counter lives in this process)": bool(self._padding.cut),
-        }
-        for what, present in refused.items():
-            if present:
-                raise ValueError(
-                    f"distribute(): {what} cannot run on tf.data service workers (each would "
-                    "apply it to its own share of the data, or cannot be sent to them): drop "
-                    "it, or drop distribute(). To split data between trainers, give their "
-                    "Pipelines the same distribute(..., job_name=...)"
-                )
-
-    def _serve(self, assembly: _Assembly, service: DataService, det: bool, explain: bool) -> None:
-        """Sends the stages so far to the service; rebatches and repeats in this process.
-        To `explain`, the dispatcher is not contacted (the plan is the same)."""
-        assembly.run(
-            f"options on the workers: deterministic={det}",
-            lambda ds: self._apply_options(ds, det),
-        )
-        inp = self._input
-        splits = (
-            f"the {len(inp.files)} TFRecord file(s)"
-            if isinstance(inp, RecordInput)
-            else f"the {inp.num_examples} example indices"
-        )
-        assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
-        if self._batch is not None:
-            size, drop = self._batch
-            assembly.run(
-                f"rebatch to {size}"
-                + (" (drop remainder)" if drop else "")
-                + " (each worker's share of an epoch ends in a short batch)",
-                lambda ds: ds.rebatch(size, drop_remainder=drop),
-            )
-        elif assembly.batched:
-            assembly.unbatch()
-        self._repeat_stage(assembly)
-
-    def _transforms_and_cache(self, assembly: _Assembly) -> None:
-        pending = self._cache
-        for position, transform in enumerate((*self._transforms, None)):
-            if pending is not None:
-                path, asked_at = pending
-                random = transform is not None and transform.is_random(assembly.spec())
-                if position == asked_at or random:
-                    if position < asked_at:
-                        warnings.warn(
-                            f"cache() was asked for after the random {transform.name} "  # type: ignore[union-attr]
-                            "(caching would freeze its output); the cache is placed before it",
-                            TfpipeWarning,
-                            stacklevel=4,
-                        )
-                    self._place_cache(assembly, path)
-                    pending = None
-            if transform is None:
-                break
-            assembly.unbatch()
-            parallel = " (parallel, AUTOTUNE)" if transform.kind == "map" else ""
-            prepare, assembly.prepare = assembly.prepare, None
-            apply = functools.partial(transform.apply, prepare=prepare)
-            assembly.run(transform.name + parallel, apply)
-
-    def _place_cache(self, assembly: _Assembly, path: str) -> None:
-        assembly.run(f"cache ({path or 'memory'})", lambda ds: ds.cache(path))
-        if self._shuffle and assembly.batched:
-            known = self._input.num_examples
-            size = (self._batch or (_DEFAULT_BATCH, False))[0]
-            batches = math.ceil(known / size) if known else _EXAMPLE_BUFFER
-            assembly.run(
-                f"shuffle cached batches (buffer {batches}, seed={self._seed})",
-                lambda ds: ds.shuffle(batches, seed=self._seed),
-            )
-        if self._shuffle:
-            assembly.unbatch()
-        buffer = self._buffer or min(self._input.num_examples or _EXAMPLE_BUFFER, _EXAMPLE_BUFFER)
-        self._shuffle_and_repeat(assembly, buffer, "decoded examples")
-
-    def _supervise(self, assembly: _Assembly) -> None:
-        x, y = self._supervised  # type: ignore[misc]
-        spec = assembly.spec()
-        if not isinstance(spec, Mapping):
-            raise SchemaError(
-                "as_supervised: the examples are not a dict of named features "
-                f"(got {type(spec).__name__}); a PyDataset already yields (x, y)"
-            )
-        check_known(x, y, sorted(spec), "as_supervised", "the examples")
-        assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(plain(selector(x, y))))
-
-    def _apply_options(self, dataset: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
-        options = tf.data.Options()
-        options.deterministic = deterministic
-        if self._options.ram_budget_mb is not None:
-            options.autotune.ram_budget = self._options.ram_budget_mb << 20
-        if self._options.threads is not None:
-            options.threading.private_threadpool_size = self._options.threads
-        return dataset.with_options(options)
-
-
-class _Assembly:
-    """The dataset under construction and the label of every stage applied to it."""
-
-    def __init__(self) -> None:
-        self.dataset: Any = None
-        self.labels: list[str] = []
-        self.batched = False
-        self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
-
-    def run(self, label: str, stage: Callable[[Any], tf.data.Dataset]) -> None:
-        self.dataset = stage(self.dataset)
-        self.labels.append(label)
-
-    def run_all(self, stages: list[Stage]) -> None:
-        for label, stage in stages:
-            self.run(label, stage)
-
-    def unbatch(self) -> None:
-        if self.batched:
-            self.run("unbatch", lambda ds: ds.unbatch())
-            self.batched = False
-
-    def spec(self) -> Any:
-        return self.dataset.element_spec
-
-
-def _make_input(source: Any, schema: Any, compression: str | None) -> Any:
-    if isinstance(source, str | os.PathLike | list | tuple):
-        if isinstance(source, list | tuple) and not source:
-            raise ValueError("source: the list of TFRecord files is empty")
-        return RecordInput(source, schema, compression)
-    if schema is not None:
-        raise ValueError(
-            "schema= applies to TFRecord sources only; a tfpipe source carries its own schema"
-        )
-    if isinstance(source, keras.utils.PyDataset):
-        return PyDatasetInput(source)
-    return MemoryInput(source)
+    Examples:
+        >>> flip = lambda ex: {**ex, "image": tf.image.flip_left_right(ex["image"])}
+        >>> dataset, maps, random = without_maps(tfpipe.Pipeline("out/train").map(flip))
+        >>> maps, random
+        (('map(<lambda>)',), False)
+    """
+    recipe = pipeline._recipe
+    maps = [t for t in recipe.transforms if t.kind == "map"]
+    if not maps or recipe.cache is not None or recipe.service is not None:
+        return None
+    dataset = pipeline._with(
+        transforms=tuple(t for t in recipe.transforms if t.kind != "map"), supervised=None
+    ).build()
+    examples = dataset.unbatch() if recipe.batch is not None else dataset
+    return dataset, tuple(t.name for t in maps), any_random(maps, examples)

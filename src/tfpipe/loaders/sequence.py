@@ -13,7 +13,6 @@ process computes the same order without sharing state.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -23,60 +22,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.checks import check_image_size, check_int, check_positive
 from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
-from tfpipe.loaders import workers as _workers
+from tfpipe.loaders import workers as worker_processes
+from tfpipe.loaders.distributed_loader import DistributableLoader, distribute_loader
+from tfpipe.loaders.loader_options import LoaderOptions
 from tfpipe.loaders.position import Identity, check_position, digest
-from tfpipe.loaders.sequence_shards import distribute_loader
 from tfpipe.loaders.supervised import feature_names, pick
 from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
 Transform = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
-
-
-@dataclasses.dataclass(frozen=True)
-class LoaderOptions:
-    """The batching options of a `SequenceLoader`, validated once."""
-
-    batch_size: int = 32
-    image_size: tuple[int, int] | None = None
-    shuffle: bool = True
-    seed: int | None = None
-    drop_remainder: bool = False
-    dtype: str = "float32"
-    rescale: float | None = 1 / 255
-    workers: int = 1
-    use_multiprocessing: bool = False
-    max_queue_size: int = 10
-    reduced_decode: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "workers", "max_queue_size"):
-            check_int(name, getattr(self, name))
-        object.__setattr__(self, "image_size", check_image_size("image_size", self.image_size))
-        check_int("seed", self.seed, minimum=0, or_none=True)
-        check_positive("rescale", self.rescale, or_none=True)
-        try:
-            dtype = np.dtype(self.dtype)
-        except TypeError as e:
-            raise ValueError(
-                f"dtype must be a numpy dtype name. Received: dtype={self.dtype!r}"
-            ) from e
-        if dtype.kind not in "fiu":
-            raise ValueError(
-                "dtype must be a float or integer dtype for image batches. "
-                f"Received: dtype={self.dtype!r}"
-            )
-        object.__setattr__(self, "dtype", dtype.name)
-        if self.rescale is not None and dtype.kind != "f":
-            raise ValueError(
-                f"rescale needs a float dtype; pass rescale=None to get {dtype.name} pixels. "
-                f"Received: dtype={self.dtype!r}, rescale={self.rescale!r}"
-            )
 
 
 def _names(selection: Selection) -> list[str]:
@@ -167,8 +125,8 @@ class SequenceLoader(keras.utils.PyDataset):
         super().__init__(
             workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
         )
-        if use_multiprocessing:
-            _workers.install()  # a killed worker process then fails fit instead of hanging it
+        if use_multiprocessing:  # a killed worker process then fails fit instead of hanging it
+            worker_processes.install()
         schema = getattr(source, "schema", None)
         if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
             raise SourceError(
@@ -442,7 +400,25 @@ class SequenceLoader(keras.utils.PyDataset):
             strategy: the strategy the model was built under. Defaults to None (the current
                 one, `tf.distribute.get_strategy()`).
         """
-        return distribute_loader(self, strategy or tf.distribute.get_strategy())
+        loader = DistributableLoader(
+            self.options,
+            self._size,
+            self.epoch,
+            self._first_batch,
+            self.order,
+            self._load,
+            self._batch_signature(),
+        )
+        return distribute_loader(loader, strategy or tf.distribute.get_strategy())
+
+    def _batch_signature(self) -> Any:
+        """The `tf.TensorSpec`s of one batch, as `loader[i]` gives it (batch dimension None)."""
+        specs = {
+            name: tf.TensorSpec((None, *self._batch_shapes[name]), tf.as_dtype(dtype))
+            for name, (_, dtype) in self._layout.items()
+        }
+        x = pick(specs, self.x or ())
+        return (x,) if self.y is None else (x, pick(specs, self.y))
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

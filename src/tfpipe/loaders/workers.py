@@ -134,14 +134,14 @@ def _watch(
                     break
         if broken:
             _fail_pending(cache, broken[0])
-        alive = _sentinels(workers)
+        alive = live_sentinels(workers)
         if alive:
             multiprocessing.connection.wait(alive, timeout=_POLL_S)
         else:
             time.sleep(_POLL_S)
 
 
-def _sentinels(workers: list[Any]) -> list[int]:
+def live_sentinels(workers: list[Any]) -> list[int]:
     """The exit sentinels of the started workers that have not exited."""
     found = []
     for worker in list(workers):

@@ -8,7 +8,7 @@ the same Pipeline without its map()s ─measure()──────▶ CPU secon
 from __future__ import annotations
 
 from tfpipe.errors import SchemaError
-from tfpipe.loaders.pipeline import Pipeline
+from tfpipe.loaders.pipeline import Pipeline, without_maps
 from tfpipe.training.bench import Throughput, measure
 from tfpipe.training.breakdown import InputStages
 
@@ -30,7 +30,7 @@ def input_stages(
         0.62
     """
     try:
-        found = None if pipeline is None else pipeline._without_maps()
+        found = None if pipeline is None else without_maps(pipeline)
     except (SchemaError, KeyError, ValueError, TypeError):
         return None  # the rest of the pipeline needs what the maps make
     if found is None or not input_alone.examples:

@@ -11,22 +11,46 @@ numbers them from `batch` of `epoch`: the position counts global steps.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from tfpipe.distribute.sharding import DistributedInput, Layout, distribute, record_split
 from tfpipe.errors import TfpipeWarning
-from tfpipe.loaders.supervised import pick
-
-if TYPE_CHECKING:
-    from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.loaders.loader_options import LoaderOptions
 
 
-def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) -> DistributedInput:
-    """`loader.build_distributed(strategy)`: see there."""
+@dataclasses.dataclass(frozen=True)
+class DistributableLoader:
+    """What `distribute_loader` needs of a `SequenceLoader`.
+
+    Attributes:
+        options: the loader's options.
+        size: the examples of its source.
+        first_epoch: the epoch it starts in.
+        first_batch: the batch of that epoch it starts at (`start_at`).
+        order: epoch -> the example indices of that epoch, in batch order.
+        load: (example indices, epoch) -> their batch, as `loader[i]` gives it.
+        signature: the `tf.TensorSpec`s of one batch (batch dimension None).
+    """
+
+    options: LoaderOptions
+    size: int
+    first_epoch: int
+    first_batch: int
+    order: Callable[[int], np.ndarray]
+    load: Callable[[np.ndarray, int], tuple[Any, ...]]
+    signature: Any
+
+
+def distribute_loader(
+    loader: DistributableLoader, strategy: tf.distribute.Strategy
+) -> DistributedInput:
+    """`SequenceLoader.build_distributed(strategy)`: see there."""
     options = loader.options
     layout = Layout.of(strategy)
     if options.shuffle and options.seed is None and layout.num_workers > 1:
@@ -45,8 +69,7 @@ def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) 
         )
     global_batch = options.batch_size
     per_worker = global_batch // layout.num_workers
-    signature = _signature(loader)
-    first_epoch = loader.epoch
+    first_epoch = loader.first_epoch
 
     def worker_dataset(worker: int, per_replica: int, batches: int, skip: int) -> tf.data.Dataset:
         steps = batches // layout.replicas_per_worker
@@ -55,10 +78,12 @@ def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) 
             epoch, position = divmod(int(step), steps)
             start = position * global_batch + worker * per_worker
             order = loader.order(first_epoch + epoch)
-            yield loader._load(order[start : start + per_worker], first_epoch + epoch)
+            yield loader.load(order[start : start + per_worker], first_epoch + epoch)
 
         def one(step: tf.Tensor) -> tf.data.Dataset:
-            return tf.data.Dataset.from_generator(load, args=(step,), output_signature=signature)
+            return tf.data.Dataset.from_generator(
+                load, args=(step,), output_signature=loader.signature
+            )
 
         return (
             tf.data.Dataset.counter(skip // layout.replicas_per_worker)  # steps, numbered on
@@ -76,19 +101,9 @@ def distribute_loader(loader: SequenceLoader, strategy: tf.distribute.Strategy) 
     return distribute(
         strategy,
         worker_dataset,
-        record_split(len(loader.source), layout.num_workers),
+        record_split(loader.size, layout.num_workers),
         global_batch,
         "permutation",
         "SequenceLoader",
-        loader._first_batch,
+        loader.first_batch,
     )
-
-
-def _signature(loader: SequenceLoader) -> Any:
-    """The `tf.TensorSpec`s of one batch, as `loader[i]` gives it (batch dimension None)."""
-    specs = {
-        name: tf.TensorSpec((None, *loader._batch_shapes[name]), tf.as_dtype(dtype))
-        for name, (_, dtype) in loader._layout.items()
-    }
-    x = pick(specs, loader.x or ())
-    return (x,) if loader.y is None else (x, pick(specs, loader.y))

@@ -1,0 +1,384 @@
+"""The `tf.data` graph of a `Pipeline`: what `build()` runs and `explain()` lists.
+
+Whatever order the builder methods are called in, `build()` emits the stages in the order the
+tf.data performance guide recommends::
+
+    file list shuffle -> interleaved parallel reads -> record shuffle (serialized bytes, cheap)
+    -> batch -> vectorised parse_example -> per-element decode/resize (parallel map)
+    -> cache (after deterministic decoding, before random maps) -> user maps (parallel)
+    -> batch -> as_supervised -> prefetch(AUTOTUNE)
+
+With maps and no cache, images are decoded after the unbatch the maps need, one example at a
+time in the first map's parallel calls (JPEG orientations read per batch before it), rather
+than in a `tf.map_fn` over each batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe.errors import SchemaError, TfpipeWarning
+from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step, plain
+from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
+from tfpipe.loaders.service import DataService
+from tfpipe.loaders.supervised import check_known, selector
+from tfpipe.records.reader import NamedDataset
+from tfpipe.records.verification import from_input, named_error
+
+_RECORD_BUFFER = 4096
+# Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
+# ran at half the speed of 1024. The record buffer holds at most this many bytes.
+_RECORD_BUFFER_BYTES = 32 * 2**20
+_MIN_RECORD_BUFFER = 256
+_EXAMPLE_BUFFER = 1024
+_FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
+_SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
+
+
+def build(recipe: Recipe) -> tf.data.Dataset:
+    """See `Pipeline.build`."""
+    dataset, _ = assemble(recipe)
+    return NamedDataset(dataset, functools.partial(_named_error, recipe))
+
+
+def explain(recipe: Recipe) -> str:
+    """See `Pipeline.explain`."""
+    _, labels = assemble(recipe, explain=True)
+    return "\n".join(f"{i:2d}. {label}" for i, label in enumerate(labels, 1))
+
+
+def locate_fault(recipe: Recipe) -> Any:
+    """See `Pipeline.locate_fault`."""
+    return recipe.input.locate_fault(recipe.decoding)
+
+
+def _named_error(recipe: Recipe, error: BaseException) -> Exception | None:
+    """The DecodeError naming the record behind a raw error of the built dataset, or None
+    when the error is not the data's or no fault is found."""
+    if not from_input(error):
+        return None
+    fault = locate_fault(recipe)
+    return None if fault is None else named_error(fault, error)
+
+
+def assemble(recipe: Recipe, explain: bool = False) -> tuple[tf.data.Dataset, list[str]]:
+    """The dataset of `recipe` and the label of each of its stages; to `explain`, a dataset whose
+    tf.data service stage is left out (the dispatcher is not contacted)."""
+    _check_service(recipe)
+    assembly = Assembly()
+    deterministic = recipe.options.deterministic
+    det = _fixed_order(recipe) if deterministic is None else deterministic
+    if recipe.start is not None and recipe.service is not None:
+        raise ValueError(
+            "start_at() and distribute() cannot be combined: with dynamic sharding the "
+            "service decides which worker reads what, so the batches of a run cannot be "
+            "replayed from a position"
+        )
+    if recipe.start is None:
+        _one_pass(recipe, assembly, recipe.seed, 0, det)
+        if recipe.service is not None:
+            _serve(recipe, assembly, recipe.service, det, explain)
+        batches = recipe.batches_per_epoch()
+        if batches is not None and recipe.repeat == 0 and recipe.service is None:
+            # Keras then shows the epoch's length and never stops on "input ran out of
+            # data"; a dataset that does not hold what its metadata says fails instead.
+            assembly.run(
+                f"declare {batches} batches per epoch (from the example count)",
+                lambda ds: ds.apply(tf.data.experimental.assert_cardinality(batches)),
+            )
+    else:
+        _epochs(recipe, assembly, det)
+    label = "AUTOTUNE" if recipe.prefetch == AUTOTUNE else str(recipe.prefetch)
+    assembly.run(f"prefetch {label}", lambda ds: ds.prefetch(recipe.prefetch))
+    assembly.run(f"options: deterministic={det}", lambda ds: _apply_options(recipe, ds, det))
+    return assembly.dataset, assembly.labels
+
+
+def _fixed_order(recipe: Recipe) -> bool:
+    """Whether the order is the user's to rely on: the source's order (no shuffle), a
+    seeded one or a resumed one. Only an unseeded shuffle lets parallel stages yield
+    elements as they finish."""
+    return not recipe.shuffle or recipe.seed is not None or recipe.start is not None
+
+
+def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: bool) -> None:
+    """Every stage up to `as_supervised`: one pass, or `repeat()`ed ones, less the first
+    `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
+    inp = recipe.input
+    cached = recipe.cache is not None
+    steps, by_record = inp.read(recipe.shard, seed, recipe.shuffle and not cached, det)
+    assembly.run_all(steps)
+    if recipe.shard is not None and by_record:
+        num, index = recipe.shard
+        assembly.run(f"shard records {index} of {num}", lambda ds: ds.shard(num, index))
+    if recipe.take is not None and not inp.decoded:
+        assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
+    if not cached:
+        _shuffle_and_repeat(recipe, assembly, _record_buffer(recipe), "records", seed)
+    if recipe.start is not None:
+        assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
+    if isinstance(inp, PyDatasetInput):
+        assembly.run_all(inp.loader(det))
+        if recipe.take is not None:
+            assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
+    else:
+        stays = not recipe.transforms and not (cached and recipe.shuffle)
+        size, drop = recipe.batch or (DEFAULT_BATCH, False)
+        # On the service, each worker would drop the remainder of its own share.
+        drop = drop and stays and recipe.service is None
+        assembly.run(
+            f"batch {size} records" + (" (drop remainder)" if drop else ""),
+            lambda ds: ds.batch(size, drop_remainder=drop),
+        )
+        # Encoded images are decoded one example at a time after an unbatch, in a parallel
+        # map (or the first map's calls): every core stays busy, where a `tf.map_fn` per
+        # batch left the parallelism to the autotuner's guess per batch.
+        defer = not cached and inp.defers_images()
+        decoder = inp.decoder(recipe.decoding, defer_images=defer)
+        assembly.run_all([decoder, *recipe.padding.steps])
+        assembly.batched = True
+        if defer:
+            orient, label, decode = inp.image_decoders(recipe.decoding)
+            assembly.run(*orient)
+            assembly.unbatch()
+            if recipe.transforms and recipe.transforms[0].takes_prepare():
+                assembly.prepare = lambda pair: decode(*pair)
+                name = recipe.transforms[0].name
+                assembly.run(f"{label}, in the parallel calls of {name}", lambda ds: ds)
+            else:
+                assembly.run(
+                    f"{label} (parallel, AUTOTUNE)",
+                    lambda ds: ds.map(decode, num_parallel_calls=AUTOTUNE),
+                )
+    _transforms_and_cache(recipe, assembly)
+    if recipe.batch is not None and not assembly.batched:
+        size, drop = recipe.batch
+        drop = drop and recipe.service is None
+        assembly.run(
+            f"batch {size}" + (" (drop remainder)" if drop else ""),
+            lambda ds: ds.batch(size, drop_remainder=drop),
+        )
+    elif recipe.batch is None and assembly.batched and recipe.service is None:
+        assembly.unbatch()
+    if recipe.supervised is not None:
+        _supervise(recipe, assembly)
+
+
+def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
+    """Epoch after epoch from `start_at`, each one pass in an order that is a pure function
+    of (seed, epoch): each epoch is built afresh with its own seed, never reshuffled."""
+    epoch, batch = recipe.start  # type: ignore[misc]
+    last = _FOREVER if recipe.repeat is None else (recipe.repeat or epoch + 1)
+    size = (recipe.batch or (DEFAULT_BATCH, False))[0]
+    inner = Assembly()
+    one_epoch = recipe.replace(repeat=0)
+
+    @tf.autograph.experimental.do_not_convert  # plain Python building the epoch's stages
+    def epoch_dataset(number: tf.Tensor) -> tf.data.Dataset:
+        # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
+        # function's own graph is traced without the global seed.
+        tf.compat.v1.get_default_graph().seed = None
+        seed = tf.random.stateless_uniform(
+            (), tf.stack([tf.constant(recipe.seed, tf.int64), number]), 0, 2**62, tf.int64
+        )
+        skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
+        inner.dataset, inner.labels, inner.batched = None, [], False
+        _one_pass(one_epoch, inner, seed, skip, det)
+        if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
+            inner.run(
+                f"take the {recipe.epoch_batches} batches of the epoch every worker runs",
+                lambda ds: ds.take(recipe.epoch_batches - skip // size),
+            )
+        return inner.dataset
+
+    until = "forever" if last == _FOREVER else f"to epoch {last - 1}"
+    assembly.run(
+        f"for each epoch from {epoch} {until} (its seed from seed={recipe.seed} and the "
+        f"epoch), starting at batch {batch} of epoch {epoch}:",
+        lambda _: tf.data.Dataset.range(epoch, last).flat_map(epoch_dataset),
+    )
+    assembly.labels += [f"   {_SEED_TENSOR.sub('seed=of the epoch', x)}" for x in inner.labels]
+    batches = recipe.batches_per_epoch()
+    if batches is not None and last != _FOREVER:
+        total = (last - epoch) * batches - batch
+        assembly.run(
+            f"declare {total} batches (from the example count)",
+            lambda ds: ds.apply(tf.data.experimental.assert_cardinality(total)),
+        )
+
+
+def _record_buffer(recipe: Recipe) -> int:
+    inp = recipe.input
+    if isinstance(inp, PyDatasetInput):
+        return inp.count
+    if isinstance(inp, MemoryInput):
+        return recipe.buffer or inp.num_examples
+    by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, inp.record_bytes)))
+    return recipe.buffer or min(inp.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
+
+
+def _shuffle_and_repeat(
+    recipe: Recipe, assembly: Assembly, buffer: int, what: str, seed: Any = None
+) -> None:
+    if recipe.shuffle:
+        seed = recipe.seed if seed is None else seed
+        assembly.run(
+            f"shuffle {what} (buffer {buffer}, seed={seed}, reshuffled each epoch)",
+            lambda ds: ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True),
+        )
+    if recipe.service is None:
+        _repeat_stage(recipe, assembly)
+
+
+def _repeat_stage(recipe: Recipe, assembly: Assembly) -> None:
+    if recipe.repeat != 0:
+        times = "forever" if recipe.repeat is None else f"{recipe.repeat} times"
+        assembly.run(f"repeat {times}", lambda ds: ds.repeat(recipe.repeat))
+
+
+def _check_service(recipe: Recipe) -> None:
+    """Refuses what cannot run on tf.data service workers, naming it."""
+    if recipe.service is None:
+        return
+    refused = {
+        "cache()": recipe.cache is not None,
+        "take()": recipe.take is not None,
+        "shard()": recipe.shard is not None,
+        "a keras.utils.PyDataset source": isinstance(recipe.input, PyDatasetInput),
+        "Pipeline(truncate=True) (its counter lives in this process)": bool(recipe.padding.cut),
+    }
+    for what, present in refused.items():
+        if present:
+            raise ValueError(
+                f"distribute(): {what} cannot run on tf.data service workers (each would "
+                "apply it to its own share of the data, or cannot be sent to them): drop "
+                "it, or drop distribute(). To split data between trainers, give their "
+                "Pipelines the same distribute(..., job_name=...)"
+            )
+
+
+def _serve(
+    recipe: Recipe, assembly: Assembly, service: DataService, det: bool, explain: bool
+) -> None:
+    """Sends the stages so far to the service; rebatches and repeats in this process.
+    To `explain`, the dispatcher is not contacted (the plan is the same)."""
+    assembly.run(
+        f"options on the workers: deterministic={det}",
+        lambda ds: _apply_options(recipe, ds, det),
+    )
+    inp = recipe.input
+    splits = (
+        f"the {len(inp.files)} TFRecord file(s)"
+        if isinstance(inp, RecordInput)
+        else f"the {inp.num_examples} example indices"
+    )
+    assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
+    if recipe.batch is not None:
+        size, drop = recipe.batch
+        assembly.run(
+            f"rebatch to {size}"
+            + (" (drop remainder)" if drop else "")
+            + " (each worker's share of an epoch ends in a short batch)",
+            lambda ds: ds.rebatch(size, drop_remainder=drop),
+        )
+    elif assembly.batched:
+        assembly.unbatch()
+    _repeat_stage(recipe, assembly)
+
+
+def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
+    pending = recipe.cache
+    for position, transform in enumerate((*recipe.transforms, None)):
+        if pending is not None:
+            path, asked_at = pending
+            random = transform is not None and transform.is_random(assembly.spec())
+            if position == asked_at or random:
+                if position < asked_at:
+                    warnings.warn(
+                        f"cache() was asked for after the random {transform.name} "  # type: ignore[union-attr]
+                        "(caching would freeze its output); the cache is placed before it",
+                        TfpipeWarning,
+                        stacklevel=6,  # the build() or explain() that placed it
+                    )
+                _place_cache(recipe, assembly, path)
+                pending = None
+        if transform is None:
+            break
+        assembly.unbatch()
+        parallel = " (parallel, AUTOTUNE)" if transform.kind == "map" else ""
+        prepare, assembly.prepare = assembly.prepare, None
+        apply = functools.partial(transform.apply, prepare=prepare)
+        assembly.run(transform.name + parallel, apply)
+
+
+def _place_cache(recipe: Recipe, assembly: Assembly, path: str) -> None:
+    assembly.run(f"cache ({path or 'memory'})", lambda ds: ds.cache(path))
+    if recipe.shuffle and assembly.batched:
+        known = recipe.input.num_examples
+        size = (recipe.batch or (DEFAULT_BATCH, False))[0]
+        batches = math.ceil(known / size) if known else _EXAMPLE_BUFFER
+        assembly.run(
+            f"shuffle cached batches (buffer {batches}, seed={recipe.seed})",
+            lambda ds: ds.shuffle(batches, seed=recipe.seed),
+        )
+    if recipe.shuffle:
+        assembly.unbatch()
+    buffer = recipe.buffer or min(recipe.input.num_examples or _EXAMPLE_BUFFER, _EXAMPLE_BUFFER)
+    _shuffle_and_repeat(recipe, assembly, buffer, "decoded examples")
+
+
+def _supervise(recipe: Recipe, assembly: Assembly) -> None:
+    x, y = recipe.supervised  # type: ignore[misc]
+    spec = assembly.spec()
+    if not isinstance(spec, Mapping):
+        raise SchemaError(
+            "as_supervised: the examples are not a dict of named features "
+            f"(got {type(spec).__name__}); a PyDataset already yields (x, y)"
+        )
+    check_known(x, y, sorted(spec), "as_supervised", "the examples")
+    assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(plain(selector(x, y))))
+
+
+def _apply_options(
+    recipe: Recipe, dataset: tf.data.Dataset, deterministic: bool
+) -> tf.data.Dataset:
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    if recipe.options.ram_budget_mb is not None:
+        options.autotune.ram_budget = recipe.options.ram_budget_mb << 20
+    if recipe.options.threads is not None:
+        options.threading.private_threadpool_size = recipe.options.threads
+    return dataset.with_options(options)
+
+
+class Assembly:
+    """The dataset under construction and the label of every stage applied to it."""
+
+    def __init__(self) -> None:
+        self.dataset: Any = None
+        self.labels: list[str] = []
+        self.batched = False
+        self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
+
+    def run(self, label: str, step: Callable[[Any], tf.data.Dataset]) -> None:
+        self.dataset = step(self.dataset)
+        self.labels.append(label)
+
+    def run_all(self, steps: list[Step]) -> None:
+        for label, step in steps:
+            self.run(label, step)
+
+    def unbatch(self) -> None:
+        if self.batched:
+            self.run("unbatch", lambda ds: ds.unbatch())
+            self.batched = False
+
+    def spec(self) -> Any:
+        return self.dataset.element_spec

@@ -1,0 +1,99 @@
+"""What a `Pipeline`'s builder methods asked for, as one immutable value.
+
+Pipeline(...).shuffle().map(f).batch(64) ──each method: a new Recipe──▶ Recipe
+    ──assembly.build──▶ tf.data.Dataset;  ──distributed_pipeline──▶ one part per worker
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from tfpipe.checks import check_int
+from tfpipe.loaders.inputs import AUTOTUNE, Decoding
+from tfpipe.loaders.padding import Padding
+from tfpipe.loaders.service import DataService
+from tfpipe.loaders.transforms import Transform
+
+DEFAULT_BATCH = 64  # the records batched for a vectorised parse without a batch()
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """`tf.data.Options` the pipeline sets; see `Pipeline.options`."""
+
+    deterministic: bool | None = None
+    ram_budget_mb: int | None = None
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.deterministic not in (None, True, False):
+            raise ValueError(
+                f"deterministic must be True, False or None. Received: {self.deterministic!r}"
+            )
+        if self.ram_budget_mb is not None:
+            check_int("ram_budget_mb", self.ram_budget_mb)
+        if self.threads is not None:
+            check_int("threads", self.threads)
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A pipeline's input, decoding and every builder method's setting (see `Pipeline`)."""
+
+    input: Any  # a RecordInput, MemoryInput or PyDatasetInput
+    decoding: Decoding
+    padding: Padding
+    seed: int | None = None
+    shuffle: bool = False
+    buffer: int | None = None
+    transforms: tuple[Transform, ...] = ()
+    batch: tuple[int, bool] | None = None  # (size, drop_remainder)
+    cache: tuple[str, int] | None = None  # (path, how many transforms come before it)
+    prefetch: int = AUTOTUNE
+    repeat: int | None = 0  # None: forever
+    take: int | None = None
+    shard: tuple[int, int] | None = None  # (num, index)
+    options: PipelineOptions = PipelineOptions()
+    supervised: tuple[Any, Any] | None = None
+    start: tuple[int, int] | None = None  # (epoch, batch)
+    epoch_batches: int | None = None  # build_distributed's steps of a worker's epoch
+    service: DataService | None = None
+
+    def replace(self, **changes: Any) -> Recipe:
+        """This recipe with `changes` (field name -> value)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def batch_size(self) -> int:
+        """The size of `batch()`, else the default size records are parsed in."""
+        return (self.batch or (DEFAULT_BATCH, False))[0]
+
+    @property
+    def filtered(self) -> bool:
+        """Whether a `filter()` is among the transforms."""
+        return any(t.kind == "filter" for t in self.transforms)
+
+    @property
+    def name(self) -> str:
+        """The input, for messages: its name, else its type."""
+        return repr(getattr(self.input, "name", type(self.input).__name__))
+
+    def examples_per_epoch(self) -> int | None:
+        """See `Pipeline.examples_per_epoch`."""
+        count = self.input.num_examples
+        copies = self.service is not None and self.service.mode == "off"
+        if count is None or self.filtered or self.shard is not None or copies:
+            return None
+        count = count if self.take is None else min(count, self.take)
+        if self.batch is not None and self.batch[1]:
+            count -= count % self.batch[0]
+        return int(count)
+
+    def batches_per_epoch(self) -> int | None:
+        """See `Pipeline.batches_per_epoch`."""
+        count = self.examples_per_epoch()
+        if count is None or self.batch is None:
+            return None
+        return math.ceil(count / self.batch[0])

@@ -1,0 +1,109 @@
+"""The `map()`s and `filter()`s of a `Pipeline`: each applied to the dataset, checked and
+traced.
+
+    Pipeline.map(fn) / .filter(predicate) ──Transform──▶ assembly: applied after the decoding
+        (the first map may decode the images in its own parallel calls: `prepare`)
+        ──is_random──▶ where a cache may go, and whether the report's map timing is of a random
+        augmentation
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from tfpipe.errors import SchemaError
+from tfpipe.loaders.inputs import AUTOTUNE
+
+
+@dataclasses.dataclass(frozen=True)
+class Transform:
+    """A `map()` or `filter()` of a pipeline."""
+
+    kind: str  # "map" or "filter"
+    fn: Callable[..., Any]
+    random: bool | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}({getattr(self.fn, '__name__', type(self.fn).__name__)})"
+
+    @property
+    def _map_dataset(self) -> Callable[..., tf.data.Dataset] | None:
+        # A map with its own map_dataset (tfpipe.augment.Joint) zips a seed onto each example.
+        map_dataset = getattr(self.fn, "map_dataset", None)
+        return map_dataset if callable(map_dataset) else None
+
+    def takes_prepare(self) -> bool:
+        """Whether `apply` can run a `prepare` function in the same parallel call: a map, or
+        a `map_dataset` with a `prepare` argument (as `tfpipe.augment.Joint` has)."""
+        if self.kind != "map":
+            return False
+        map_dataset = self._map_dataset
+        return map_dataset is None or "prepare" in inspect.signature(map_dataset).parameters
+
+    def apply(
+        self, dataset: tf.data.Dataset, prepare: Callable[[Any], Any] | None = None
+    ) -> tf.data.Dataset:
+        """Applies the function, checking that it keeps the structure of the examples;
+        `prepare` first turns each element into the example, in the same call."""
+        if self.kind == "filter":
+            try:
+                return dataset.filter(self.fn)
+            except (TypeError, ValueError) as e:
+                raise SchemaError(f"{self.name} must return a scalar bool tensor: {e}") from e
+        before = dataset.element_spec if prepare is None else dataset.element_spec[0]
+        map_dataset = self._map_dataset
+        if map_dataset is not None:
+            dataset = map_dataset(dataset) if prepare is None else map_dataset(dataset, prepare)
+        else:
+            fn = self.fn if prepare is None else (lambda *parts: self.fn(prepare(parts)))
+            dataset = dataset.map(fn, num_parallel_calls=AUTOTUNE)
+        after = dataset.element_spec
+        if isinstance(before, Mapping) and not isinstance(after, Mapping):
+            raise SchemaError(
+                f"{self.name} must return a dict of feature name -> tensor like its input "
+                f"(features {sorted(before)}); got {type(after).__name__}. Keep examples as "
+                "dicts and use as_supervised(x, y) to make (x, y) pairs"
+            )
+        if isinstance(before, tuple) and not isinstance(after, tuple):
+            raise SchemaError(
+                f"{self.name} must return a tuple like its input ({len(before)} parts); "
+                f"got {type(after).__name__}"
+            )
+        return dataset
+
+    def is_random(self, spec: Any) -> bool:
+        """`random` as given or as `fn.random` says, else whether the traced function uses
+        random ops."""
+        declared = self.random if self.random is not None else getattr(self.fn, "random", None)
+        if isinstance(declared, bool):
+            return declared
+        args = spec if isinstance(spec, tuple) else (spec,)
+        graph = tf.function(self.fn).get_concrete_function(*args).graph.as_graph_def()
+        ops = [n.op for n in graph.node] + [
+            n.op for f in graph.library.function for n in f.node_def
+        ]
+        return any("Random" in op for op in ops)
+
+
+def new_transform(kind: str, fn: Any, random: bool | None) -> Transform:
+    """A `map` or `filter` of `fn`, its arguments checked."""
+    if not callable(fn):
+        raise TypeError(f"{kind}() needs a function. Received: {fn!r}")
+    if random not in (None, True, False):
+        raise ValueError(f"random must be True, False or None. Received: {random!r}")
+    return Transform(kind, fn, random)
+
+
+def any_random(maps: Sequence[Transform], examples: tf.data.Dataset) -> bool:
+    """Whether one of `maps` is random, each traced on what it receives from the ones before."""
+    for transform in maps:
+        if transform.is_random(examples.element_spec):
+            return True
+        examples = transform.apply(examples)
+    return False
