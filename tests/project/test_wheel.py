@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_quiet import STARTUP_LINE
 
 import tfpipe
 
@@ -51,7 +52,8 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = tmp_path_factory.mktemp("venv")
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    site = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = run([str(python), "-c", where]).stdout
     ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
     (Path(site.strip()) / "tfpipe-test-deps.pth").write_text("\n".join(ours) + "\n")
     wheel = next(dist.glob("tfpipe-*.whl"))
@@ -60,14 +62,17 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir / "bin"
 
 
-def run(command: list[str], cwd: Path | None = None, timeout: float = 120) -> str:
-    """Runs `command` without PYTHONPATH; its stdout, or a failure with its output."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def run(
+    command: list[str], cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Runs `command` as a user's shell would, without PYTHONPATH or TF_CPP_MIN_LOG_LEVEL;
+    fails with its output unless it succeeds."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
     done = subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    return done
 
 
 def test_the_wheel_and_sdist_hold_the_version_and_the_type_marker(dist: Path) -> None:
@@ -81,17 +86,18 @@ def test_the_wheel_and_sdist_hold_the_version_and_the_type_marker(dist: Path) ->
 
 
 def test_the_installed_command_says_its_version(installed: Path, tmp_path: Path) -> None:
-    printed = run([str(installed / "tfpipe"), "--version"], cwd=tmp_path)
+    printed = run([str(installed / "tfpipe"), "--version"], cwd=tmp_path).stdout
     assert printed.strip() == f"tfpipe {tfpipe.__version__}"
 
 
 def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
-    printed = run([str(installed / "python"), "-c", IMPORT_ALL], cwd=tmp_path, timeout=300)
+    printed = run([str(installed / "python"), "-c", IMPORT_ALL], cwd=tmp_path, timeout=300).stdout
     assert Path(printed.strip()).is_relative_to(installed.parent)
 
 
-def test_the_installed_demo_runs(installed: Path, tmp_path: Path) -> None:
+def test_the_installed_demo_runs_quietly(installed: Path, tmp_path: Path) -> None:
     command = [str(installed / "tfpipe"), "demo", "--workdir", "d", "--epochs", "1"]
-    printed = run(command, cwd=tmp_path, timeout=300)
+    done = run(command, cwd=tmp_path, timeout=300)
     assert (tmp_path / "d" / "records" / "train.json").is_file()
-    assert "test accuracy" in printed
+    assert "test accuracy" in done.stdout
+    assert STARTUP_LINE.findall(done.stderr) == [], done.stderr
