@@ -2,13 +2,17 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Test processes (pytest-xdist): the suite waits on subprocesses and servers much of the time,
 # so two processes finish it sooner even on 2 cores; each file stays in one process, so its
 # module fixtures (a demo run, killed training runs) are made once.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test bench lint docs clean
+# The quick check's tests: the files of the flow's core (schema, sources, writer, the command,
+# the public API) without those marked slow; seconds each. `make test` runs every file.
+QUICK_TESTS ?= tests/test_schema.py tests/sources/test_sources.py tests/records/test_writer.py \
+	tests/cli/test_cli.py tests/project/test_public_api.py
+
+.PHONY: demo check test bench lint docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +33,11 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/tfpipe demo --workdir demo-data
 
-test: $(VENV)/.installed-dev
+# A minute or two: lint, types and the quick tests; `make test` is the whole suite CI runs.
+check: lint
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(QUICK_TESTS)
+
+test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(VENV)/.installed-bench

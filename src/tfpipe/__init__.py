@@ -10,12 +10,17 @@ made: the errors and `TfpipeWarning` in `tfpipe.errors`, `DatasetInfo` in
 `import tfpipe` is light: each public name is imported on first use (PEP 562), so that the
 `tfpipe` command answers `--help` without importing TensorFlow. The first use also hides
 TensorFlow's GPUs when Keras runs on another backend (JAX, PyTorch), which then trains on them
-while TensorFlow reads the data (see `tfpipe.training.backend`).
+while TensorFlow reads the data (see `tfpipe.training.backend`). It keeps TensorFlow's start-up
+lines off stderr unless `TF_CPP_MIN_LOG_LEVEL` is set (`tfpipe.logs`): import tfpipe before Keras.
 """
 
 import importlib
 import importlib.util
 import typing  # as a module: `import tfpipe` binds no public name but those of __all__
+
+from tfpipe import logs as _logs  # light: no TensorFlow
+
+_logs.quiet()  # before TensorFlow is first imported, by tfpipe or after it (Keras)
 
 if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and editors
     from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
@@ -29,7 +34,7 @@ if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and ed
     from tfpipe.training.faults import named_errors
     from tfpipe.training.fit import fit
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one source: pyproject.toml reads it (setuptools dynamic)
 
 # Each public name and the module it is imported from on first use: the module's attribute of
 # that name, or the module itself when it has none (`augment`).

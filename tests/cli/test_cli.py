@@ -312,6 +312,7 @@ def test_demo_writes_and_reads_back_and_trains_above_chance(
     assert "tfpipe.fit report" in printed and "for 40 epochs" in printed
 
 
+@pytest.mark.slow  # the demo fixture trains for 40 epochs
 def test_demo_command_reuses_its_workdir(
     demo: tuple[DemoResult, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -22,6 +22,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
+import tfpipe
+from tfpipe import logs
 from tfpipe.errors import TfpipeWarning  # light: tfpipe imports its public names on first use
 
 EXIT_ERROR = 2
@@ -29,6 +31,10 @@ EXIT_ERROR = 2
 _SET_BY = {"num_shards": "shards"}
 _VALUE_FORMS = {"(height, width)": "HEIGHTxWIDTH"}
 _BARE = r"(?<![\w.\-/\\'\"(])"  # a name on its own: not in a path, a quoted name or a call
+_VERBOSE: dict[str, Any] = {
+    "action": "store_true",
+    "help": "show TensorFlow's start-up and C++ log messages",
+}
 
 
 def _fractions(text: str) -> dict[str, float]:
@@ -76,9 +82,7 @@ def _columns(text: str) -> list[str]:
 
 def _command(parser: argparse.ArgumentParser, handler: str) -> None:
     """Gives a command `--verbose` and the name of its handler in `tfpipe.cli.commands`."""
-    parser.add_argument(
-        "--verbose", action="store_true", help="show TensorFlow's start-up and C++ log messages"
-    )
+    parser.add_argument("--verbose", **_VERBOSE, default=argparse.SUPPRESS)  # keeps the global
     flags = {
         action.dest: max(action.option_strings, key=len)
         for action in parser._actions  # argparse's own: it lists a parser's actions no other way
@@ -137,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tfpipe", description="Write, inspect and read TFRecord datasets for Keras."
     )
+    parser.add_argument("--version", action="version", version=f"tfpipe {tfpipe.__version__}")
+    parser.add_argument("--verbose", **_VERBOSE)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_write(commands)
     _add_inspect(commands)
@@ -378,24 +384,11 @@ def _import_commands(verbose: bool) -> Any:
     logs off and what it writes to the stderr file descriptor while it loads held back
     (printed if the import fails)."""
     if verbose:
+        logs.show()
         return importlib.import_module("tfpipe.cli.commands")
-    import tempfile  # here, not above: --help never needs it
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read once, when TensorFlow loads
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            return importlib.import_module("tfpipe.cli.commands")
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+    os.environ.setdefault(logs.LEVEL, logs.QUIET_LEVEL)  # read once, when TensorFlow loads
+    with logs.held_stderr():
+        return importlib.import_module("tfpipe.cli.commands")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,103 @@
+"""tfpipe installs like a released package: the wheel and sdist build, and the installed wheel
+(not the checkout) answers `tfpipe --version`, imports every module and runs the demo.
+
+The wheel goes into a fresh virtual environment that sees this interpreter's site-packages
+through a `.pth` file (TensorFlow and the extras come from there, so nothing is downloaded), but
+not the checkout: `.pth` files of those site-packages, such as an editable install's, are not
+read, and the commands run without PYTHONPATH from a folder outside the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_quiet import STARTUP_LINE
+
+import tfpipe
+
+ROOT = Path(__file__).resolve().parents[2]
+# Every module the wheel holds, imported; prints where tfpipe was imported from.
+IMPORT_ALL = """
+import importlib, pkgutil, tfpipe
+for module in pkgutil.walk_packages(tfpipe.__path__, "tfpipe."):
+    if module.name != "tfpipe.__main__":
+        importlib.import_module(module.name)
+print(tfpipe.__file__)
+"""
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist and the wheel built from it, as `python -m build` makes them for a release
+    (without build isolation: the build backend comes from this environment)."""
+    pytest.importorskip("build", reason="`build` is in the dev extra: pip install -e '.[dev]'")
+    out = tmp_path_factory.mktemp("dist")
+    command = [sys.executable, "-m", "build", "--no-isolation", "--skip-dependency-check"]
+    run([*command, "--outdir", str(out), str(ROOT)], cwd=ROOT, timeout=300)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bin folder of a fresh virtual environment with the wheel installed (no deps)."""
+    env_dir = tmp_path_factory.mktemp("venv")
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = run([str(python), "-c", where]).stdout
+    ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
+    (Path(site.strip()) / "tfpipe-test-deps.pth").write_text("\n".join(ours) + "\n")
+    wheel = next(dist.glob("tfpipe-*.whl"))
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q"]
+    run([*pip, str(wheel)], timeout=300)
+    return env_dir / "bin"
+
+
+def run(
+    command: list[str], cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Runs `command` as a user's shell would, without PYTHONPATH or TF_CPP_MIN_LOG_LEVEL;
+    fails with its output unless it succeeds."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")}
+    done = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_the_wheel_and_sdist_hold_the_version_and_the_type_marker(dist: Path) -> None:
+    wheel = next(dist.glob("*.whl"))
+    sdist = next(dist.glob("*.tar.gz"))
+    assert wheel.name.startswith(f"tfpipe-{tfpipe.__version__}-py3-none-any")
+    assert sdist.name == f"tfpipe-{tfpipe.__version__}.tar.gz"
+    with zipfile.ZipFile(wheel) as wheel_files, tarfile.open(sdist) as sdist_files:
+        assert "tfpipe/py.typed" in wheel_files.namelist()
+        assert f"tfpipe-{tfpipe.__version__}/src/tfpipe/py.typed" in sdist_files.getnames()
+
+
+def test_the_installed_command_says_its_version(installed: Path, tmp_path: Path) -> None:
+    printed = run([str(installed / "tfpipe"), "--version"], cwd=tmp_path).stdout
+    assert printed.strip() == f"tfpipe {tfpipe.__version__}"
+
+
+def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    printed = run([str(installed / "python"), "-c", IMPORT_ALL], cwd=tmp_path, timeout=300).stdout
+    assert Path(printed.strip()).is_relative_to(installed.parent)
+
+
+def test_the_installed_demo_runs_quietly(installed: Path, tmp_path: Path) -> None:
+    command = [str(installed / "tfpipe"), "demo", "--workdir", "d", "--epochs", "1"]
+    done = run(command, cwd=tmp_path, timeout=300)
+    assert (tmp_path / "d" / "records" / "train.json").is_file()
+    assert "test accuracy" in done.stdout
+    assert STARTUP_LINE.findall(done.stderr) == [], done.stderr
