@@ -25,7 +25,8 @@ from typing import Any
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError, TfpipeWarning
-from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step, plain
+from tfpipe.features.tracing import plain
+from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import check_known, selector

@@ -22,6 +22,7 @@ from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
 from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
+from tfpipe.features.tracing import plain
 from tfpipe.format.compression import check_compression, tf_compression
 from tfpipe.labels import check_stored_labels
 from tfpipe.records.infer import infer_schema
@@ -262,12 +263,6 @@ def _records(file: tf.Tensor, count: tf.Tensor, compression: str) -> tf.data.Dat
         lambda: records.apply(tf.data.experimental.assert_cardinality(count)),
         lambda: records,
     )
-
-
-def plain(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`fn` traced as written, without AutoGraph: tfpipe's step functions use TensorFlow's
-    control flow ops already, and converting them took ~3 s before the first batch."""
-    return tf.autograph.experimental.do_not_convert(fn)
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:

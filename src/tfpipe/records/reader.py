@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError
+from tfpipe.features.tracing import plain
 from tfpipe.format.compression import tf_compression
 from tfpipe.format.lookup import with_split
 from tfpipe.format.metadata import DatasetInfo
@@ -172,7 +173,7 @@ def read_tfrecords(
     dataset = tf.data.TFRecordDataset(
         [str(f) for f in files], compression_type=tf_compression(compression)
     )
-    dataset = dataset.map(schema.parse, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(plain(schema.parse), num_parallel_calls=tf.data.AUTOTUNE)
     if count is not None:
         # The metadata's count: len(dataset) works, and a count that differs fails the epoch.
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(count))

@@ -35,6 +35,7 @@ from tfpipe.errors import (
 )
 from tfpipe.features import Image, Mask, decoding, imaging
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
+from tfpipe.features.tracing import plain
 from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.frames import file_crc32c
 from tfpipe.format.lookup import names_dataset, resolve_files
@@ -184,7 +185,7 @@ def failing_images(
     decoded = (
         tf.data.Dataset.from_tensor_slices(list(values))
         .enumerate()
-        .map(measure, num_parallel_calls=tf.data.AUTOTUNE)
+        .map(plain(measure), num_parallel_calls=tf.data.AUTOTUNE)
         .ignore_errors()
         .batch(_CHUNK)
     )

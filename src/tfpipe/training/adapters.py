@@ -24,8 +24,8 @@ from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
+from tfpipe.features.tracing import plain
 from tfpipe.format.metadata import DatasetInfo
-from tfpipe.loaders.inputs import plain
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import DataService
