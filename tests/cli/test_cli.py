@@ -214,6 +214,7 @@ def test_inspect_names_a_damaged_record_past_the_sampled_ones(
         (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
         (["inspect", "{tmp}/nothing-here"], ["no TFRecord files at"]),
         (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
+        (["inspect", "{tmp}/no-folder", "--split", "train"], ["no-folder' does not exist"]),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(
