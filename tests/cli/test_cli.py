@@ -232,6 +232,22 @@ def test_bad_input_exits_2_with_one_clear_line(
     _assert_one_line_error(capsys.readouterr().err, argv[0], *fragments)
 
 
+def test_bench_of_a_folder_names_the_dataset_and_the_flag(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["write", str(image_folder), str(out / "small"), "--image-size", "8x8"]) == 0
+    assert main(["write", str(image_folder), str(out / "all")]) == 0  # each image's own size
+    capsys.readouterr()
+    assert main(["bench", str(out), "--batches", "1"]) == 2
+    err = capsys.readouterr().err
+    _assert_one_line_error(err, "bench", f"{out / 'all'}: image stored at each image's own size")
+    assert "pass --image-size HEIGHTxWIDTH" in err
+    assert "Pipeline" not in err and "Image(shape" not in err
+    assert main(["bench", str(out), "--batches", "1", "--image-size", "8x8"]) == 0
+    assert f"{out / 'all'}: " in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [

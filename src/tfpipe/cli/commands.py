@@ -8,8 +8,9 @@ its exit status (None: 0).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,8 +28,8 @@ from tfpipe.cli.summary import (
     format_bytes,
     listed,
 )
-from tfpipe.errors import DataNotFoundError, TfpipeError
-from tfpipe.features import Image, Text
+from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeError
+from tfpipe.features import Image, Mask, Text
 from tfpipe.format import tfds_folders
 from tfpipe.format.metadata import (
     DatasetInfo,
@@ -298,6 +299,36 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if report.ok else EXIT_FAULTS
 
 
+def _check_batchable(prefix: str, image_size: tuple[int, int] | None) -> None:
+    """Refuses, naming the dataset and the flag, images stored at varying sizes when
+    `--image-size` does not give the one size to batch them at."""
+    if image_size is not None:
+        return
+    schema = DatasetInfo.load(prefix).schema
+    varying = [
+        name
+        for name, feature in schema.items()
+        if isinstance(feature, Image | Mask) and None in feature.shape[:2]
+    ]
+    if varying:
+        raise SchemaError(
+            f"{prefix}: {', '.join(varying)} stored at each image's own size (written without "
+            "--image-size), and a batch needs one size: pass --image-size HEIGHTxWIDTH, "
+            "e.g. --image-size 128x128"
+        )
+
+
+@contextlib.contextmanager
+def _naming(dataset: str) -> Iterator[None]:
+    """Puts the name of `dataset` before a tfpipe error that does not name it already."""
+    try:
+        yield
+    except TfpipeError as e:
+        if dataset in str(e):
+            raise
+        raise type(e)(f"{dataset}: {e}") from e
+
+
 def _bench(args: argparse.Namespace, out: TextIO) -> None:
     size = DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size
     prefixes = _dataset_prefixes(args.path)
@@ -314,9 +345,12 @@ def _bench(args: argparse.Namespace, out: TextIO) -> None:
             f"one of them, e.g. {prefixes[0]}"
         )
     for prefix in prefixes:
-        result = benchmark(
-            prefix, batches=args.batches, batch_size=size, image_size=args.image_size
-        )
+        _check_batchable(prefix, args.image_size)
+    for prefix in prefixes:
+        with _naming(prefix):
+            result = benchmark(
+                prefix, batches=args.batches, batch_size=size, image_size=args.image_size
+            )
         print(
             f"{prefix}: {result.examples_per_s:,.0f} examples/s, "
             f"{result.batches_per_s:,.1f} batches/s of {size}, first batch after "
