@@ -121,6 +121,24 @@ def test_write_csv_with_several_label_columns_no_shuffle(
     assert tfpipe.DatasetInfo.load(tmp_path / "b").num_examples == 6
 
 
+def test_write_splits_multi_label_csvs_stratified_or_at_random(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images = make_image_folder(tmp_path / "imgs", num_classes=2, per_class=10, size=(8, 8))
+    df = make_image_dataframe(images).assign(tags=["haze water", "clear", "haze", "clear"] * 5)
+    df.drop(columns="label").to_csv(images / "tags.csv", index=False)
+    argv = ["write", str(images / "tags.csv"), str(tmp_path / "out"), "--label-cols", "tags",
+            "--label-sep", " ", "--split", "train=0.5,test=0.5"]  # fmt: skip
+    assert main(argv) == 0
+    assert "warning" not in capsys.readouterr().err  # stratified by the label sets
+    test = tfpipe.read_tfrecords(tmp_path / "out" / "test").as_numpy_iterator()
+    clear, haze, water = np.sum([e["tags"] for e in test], axis=0)
+    assert (clear, haze) == (5, 5) and water in (2, 3)  # half of 10, 10 and 5
+    assert main([*argv, "--no-stratify"]) == 0
+    assert main([*argv[:-2], "--no-stratify"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "write", "--no-stratify says how --split")
+
+
 def test_write_on_error_skip_counts_and_warns(
     image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -380,6 +398,10 @@ def test_installed_console_script(tmp_path: Path) -> None:
             "image: images of variable size cannot be batched; pass --image-size HEIGHTxWIDTH",
         ),
         ("path_col and image_cols: pass one", "--path-col and --image-cols: pass one"),
+        (
+            "split(stratify=True) ignored: ...; pass stratify=False to split at random",
+            "split(stratify=True) ignored: ...; pass --no-stratify to split at random",
+        ),
         ("pass base_dir= if the paths are relative", "pass --base-dir if the paths are relative"),
         ("workers must be > 0. Received: workers=0", "workers must be > 0. Received: --workers 0"),
         (  # paths, quoted column names and calls keep their names

@@ -308,9 +308,27 @@ def test_split_refuses_a_negative_seed_naming_it() -> None:
 
 def test_split_warns_when_stratify_is_impossible() -> None:
     src = tfpipe.from_arrays({"x": np.arange(10.0)})
-    with pytest.warns(tfpipe.TfpipeWarning, match="stratify=True.*ignored.*no class labels"):
+    with pytest.warns(tfpipe.TfpipeWarning, match="stratify=True.*ignored.*no ClassLabel"):
         parts = src.split({"train": 0.8, "test": 0.2})
     assert (len(parts["train"]), len(parts["test"])) == (8, 2)
+
+
+def test_multi_label_splits_keep_every_classs_share() -> None:
+    rng = np.random.default_rng(1)
+    sets = rng.random((300, 5)) < [0.6, 0.3, 0.1, 0.05, 0.03]  # rare classes too
+    sets[:20] = False  # examples without any class
+    tags = [np.flatnonzero(row).tolist() for row in sets]
+    schema = tfpipe.Schema(
+        {"x": tfpipe.Tensor(), "tags": tfpipe.ClassLabel(num_classes=5, multi_label=True)}
+    )
+    src = tfpipe.from_arrays({"x": np.arange(300.0), "tags": np.array(tags, object)}, schema)
+    np.testing.assert_array_equal(src.label_sets(), sets)
+    parts = src.split({"train": 0.8, "test": 0.2}, seed=3)  # no warning: it stratifies
+    assert abs(len(parts["test"]) - 60) <= 2
+    assert set().union(*map(_indices, parts.values())) == set(range(300))
+    test_sets = parts["test"].label_sets()
+    assert test_sets is not None
+    np.testing.assert_allclose(test_sets.sum(axis=0), 0.2 * sets.sum(axis=0), atol=1.01)
 
 
 def test_split_warns_when_a_class_is_too_small_for_every_split() -> None:

@@ -155,6 +155,8 @@ def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
 
 
 def _write(args: argparse.Namespace, out: TextIO) -> None:
+    if args.no_stratify and not args.split:
+        raise ValueError("--no-stratify says how --split splits; pass --split too, or drop it")
     fs.check_paths(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
     target = fs.path(args.out, "OUT")
     _check_out_not_in_folder(target, args)
@@ -162,7 +164,9 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
     schema = _stored_schema(source, args)
     prefixes: dict[str, fs.AnyPath]
     if args.split:
-        parts: dict[str, Any] = source.split(args.split, seed=args.seed)
+        parts: dict[str, Any] = source.split(
+            args.split, seed=args.seed, stratify=not args.no_stratify
+        )
         prefixes = {name: target / name for name in parts}
     else:
         parts = {target.name: source}

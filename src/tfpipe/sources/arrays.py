@@ -11,7 +11,7 @@ from tfpipe.errors import SourceError
 from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.schema import Schema
-from tfpipe.sources.base import SourceBase
+from tfpipe.sources.base import SourceBase, multi_hot
 
 
 def _as_rows(name: str, value: Any) -> np.ndarray:
@@ -106,6 +106,12 @@ class ArraySource(SourceBase):
                 if values.dtype.kind in "iu":
                     return values
                 return np.asarray([feature.index(v) for v in values], np.int64)  # class names
+        return None
+
+    def label_sets(self) -> np.ndarray | None:
+        for name, feature in self.schema.items():
+            if isinstance(feature, ClassLabel) and feature.multi_label:
+                return multi_hot(feature, self.arrays[name])
         return None
 
 
