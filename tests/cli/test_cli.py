@@ -344,6 +344,7 @@ def test_demo_writes_and_reads_back_and_trains_above_chance(
     assert sorted(np.bincount(_labels(demo.workdir / "records" / "test"))) == [8, 8, 8]
     assert demo.accuracy > 0.6  # 3 classes: chance is 1/3
     assert "tfpipe.fit report" in printed and "for 40 epochs" in printed
+    assert "validation" not in printed  # tested once after training: no advice to validate less
 
 
 def test_demo_command_reuses_its_workdir(
