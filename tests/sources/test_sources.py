@@ -313,6 +313,24 @@ def test_split_warns_when_stratify_is_impossible() -> None:
     assert (len(parts["train"]), len(parts["test"])) == (8, 2)
 
 
+def test_arrays_that_look_like_images_or_classes_say_why_they_are_tensors() -> None:
+    images, digits = np.zeros((40, 28, 28)), np.arange(40) % 10
+    with pytest.warns(tfpipe.TfpipeWarning) as caught:
+        src = tfpipe.from_arrays({"x": images, "digit": digits, "id": np.arange(40)})
+    assert [str(w.message).split(" (")[0] for w in caught] == ["arrays: 'x'", "arrays: 'digit'"]
+    assert "made a Tensor, not an Image: only uint8 arrays" in str(caught[0].message)
+    assert "(array * 255).astype(np.uint8)" in str(caught[0].message)
+    assert "not a ClassLabel: only integer arrays whose name contains 'label'" in str(
+        caught[1].message
+    )
+    assert "'digit_label'" in str(caught[1].message)
+    assert "ClassLabel(num_classes=10)" in str(caught[1].message)
+    assert src.schema["x"] == tfpipe.Tensor(shape=(28, 28), dtype="float64")
+    named = tfpipe.from_arrays({"x": images.astype(np.uint8), "digit_label": digits})
+    assert isinstance(named.schema["x"], tfpipe.Image)  # no warning: nothing was a guess
+    assert named.schema["digit_label"] == tfpipe.ClassLabel(num_classes=10)
+
+
 def test_multi_label_splits_keep_every_classs_share() -> None:
     rng = np.random.default_rng(1)
     sets = rng.random((300, 5)) < [0.6, 0.3, 0.1, 0.05, 0.03]  # rare classes too
