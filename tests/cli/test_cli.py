@@ -191,6 +191,10 @@ def test_inspect_records_written_by_plain_tensorflow(
         r"image/class/label +int64 \(\) = 0\n",
         r"score +float32 \(2,\) min 0\.0 max 0\.5",
         r"name +text 'sample-0'",
+        r"image/encoded +Image: its bytes are JPEG images",
+        r"image/class/label +ClassLabel: one int64 per record under a key containing 'label'",
+        r"score +Tensor: float values \(images stored as floats stay Tensors",
+        r"name +Text: bytes that are not JPEG or PNG",
     ]:
         assert re.search(line, report), line
 

@@ -23,6 +23,7 @@ from tfpipe.cli.demo import run_demo
 from tfpipe.cli.servers import run_dispatcher, run_worker
 from tfpipe.cli.summary import (
     describe_example,
+    describe_inference,
     describe_info,
     describe_schema,
     format_bytes,
@@ -267,6 +268,7 @@ def _inspect_files(paths: list[str], out: TextIO) -> None:
     ]
     print(*listed(shown, "files"), sep="\n", file=out)
     _show_first([str(f) for f in files], schema, out)
+    print(*describe_inference(schema), sep="\n", file=out)
 
 
 def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
