@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         image_shape=(*IMAGE_SIZE, 3),
     )
     print("schema:", source.schema)
-    parts = source.split({"train": 0.8, "val": 0.2}, seed=0, stratify=False)
+    parts = source.split({"train": 0.8, "val": 0.2}, seed=0)
     loaders = {
         name: tfpipe.SequenceLoader(
             part,

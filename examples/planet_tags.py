@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"first row {df['tags'][0]!r} -> {source.schema.load(source[0])['tags']}")
 
     records = args.workdir / "records"
-    for name, part in source.split({"train": 0.8, "val": 0.2}, seed=0, stratify=False).items():
+    for name, part in source.split({"train": 0.8, "val": 0.2}, seed=0).items():
         tfpipe.write_tfrecords(part, records / name, progress=False)
     train = tfpipe.Pipeline(records / "train", rescale=1 / 255).shuffle(seed=0).batch(8)
     val = tfpipe.Pipeline(records / "val", rescale=1 / 255).batch(64)

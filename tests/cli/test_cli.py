@@ -122,6 +122,24 @@ def test_write_csv_with_several_label_columns_no_shuffle(
     assert DatasetInfo.load(tmp_path / "b").num_examples == 6
 
 
+def test_write_splits_multi_label_csvs_stratified_or_at_random(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    images = make_image_folder(tmp_path / "imgs", num_classes=2, per_class=10, size=(8, 8))
+    df = make_image_dataframe(images).assign(tags=["haze water", "clear", "haze", "clear"] * 5)
+    df.drop(columns="label").to_csv(images / "tags.csv", index=False)
+    argv = ["write", str(images / "tags.csv"), str(tmp_path / "out"), "--label-cols", "tags",
+            "--label-sep", " ", "--split", "train=0.5,test=0.5"]  # fmt: skip
+    assert main(argv) == 0
+    assert "warning" not in capsys.readouterr().err  # stratified by the label sets
+    test = tfpipe.read_tfrecords(tmp_path / "out" / "test").as_numpy_iterator()
+    clear, haze, water = np.sum([e["tags"] for e in test], axis=0)
+    assert (clear, haze) == (5, 5) and water in (2, 3)  # half of 10, 10 and 5
+    assert main([*argv, "--no-stratify"]) == 0
+    assert main([*argv[:-2], "--no-stratify"]) == 2
+    _assert_one_line_error(capsys.readouterr().err, "write", "--no-stratify says how --split")
+
+
 def test_write_on_error_skip_counts_and_warns(
     image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -174,6 +192,10 @@ def test_inspect_records_written_by_plain_tensorflow(
         r"image/class/label +int64 \(\) = 0\n",
         r"score +float32 \(2,\) min 0\.0 max 0\.5",
         r"name +text 'sample-0'",
+        r"image/encoded +Image: its bytes are JPEG images",
+        r"image/class/label +ClassLabel: one int64 per record under a key containing 'label'",
+        r"score +Tensor: float values \(images stored as floats stay Tensors",
+        r"name +Text: bytes that are not JPEG or PNG",
     ]:
         assert re.search(line, report), line
 
@@ -215,6 +237,7 @@ def test_inspect_names_a_damaged_record_past_the_sampled_ones(
         (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
         (["inspect", "{tmp}/nothing-here"], ["no TFRecord files at"]),
         (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
+        (["inspect", "{tmp}/no-folder", "--split", "train"], ["no-folder' does not exist"]),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(
@@ -230,6 +253,22 @@ def test_bad_input_exits_2_with_one_clear_line(
     names = {"tmp": tmp_path, "images": image_folder, "empty": tmp_path / "empty"}
     assert main([a.format(**names) for a in argv]) == 2
     _assert_one_line_error(capsys.readouterr().err, argv[0], *fragments)
+
+
+def test_bench_of_a_folder_names_the_dataset_and_the_flag(
+    image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["write", str(image_folder), str(out / "small"), "--image-size", "8x8"]) == 0
+    assert main(["write", str(image_folder), str(out / "all")]) == 0  # each image's own size
+    capsys.readouterr()
+    assert main(["bench", str(out), "--batches", "1"]) == 2
+    err = capsys.readouterr().err
+    _assert_one_line_error(err, "bench", f"{out / 'all'}: image stored at each image's own size")
+    assert "pass --image-size HEIGHTxWIDTH" in err
+    assert "Pipeline" not in err and "Image(shape" not in err
+    assert main(["bench", str(out), "--batches", "1", "--image-size", "8x8"]) == 0
+    assert f"{out / 'all'}: " in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -310,6 +349,7 @@ def test_demo_writes_and_reads_back_and_trains_above_chance(
     assert sorted(np.bincount(_labels(demo.workdir / "records" / "test"))) == [8, 8, 8]
     assert demo.accuracy > 0.6  # 3 classes: chance is 1/3
     assert "tfpipe.fit report" in printed and "for 40 epochs" in printed
+    assert "validation" not in printed  # tested once after training: no advice to validate less
 
 
 @pytest.mark.slow  # the demo fixture trains for 40 epochs
@@ -365,6 +405,10 @@ def test_installed_console_script(tmp_path: Path) -> None:
             "image: images of variable size cannot be batched; pass --image-size HEIGHTxWIDTH",
         ),
         ("path_col and image_cols: pass one", "--path-col and --image-cols: pass one"),
+        (
+            "split(stratify=True) ignored: ...; pass stratify=False to split at random",
+            "split(stratify=True) ignored: ...; pass --no-stratify to split at random",
+        ),
         ("pass base_dir= if the paths are relative", "pass --base-dir if the paths are relative"),
         ("workers must be > 0. Received: workers=0", "workers must be > 0. Received: --workers 0"),
         (  # paths, quoted column names and calls keep their names

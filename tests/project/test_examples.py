@@ -125,14 +125,26 @@ def test_plain_tf_records_are_read_through_an_inferred_schema(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_diagnose_input_bound_reports_both_runs(tmp_path: Path) -> None:
-    reports = load("diagnose_input_bound").main(["--workdir", str(tmp_path), "--plot"])
+def test_diagnose_input_bound_reports_both_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    module = load("diagnose_input_bound")
+    reports = module.main(["--workdir", str(tmp_path), "--plot"])
     assert (tmp_path / "report-before.png").stat().st_size > 0
-    assert reports["before"].input_kind == "PyDataset"
-    assert reports["after"].input_kind == "TFRecords"
+    before, after = reports["before"], reports["after"]
+    assert before.input_kind == "PyDataset"
+    assert (after.input_kind, after.image_encoding) == ("TFRecords", "raw")  # the advice taken
+    assert after.input_examples_per_s > before.input_examples_per_s
     for report in reports.values():
         assert report.verdict in ("input-bound", "compute-bound")
         assert 0.0 <= report.input_wait_fraction <= 1.0
+    last = module.what_is_left(after)
+    assert last in capsys.readouterr().out.splitlines()  # the verdict it got, said as it is
+    if after.verdict == "input-bound":
+        assert last.startswith("still input-bound") and "left to try" in last
+        assert not any("store raw pixels" in advice for advice in after.advice)
+    else:
+        assert last.startswith("now compute-bound")
 
 
 @pytest.mark.slow

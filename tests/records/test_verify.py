@@ -101,6 +101,24 @@ def test_a_sound_dataset_verifies_clean(written: Path) -> None:
     )
 
 
+def test_raw_records_say_their_sizes_were_checked(tmp_path: Path) -> None:
+    schema = tfpipe.Schema(
+        {
+            "image": tfpipe.Image(shape=(8, 8, 3), encoding="raw"),
+            "label": tfpipe.ClassLabel(num_classes=2),
+        }
+    )
+    examples = [{"image": _pixels(seed), "label": seed % 2} for seed in range(4)]
+    tfpipe.write_tfrecords(examples, tmp_path / "raw", schema, progress=False)
+    report = tfpipe.verify(tmp_path / "raw", progress=False)
+    assert (report.num_images, report.num_raw_images) == (0, 4)
+    assert report.summary().endswith(
+        "4 raw images' pixel counts checked against the schema's shape "
+        "(raw pixels need no decoding): OK"
+    )
+    assert "images decoded" not in report.summary()
+
+
 def test_gzip_shards_verify_and_files_without_metadata_say_so(
     image_folder: Path, tmp_path: Path
 ) -> None:

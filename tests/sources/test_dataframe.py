@@ -71,7 +71,10 @@ def test_tag_strings_give_multi_hot_rows_over_the_sorted_tags(planet: Path) -> N
     assert src[3]["tags"] == [] and src[5]["tags"] == [3, 4]  # empty cell: no tags; no repeats
     for row, hot in HOT.items():
         np.testing.assert_array_equal(src.schema.load(src[row])["tags"], hot)
-    assert src.labels() is None  # multi-label only: nothing to stratify by
+    assert src.labels() is None  # multi-label only: split stratifies by the label sets
+    sets = src.label_sets()
+    assert sets is not None and sets.shape == (len(TAGS), len(VOCABULARY))
+    np.testing.assert_array_equal(sets[list(HOT)], np.asarray(list(HOT.values())) > 0)
 
 
 @pytest.mark.slow

@@ -309,9 +309,45 @@ def test_split_refuses_a_negative_seed_naming_it() -> None:
 
 def test_split_warns_when_stratify_is_impossible() -> None:
     src = tfpipe.from_arrays({"x": np.arange(10.0)})
-    with pytest.warns(TfpipeWarning, match="stratify=True.*ignored.*no class labels"):
+    with pytest.warns(TfpipeWarning, match="stratify=True.*ignored.*no ClassLabel"):
         parts = src.split({"train": 0.8, "test": 0.2})
     assert (len(parts["train"]), len(parts["test"])) == (8, 2)
+
+
+def test_arrays_that_look_like_images_or_classes_say_why_they_are_tensors() -> None:
+    images, digits = np.zeros((40, 28, 28)), np.arange(40) % 10
+    with pytest.warns(TfpipeWarning) as caught:
+        src = tfpipe.from_arrays({"x": images, "digit": digits, "id": np.arange(40)})
+    assert [str(w.message).split(" (")[0] for w in caught] == ["arrays: 'x'", "arrays: 'digit'"]
+    assert "made a Tensor, not an Image: only uint8 arrays" in str(caught[0].message)
+    assert "(array * 255).astype(np.uint8)" in str(caught[0].message)
+    assert "not a ClassLabel: only integer arrays whose name contains 'label'" in str(
+        caught[1].message
+    )
+    assert "'digit_label'" in str(caught[1].message)
+    assert "ClassLabel(num_classes=10)" in str(caught[1].message)
+    assert src.schema["x"] == tfpipe.Tensor(shape=(28, 28), dtype="float64")
+    named = tfpipe.from_arrays({"x": images.astype(np.uint8), "digit_label": digits})
+    assert isinstance(named.schema["x"], tfpipe.Image)  # no warning: nothing was a guess
+    assert named.schema["digit_label"] == tfpipe.ClassLabel(num_classes=10)
+
+
+def test_multi_label_splits_keep_every_classs_share() -> None:
+    rng = np.random.default_rng(1)
+    sets = rng.random((300, 5)) < [0.6, 0.3, 0.1, 0.05, 0.03]  # rare classes too
+    sets[:20] = False  # examples without any class
+    tags = [np.flatnonzero(row).tolist() for row in sets]
+    schema = tfpipe.Schema(
+        {"x": tfpipe.Tensor(), "tags": tfpipe.ClassLabel(num_classes=5, multi_label=True)}
+    )
+    src = tfpipe.from_arrays({"x": np.arange(300.0), "tags": np.array(tags, object)}, schema)
+    np.testing.assert_array_equal(src.label_sets(), sets)
+    parts = src.split({"train": 0.8, "test": 0.2}, seed=3)  # no warning: it stratifies
+    assert abs(len(parts["test"]) - 60) <= 2
+    assert set().union(*map(_indices, parts.values())) == set(range(300))
+    test_sets = parts["test"].label_sets()
+    assert test_sets is not None
+    np.testing.assert_allclose(test_sets.sum(axis=0), 0.2 * sets.sum(axis=0), atol=1.01)
 
 
 def test_split_warns_when_a_class_is_too_small_for_every_split() -> None:

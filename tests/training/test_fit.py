@@ -750,3 +750,22 @@ def test_report_without_an_achieved_rate_under_replicas_claims_no_verdict() -> N
     )
     assert (report.verdict, report.input_wait_fraction) == ("unknown", None)
     assert report.advice[0].startswith("no train step was timed") and "nan" not in str(report)
+
+
+def test_y_alone_takes_the_one_image_as_x() -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (12, *SIZE, 3), dtype=np.uint8)
+    tags = rng.integers(0, 2, (12, NUM_CLASSES)).astype(np.float32)  # multi-hot
+    source = tfpipe.from_arrays({"image": images, "tags": tags, "id": np.arange(12.0)})
+    model = keras.Sequential(
+        [keras.Input((*SIZE, 3)), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(3)]
+    )
+    model.compile("adam", keras.losses.BinaryCrossentropy(from_logits=True))
+    history = tfpipe.fit(model, source, y="tags", batch_size=4, report=False, verbose=0)
+    assert len(history.history["loss"]) == 1
+    no_image = tfpipe.from_arrays({"tags": tags, "id": np.arange(12.0)})
+    with pytest.raises(SchemaError, match=r"y='tags' alone takes the one Image .* has 0"):
+        tfpipe.fit(model, no_image, y="tags", verbose=0)
+    pipeline = tfpipe.Pipeline(source).batch(4)  # no schema-wide default: x is needed
+    with pytest.raises(ValueError, match=r"pass x=\.\.\."):
+        tfpipe.fit(model, pipeline, y="tags", verbose=0)

@@ -8,8 +8,9 @@ its exit status (None: 0).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,13 +23,14 @@ from tfpipe.cli.demo import run_demo
 from tfpipe.cli.servers import run_dispatcher, run_worker
 from tfpipe.cli.summary import (
     describe_example,
+    describe_inference,
     describe_info,
     describe_schema,
     format_bytes,
     listed,
 )
-from tfpipe.errors import DataNotFoundError, TfpipeError
-from tfpipe.features import Image, Text
+from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeError
+from tfpipe.features import Image, Mask, Text
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.lookup import names_dataset, resolve_files, with_split
@@ -152,6 +154,8 @@ def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
 
 
 def _write(args: argparse.Namespace, out: TextIO) -> None:
+    if args.no_stratify and not args.split:
+        raise ValueError("--no-stratify says how --split splits; pass --split too, or drop it")
     fs.check_paths(args.out, "OUT")  # a scheme TensorFlow cannot open fails before the read
     target = fs.path(args.out, "OUT")
     _check_out_not_in_folder(target, args)
@@ -159,7 +163,9 @@ def _write(args: argparse.Namespace, out: TextIO) -> None:
     schema = _stored_schema(source, args)
     prefixes: dict[str, fs.AnyPath]
     if args.split:
-        parts: dict[str, Any] = source.split(args.split, seed=args.seed)
+        parts: dict[str, Any] = source.split(
+            args.split, seed=args.seed, stratify=not args.no_stratify
+        )
         prefixes = {name: target / name for name in parts}
     else:
         parts = {target.name: source}
@@ -260,6 +266,7 @@ def _inspect_files(paths: list[str], out: TextIO) -> None:
     ]
     print(*listed(shown, "files"), sep="\n", file=out)
     _show_first([str(f) for f in files], schema, out)
+    print(*describe_inference(schema), sep="\n", file=out)
 
 
 def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
@@ -296,6 +303,36 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if report.ok else EXIT_FAULTS
 
 
+def _check_batchable(prefix: str, image_size: tuple[int, int] | None) -> None:
+    """Refuses, naming the dataset and the flag, images stored at varying sizes when
+    `--image-size` does not give the one size to batch them at."""
+    if image_size is not None:
+        return
+    schema = DatasetInfo.load(prefix).schema
+    varying = [
+        name
+        for name, feature in schema.items()
+        if isinstance(feature, Image | Mask) and None in feature.shape[:2]
+    ]
+    if varying:
+        raise SchemaError(
+            f"{prefix}: {', '.join(varying)} stored at each image's own size (written without "
+            "--image-size), and a batch needs one size: pass --image-size HEIGHTxWIDTH, "
+            "e.g. --image-size 128x128"
+        )
+
+
+@contextlib.contextmanager
+def _naming(dataset: str) -> Iterator[None]:
+    """Puts the name of `dataset` before a tfpipe error that does not name it already."""
+    try:
+        yield
+    except TfpipeError as e:
+        if dataset in str(e):
+            raise
+        raise type(e)(f"{dataset}: {e}") from e
+
+
 def _bench(args: argparse.Namespace, out: TextIO) -> None:
     size = DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size
     prefixes = _dataset_prefixes(args.path)
@@ -312,9 +349,12 @@ def _bench(args: argparse.Namespace, out: TextIO) -> None:
             f"one of them, e.g. {prefixes[0]}"
         )
     for prefix in prefixes:
-        result = benchmark(
-            prefix, batches=args.batches, batch_size=size, image_size=args.image_size
-        )
+        _check_batchable(prefix, args.image_size)
+    for prefix in prefixes:
+        with _naming(prefix):
+            result = benchmark(
+                prefix, batches=args.batches, batch_size=size, image_size=args.image_size
+            )
         print(
             f"{prefix}: {result.examples_per_s:,.0f} examples/s, "
             f"{result.batches_per_s:,.1f} batches/s of {size}, first batch after "

@@ -30,6 +30,7 @@ EXIT_ERROR = 2
 # Library arguments that a command's flag sets under another name.
 _SET_BY = {"num_shards": "shards"}
 _VALUE_FORMS = {"(height, width)": "HEIGHTxWIDTH"}
+_SWITCHES = {"stratify=False": "--no-stratify"}  # library arguments a command's switch sets
 _BARE = r"(?<![\w.\-/\\'\"(])"  # a name on its own: not in a path, a quoted name or a call
 _VERBOSE: dict[str, Any] = {
     "action": "store_true",
@@ -192,6 +193,12 @@ def _add_write(commands: Any) -> None:
     )
     write.add_argument("--no-shuffle", action="store_true", help="keep the source order")
     write.add_argument(
+        "--no-stratify",
+        action="store_true",
+        help="with --split, split at random instead of keeping each class's share (by label "
+        "sets for multi-label data), e.g. when a class's share does not matter",
+    )
+    write.add_argument(
         "--on-error",
         choices=["raise", "skip"],
         default="raise",
@@ -349,6 +356,9 @@ def cli_names(message: str, flags: dict[str, str]) -> str:
     """`message` with the library's argument names the command sets written as its flags:
     `Received: num_shards=0` -> `Received: --shards 0`, `image_size=(height, width)` ->
     `--image-size HEIGHTxWIDTH`, `path_col and image_cols` -> `--path-col and --image-cols`."""
+    for given, switch in _SWITCHES.items():
+        if switch in flags.values():
+            message = message.replace(given, switch)
     for name in sorted(flags, key=len, reverse=True):
         flag = flags[name]
         for form, shown in _VALUE_FORMS.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tfpipe.features import ClassLabel, Mask, Text
+from tfpipe.features import ClassLabel, Feature, Image, Mask, Text
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.schema import Schema
 
@@ -36,6 +36,36 @@ def describe_schema(schema: Schema) -> list[str]:
     """One line per feature: `  image: Image(shape=(64, 64, 3), ...)`."""
     width = max(len(name) for name in schema)
     return [f"  {name:<{width}}  {feature!r}" for name, feature in schema.items()]
+
+
+def _inferred_because(feature: Feature) -> str:
+    """Why `infer_schema` made `feature` what it is (its rules, in words)."""
+    if isinstance(feature, Mask):
+        return "8-bit grayscale PNGs under a key naming a mask or segmentation"
+    if isinstance(feature, Image):
+        return f"its bytes are {feature.encoding.upper()} images"
+    if isinstance(feature, ClassLabel):
+        return (
+            "one int64 per record under a key containing 'label'; the class count is the "
+            "largest label seen + 1, the names are unknown"
+        )
+    if isinstance(feature, Text):
+        return "bytes that are not JPEG or PNG (raw pixel bytes look like text too)"
+    if feature.dtype == "int64":
+        return "int64 values; only one int per record under a key containing 'label' is a class"
+    return "float values (images stored as floats stay Tensors: only JPEG and PNG are Images)"
+
+
+def describe_inference(schema: Schema) -> list[str]:
+    """One line per inferred feature: why it was inferred so, and how to choose otherwise."""
+    width = max(len(name) for name in schema)
+    return [
+        "inferred from the first records (pass schema= to read_tfrecords to choose):",
+        *(
+            f"  {name:<{width}}  {type(feature).__name__}: {_inferred_because(feature)}"
+            for name, feature in schema.items()
+        ),
+    ]
 
 
 def describe_info(info: DatasetInfo) -> list[str]:

@@ -46,6 +46,7 @@ def with_split(path: Any, split: str | None) -> Any:
 
     Raises:
         ValueError: `split` is given with something other than a folder.
+        DataNotFoundError: `path` does not exist.
         DataNotFoundError: a TFDS folder has no such split, listing its splits.
     """
     if split is None:
@@ -53,6 +54,15 @@ def with_split(path: Any, split: str | None) -> Any:
     folder = fs.path(path) if isinstance(path, str | os.PathLike) else None
     if folder is not None:
         folder = tfds_folders.folder_named_by(folder) or folder
+    if (
+        folder is not None
+        and not folder.exists()
+        and not any(folder.parent.glob(f"{folder.name}*"))
+    ):
+        raise DataNotFoundError(
+            f"{str(path)!r} does not exist: no file or folder of that name, so no split "
+            f"{split!r} of it"
+        )
     if folder is None or not folder.is_dir():
         raise ValueError(
             "split= names a split of a dataset folder (a prepared TFDS folder or its "

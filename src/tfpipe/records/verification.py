@@ -94,6 +94,8 @@ class VerifyReport:
         expected_records: the example count of the metadata; None without metadata.
         faults: every problem found, in file and record order.
         notes: what could not be checked, and why (e.g. no metadata, so no counts).
+        num_raw_images: raw images (stored as pixels, nothing to decode) whose pixel count
+            was checked against the schema's shape.
     """
 
     path: str
@@ -103,6 +105,7 @@ class VerifyReport:
     expected_records: int | None
     faults: tuple[Fault, ...]
     notes: tuple[str, ...] = ()
+    num_raw_images: int = 0
 
     @property
     def ok(self) -> bool:
@@ -124,9 +127,17 @@ class VerifyReport:
         """
         expected = "" if self.expected_records is None else f" (metadata: {self.expected_records})"
         verdict = "OK" if self.ok else f"{len(self.faults)} fault(s)"
+        checked = []
+        if self.num_images or not self.num_raw_images:
+            checked.append(f"{self.num_images} images decoded")
+        if self.num_raw_images:
+            checked.append(
+                f"{self.num_raw_images} raw images' pixel counts checked against the schema's "
+                "shape (raw pixels need no decoding)"
+            )
         return (
             f"{self.path}: {self.num_records} records{expected} in {len(self.files)} file(s), "
-            f"{self.num_images} images decoded: {verdict}"
+            f"{', '.join(checked)}: {verdict}"
         )
 
     def __str__(self) -> str:
@@ -294,6 +305,7 @@ class _Checker:
     Attributes:
         records: records read with intact frames, per file.
         images: images decoded.
+        raw_images: raw images whose pixel count was checked.
         complete: files read to their end without a damaged frame or a partial one.
     """
 
@@ -305,6 +317,7 @@ class _Checker:
         self.progress = progress
         self.records: dict[str, int] = {}
         self.images = 0
+        self.raw_images = 0
         self.complete: set[str] = set()
         self.listed: dict[str, ShardInfo] = {}
         self._images: list[tuple[Any, ...]] = []
@@ -386,6 +399,8 @@ class _Checker:
         for index, record in records:
             yield from _record_faults(file, index, record, self.schema, self._images)
         self.images += len(self._images) - before
+        raw = [f for f in self.schema.values() if isinstance(f, Image) and f.encoding == "raw"]
+        self.raw_images += len(raw) * len(records)
         if len(self._images) >= _IMAGES:
             yield from self._decode(pool)
 
@@ -545,6 +560,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
         expected_records=None if info is None else _declared(info, files),
         faults=tuple(faults),
         notes=tuple(notes),
+        num_raw_images=checker.raw_images,
     )
 
 

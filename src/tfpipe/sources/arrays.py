@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from tfpipe.errors import SourceError
+from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.schema import Schema
-from tfpipe.sources.base import SourceBase
+from tfpipe.sources.base import SourceBase, multi_hot
 
 
 def _as_rows(name: str, value: Any) -> np.ndarray:
@@ -57,7 +58,46 @@ def _infer_feature(name: str, array: np.ndarray) -> Feature:
         return Text()
     if "label" in name.lower() and array.dtype.kind in "iu" and array.ndim == 1:
         return ClassLabel(num_classes=int(array.max()) + 1)
+    _warn_if_a_guess(name, array)
     return Tensor(shape=array.shape[1:], dtype=array.dtype.name)
+
+
+def _looks_like_images(array: np.ndarray) -> bool:
+    """Float arrays of (N, H, W) or (N, H, W, 1/3/4), at least 8x8: maybe images."""
+    if array.dtype.kind != "f" or array.ndim not in (3, 4):
+        return False
+    return min(array.shape[1:3]) >= 8 and (array.ndim == 3 or array.shape[-1] in (1, 3, 4))
+
+
+def _looks_like_classes(array: np.ndarray) -> bool:
+    """1-D integer arrays of few values >= 0, each seen twice on average: maybe classes."""
+    if array.dtype.kind not in "iu" or array.ndim != 1 or array.min() < 0:
+        return False
+    distinct = len(np.unique(array))
+    return distinct <= 1000 and 2 * distinct <= len(array)
+
+
+def _warn_if_a_guess(name: str, array: np.ndarray) -> None:
+    """Warns when an array made a Tensor looks like images or class labels: says why it was
+    not made one, and how to choose."""
+    keep = "to keep a Tensor, declare the schema with schema= (which silences this)"
+    if _looks_like_images(array):
+        why = (
+            f"({array.dtype.name} of shape {array.shape}) was made a Tensor, not an Image: only "
+            "uint8 arrays become Images. For images, pass (array * 255).astype(np.uint8) when "
+            f"its values are in [0, 1] or array.astype(np.uint8) when in [0, 255]; {keep}"
+        )
+    elif _looks_like_classes(array):
+        classes = int(array.max()) + 1
+        why = (
+            f"({array.dtype.name}, {len(np.unique(array))} distinct values in {len(array)} "
+            "rows) was made a Tensor, not a ClassLabel: only integer arrays whose name "
+            f"contains 'label' become ClassLabels. For classes, name it e.g. '{name}_label' or "
+            f"declare tfpipe.ClassLabel(num_classes={classes}) with schema=; {keep}"
+        )
+    else:
+        return
+    warnings.warn(f"arrays: {name!r} {why}", TfpipeWarning, stacklevel=6)
 
 
 class ArraySource(SourceBase):
@@ -108,6 +148,12 @@ class ArraySource(SourceBase):
                 return np.asarray([feature.index(v) for v in values], np.int64)  # class names
         return None
 
+    def label_sets(self) -> np.ndarray | None:
+        for name, feature in self.schema.items():
+            if isinstance(feature, ClassLabel) and feature.multi_label:
+                return multi_hot(feature, self.arrays[name])
+        return None
+
 
 def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> ArraySource:
     """A source over numpy arrays that share their first dimension.
@@ -115,7 +161,9 @@ def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> Arra
     uint8 arrays of shape (N, H, W) or (N, H, W, C) become raw `Image` features, 1-D integer
     arrays whose name contains "label" become `ClassLabel`, strings become `Text`, anything
     else a `Tensor`; a list of rows of different lengths (e.g. token ids) becomes a `Tensor`
-    with a variable first dimension. Pass `schema=` to choose.
+    with a variable first dimension. Pass `schema=` to choose. A `TfpipeWarning` says when a
+    Tensor was a guess: a float array shaped like images (only uint8 arrays become Images), or
+    integers of few distinct values not named "label" (only those named so become ClassLabels).
 
     Examples:
         >>> x_train, y_train = np.zeros((100, 28, 28), np.uint8), np.arange(100) % 10

@@ -11,6 +11,7 @@ import numpy as np
 
 from tfpipe.checks import check_int, is_positive
 from tfpipe.errors import SourceError, TfpipeWarning
+from tfpipe.features import ClassLabel
 from tfpipe.schema import Schema
 
 
@@ -58,6 +59,11 @@ class SourceBase:
         """The class index of every example, for stratified splits; None when unknown."""
         return None
 
+    def label_sets(self) -> np.ndarray | None:
+        """Which classes every example has, `(examples, classes)` booleans, for stratified
+        splits of multi-label data; None when the source has no multi-label ClassLabel."""
+        return None
+
     def groups(self) -> np.ndarray | None:
         """A group number per example; `split` keeps each group (e.g. rows of one image file)
         in one split. None when every example is a group of its own."""
@@ -87,8 +93,9 @@ class SourceBase:
         Args:
             fractions: split name -> fraction; the fractions must sum to 1.
             seed: seed of the random assignment. Defaults to 0.
-            stratify: keep each class's proportion in every split (needs class labels).
-                Defaults to True.
+            stratify: keep each class's proportion in every split: by the one class of
+                each example, or for multi-label data by iterative stratification of the
+                label sets (Sechidis et al., 2011). Needs a ClassLabel. Defaults to True.
         """
         return split(self, fractions, seed=seed, stratify=stratify)
 
@@ -117,6 +124,10 @@ class Subset(SourceBase):
         labels = self.source.labels()
         return None if labels is None else labels[self.indices]
 
+    def label_sets(self) -> np.ndarray | None:
+        sets = self.source.label_sets()
+        return None if sets is None else sets[self.indices]
+
     def groups(self) -> np.ndarray | None:
         groups = self.source.groups()
         return None if groups is None else groups[self.indices]
@@ -130,6 +141,44 @@ def _allocate(count: int, fractions: Sequence[float]) -> list[int]:
     for i in by_remainder[: count - sum(sizes)]:
         sizes[i] += 1
     return sizes
+
+
+def multi_hot(feature: ClassLabel, values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """The `label_sets` of the values of a multi-label ClassLabel (lists of classes)."""
+    sets = np.zeros((len(values), feature.num_classes or 0), bool)
+    for row, value in enumerate(values):
+        sets[row, feature.indices(value)] = True
+    return sets
+
+
+def _by_label_sets(sets: np.ndarray, fractions: Sequence[float], rng: Any) -> list[np.ndarray]:
+    """Iterative stratification (Sechidis, Tsoumakas and Vlahavas, 2011): the unit indices of
+    each split, so that every class's share of its units is close to the split's fraction.
+
+    The rarest class still to place goes first: each of its units goes to the split that most
+    lacks that class (ties: the split that lacks most units, then at random), and every class
+    it has counts as placed there. Units without a class fill the splits' remaining sizes.
+    """
+    wanted = np.asarray(fractions, float)
+    per_class = np.outer(wanted, sets.sum(axis=0))  # splits x classes still wanted
+    per_split = wanted * len(sets)
+    chosen = np.full(len(sets), -1)
+    left = sets.copy()
+    while left.any():
+        counts = left.sum(axis=0)
+        rarest = np.flatnonzero(counts == counts[counts > 0].min())[0]
+        for unit in rng.permutation(np.flatnonzero(left[:, rarest])):
+            keys = np.stack([rng.random(len(wanted)), per_split, per_class[:, rarest]])
+            part = np.lexsort(keys)[-1]  # most wanted for the class, then in size, then random
+            chosen[unit] = part
+            per_class[part] -= sets[unit]
+            per_split[part] -= 1
+            left[unit] = False
+    for unit in rng.permutation(np.flatnonzero(chosen < 0)):
+        part = int(np.argmax(per_split))
+        chosen[unit] = part
+        per_split[part] -= 1
+    return [np.flatnonzero(chosen == k) for k in range(len(wanted))]
 
 
 def split(
@@ -148,10 +197,12 @@ def split(
         raise SourceError("cannot split an empty source")
     rng = np.random.default_rng(seed)
     labels = source.labels() if stratify else None
-    if stratify and labels is None:
+    sets = source.label_sets() if stratify and labels is None else None
+    if stratify and labels is None and sets is None:
         warnings.warn(
-            f"split(stratify=True) ignored: {type(source).__name__} has no class labels; "
-            "pass stratify=False to silence this",
+            f"split(stratify=True) ignored: {type(source).__name__} has no ClassLabel feature "
+            "whose classes it could keep in proportion; pass stratify=False to split at "
+            "random without this warning",
             TfpipeWarning,
             stacklevel=3,
         )
@@ -160,6 +211,12 @@ def split(
     if members is None:
         members = np.arange(len(source))
     ids, firsts = np.unique(members, return_index=True)
+    if sets is not None:
+        units = _by_label_sets(sets[firsts], values, rng)
+        return {
+            name: Subset(source, np.flatnonzero(np.isin(members, ids[chunk])))
+            for name, chunk in zip(fractions, units, strict=True)
+        }
     unit_labels = None if labels is None else labels[firsts]
     classes = (
         [np.arange(len(firsts))]

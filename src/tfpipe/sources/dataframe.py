@@ -14,7 +14,7 @@ import pandas as pd
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
 from tfpipe.schema import Schema
-from tfpipe.sources.base import SourceBase
+from tfpipe.sources.base import SourceBase, multi_hot
 from tfpipe.sources.cells import (
     as_indices,
     cells,
@@ -321,6 +321,13 @@ class DataFrameSource(SourceBase):
             feature = self.schema[name]
             if isinstance(feature, ClassLabel) and not feature.multi_label:
                 return np.asarray(values, np.int64)
+        return None
+
+    def label_sets(self) -> np.ndarray | None:
+        for name, values in self.values.items():
+            feature = self.schema[name]
+            if isinstance(feature, ClassLabel) and feature.multi_label:
+                return multi_hot(feature, values)
         return None
 
 

@@ -121,7 +121,8 @@ def adapt(
         argument: the argument name used in error messages. Defaults to "data".
         x: the feature name(s) the model takes, for inputs of example dicts (a path, a source,
             a Pipeline without `as_supervised`, a tf.data dataset of dicts). Defaults to None.
-        y: the feature name(s) the model predicts, as `x`. Defaults to None.
+        y: the feature name(s) the model predicts, as `x`; given alone for a path or a
+            source, `x` is its one Image. Defaults to None.
         pairs: whether a path or a source must give `(x, y)` pairs (for training); when False
             (timing the input alone) one without `x` and `y` whose schema is not one Image and
             one ClassLabel gives its example dicts. Defaults to True.
@@ -130,7 +131,8 @@ def adapt(
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
-    if (x is None) != (y is None):
+    by_schema = isinstance(data, str | os.PathLike | SourceBase)  # y alone: x is its one Image
+    if (x is None) != (y is None) and not (by_schema and x is None):
         missing = "y" if y is None else "x"
         raise ValueError(
             f"x and y go together: pass {missing}=... too (the feature name(s) the model "
@@ -256,16 +258,24 @@ def _default_pipeline(
     seed: int | None = None,
 ) -> Input:
     """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
-    `y` (by default the one Image and the one ClassLabel; example dicts for another schema
-    when not `pairs`), images as float32 in [0, 1]."""
+    `y` (by default the one Image and the one ClassLabel, with `y` alone the one Image as `x`;
+    example dicts for another schema when not `pairs`), images as float32 in [0, 1]."""
     if isinstance(data, SourceBase):
         schema, where = data.schema, f"{argument} ({type(data).__name__})"
     else:
         schema, where = DatasetInfo.load(data).schema, f"{argument}={os.fspath(data)!r}"
     images = [n for n, f in schema.items() if isinstance(f, Image)]
     labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
-    if x is None and len(images) == len(labels) == 1:
+    if x is None and len(images) == len(labels) == 1 and y is None:
         x, y = images[0], labels[0]
+    if x is None and y is not None:
+        if len(images) != 1:
+            raise SchemaError(
+                f"{where}: y={y!r} alone takes the one Image feature as x, but the schema has "
+                f"{len(images)} ({', '.join(images) or 'none'}): pass x=... too (the feature "
+                "name(s) the model takes)"
+            )
+        x = images[0]
     if x is None or y is None:
         if pairs:
             raise SchemaError(
