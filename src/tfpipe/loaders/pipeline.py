@@ -437,9 +437,10 @@ class Pipeline:
 
         Examples:
             >>> src = tfpipe.from_arrays({"image": np.zeros((4, 8, 8, 3), np.uint8),
-            ...                           "weather": np.array([0, 1, 2, 3]),
-            ...                           "ground": np.array([1, 1, 0, 0])})
-            >>> ds = tfpipe.Pipeline(src).batch(4).as_supervised("image", ["weather", "ground"])
+            ...                           "weather_label": np.array([0, 1, 2, 3]),
+            ...                           "ground_label": np.array([1, 1, 0, 0])})
+            >>> ds = (tfpipe.Pipeline(src).batch(4)
+            ...       .as_supervised("image", ["weather_label", "ground_label"]))
             >>> images, (weather, ground) = next(iter(ds.build()))
             >>> images.shape, weather.shape, ground.shape
             (TensorShape([4, 8, 8, 3]), TensorShape([4]), TensorShape([4]))
