@@ -101,3 +101,17 @@ def test_the_installed_demo_runs_quietly(installed: Path, tmp_path: Path) -> Non
     assert (tmp_path / "d" / "records" / "train.json").is_file()
     assert "test accuracy" in done.stdout
     assert STARTUP_LINE.findall(done.stderr) == [], done.stderr
+
+
+def test_a_git_url_installs_the_committed_package(tmp_path: Path) -> None:
+    """README's `pip install 'tfpipe @ git+https://...'`, with the checkout's own repository as
+    the URL: pip clones the committed tree and builds it (nothing downloaded)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("the checkout is not a git repository")
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q"]
+    run([*pip, "--target", str(target), f"git+file://{ROOT}"], cwd=tmp_path, timeout=300)
+    installed = target / "tfpipe"
+    assert (installed / "py.typed").is_file() and (installed / "training" / "fit.py").is_file()
+    assert (target / "bin" / "tfpipe").is_file()
+    assert next(target.glob("tfpipe-*.dist-info")).name == f"tfpipe-{tfpipe.__version__}.dist-info"
