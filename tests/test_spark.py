@@ -31,8 +31,10 @@ _LOCAL = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors: this interpreter
     builder = SparkSession.builder.master("local[2]").appName("tfpipe-test")
-    for key, value in {**_LOCAL, "spark.ui.enabled": "false"}.items():
+    local = {**_LOCAL, "spark.ui.enabled": "false"}
+    for key, value in local.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -174,6 +175,10 @@ def session(master: str | None = None, app_name: str = "tfpipe write") -> Any:
         'local[2]'
     """
     builder = SparkSession.builder.appName(app_name)
+    if master is None or master.startswith("local"):
+        # Local executors run this interpreter, where tfpipe is installed; not the first
+        # `python3` on PATH (a virtual environment used without activating it).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (builder.master(master) if master else builder).getOrCreate()
 
 
@@ -270,7 +275,7 @@ def write_tfrecords(
         spark, source = df_or_source.sparkSession, None
     else:
         schema = check_source(df_or_source, schema)
-        spark = spark or SparkSession.builder.getOrCreate()
+        spark = spark or session()
         source, total = df_or_source, len(df_or_source)
     check_num_shards(options, total)
     path.parent.mkdir(parents=True, exist_ok=True)
