@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import pickle
+import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -441,7 +443,7 @@ def test_a_seed_is_drawn_once_when_none_is_given_and_kept_through_pickle() -> No
     assert pickle.loads(pickle.dumps(joint)) == joint  # for SequenceLoader worker processes
 
 
-DIGEST = """
+DIGESTS = """
 import hashlib
 import numpy as np, tensorflow as tf
 from tfpipe.loaders.augment import Joint
@@ -449,17 +451,59 @@ images = np.arange(16 * 24 * 24 * 3).reshape(16, 24, 24, 3).astype(np.uint8)
 masks = np.arange(16 * 24 * 24).reshape(16, 24, 24).astype(np.int32) % 5
 ds = tf.data.Dataset.from_tensor_slices({"image": images, "mask": masks})
 joint = Joint("image", "mask", flip="horizontal_and_vertical", crop_area=(0.3, 1), seed=3)
-epoch = ds.apply(joint.map_dataset).batch(16).get_single_element()
-data = epoch["image"].numpy().tobytes() + epoch["mask"].numpy().tobytes()
-print(hashlib.sha256(data).hexdigest())
+epochs = ds.apply(joint.map_dataset).batch(16)
+for epoch in range(2):  # each iteration of the dataset is an epoch
+    batch = next(iter(epochs))
+    data = batch["image"].numpy().tobytes() + batch["mask"].numpy().tobytes()
+    print(hashlib.sha256(data).hexdigest())
 """
 
 
-@pytest.mark.slow
-def test_the_same_seed_gives_the_same_draws_in_another_process() -> None:
-    other = subprocess.run(
-        [sys.executable, "-c", DIGEST], capture_output=True, text=True, timeout=120, check=True
-    ).stdout.split()[-1]
+def digests_here() -> list[str]:
+    """The digests of two epochs of DIGESTS, run in this process."""
     with contextlib.redirect_stdout(io.StringIO()) as here:
-        exec(DIGEST, {})
-    assert here.getvalue().split()[-1] == other
+        exec(DIGESTS, {})
+    return here.getvalue().split()[-2:]
+
+
+@pytest.fixture(scope="module")
+def digests_of_a_fresh_process() -> list[str]:
+    """The digests of two epochs of DIGESTS in a new process, where no global seed is set."""
+    return subprocess.run(
+        [sys.executable, "-c", DIGESTS], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.split()[-2:]
+
+
+@pytest.fixture
+def global_seeds() -> Iterator[None]:
+    """Unsets the global seeds a test sets: TensorFlow's and Keras's, numpy's and Python's
+    generators restored."""
+    python, numpy = random.getstate(), np.random.get_state()
+    yield
+    tf.random.set_seed(None)
+    keras.utils.clear_session()  # Keras's global seed
+    random.setstate(python)
+    np.random.set_state(numpy)
+
+
+@pytest.mark.slow
+def test_the_same_seed_gives_the_same_draws_in_another_process(
+    digests_of_a_fresh_process: list[str],
+) -> None:
+    assert digests_here() == digests_of_a_fresh_process
+    epoch_0, epoch_1 = digests_of_a_fresh_process
+    assert epoch_0 != epoch_1  # every iteration draws anew
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a global seed set before a seeded Joint (tf.random.set_seed, keras.utils.set_random_seed)",
+    reader="augment.Joint.map_dataset",
+    outcome="the same draws as without it (the Joint's seed alone decides them)",
+)
+@pytest.mark.parametrize("set_seed", [tf.random.set_seed, keras.utils.set_random_seed])
+def test_a_global_seed_does_not_change_the_draws_of_a_seeded_joint(
+    set_seed: Any, digests_of_a_fresh_process: list[str], global_seeds: None
+) -> None:
+    set_seed(123)
+    assert digests_here() == digests_of_a_fresh_process

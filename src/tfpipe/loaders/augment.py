@@ -9,8 +9,9 @@ One draw per example moves every key of it together::
 
 The draw depends only on the seed of the example, never on thread timing, so a parallel map
 gives the same augmented examples on every run. `Pipeline.map(joint)` zips a seed sequence
-(`tf.data.Dataset.random`, new every epoch) onto the examples; `SequenceLoader(transform=joint)`
-passes the generator it seeds from `(seed, epoch, example index)`.
+(`tf.data.Dataset.random`, new every epoch, never changed by TensorFlow's global seed) onto the
+examples; `SequenceLoader(transform=joint)` passes the generator it seeds from `(seed, epoch,
+example index)`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import tensorflow as tf
 
 from tfpipe.checks import check_image_size, check_int, is_positive
 from tfpipe.errors import SchemaError
+from tfpipe.loaders.seeding import without_global_seed
 
 _FLIPS = {
     None: (False, False),
@@ -252,7 +254,9 @@ class Joint:
         """Maps `dataset` (of example dicts) in parallel, each example with its own seed.
 
         The seeds come from `tf.data.Dataset.random(seed)`, zipped onto the examples before the
-        parallel map, and differ every epoch. `Pipeline.map(joint)` calls this.
+        parallel map, and differ every epoch (every iteration of the dataset). They depend on
+        `seed` only, not on TensorFlow's global seed (`tf.random.set_seed`,
+        `keras.utils.set_random_seed`). `Pipeline.map(joint)` calls this.
 
         Examples:
             >>> images = np.zeros((4, 64, 64, 3), np.uint8)
@@ -269,7 +273,10 @@ class Joint:
                 call (`Pipeline` decodes its images there: one map instead of two cost ~13%
                 less CPU time per 256x256 image and mask). Defaults to None.
         """
-        seeds = tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
+        # Drawn from this seed alone: a global seed (keras.utils.set_random_seed) changes nothing.
+        seeds = without_global_seed(
+            lambda: tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
+        )
         # Not converted by AutoGraph (nothing here needs it): a SchemaError then stays one.
         augment = tf.autograph.experimental.do_not_convert(self.__call__)
         if prepare is not None:
