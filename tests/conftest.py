@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import random
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras
+import numpy as np
 import pandas as pd
 import pytest
+import tensorflow as tf
 
 from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
 
@@ -25,3 +30,15 @@ def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def image_dataframe(image_folder: Path) -> pd.DataFrame:
     """`path` (relative to image_folder) and `label` (class name) of image_folder."""
     return make_image_dataframe(image_folder)
+
+
+@pytest.fixture
+def global_seeds() -> Iterator[None]:
+    """For a test that sets global seeds: afterwards TensorFlow's and Keras's are unset again,
+    numpy's and Python's generators restored."""
+    python, numpy = random.getstate(), np.random.get_state()
+    yield
+    tf.random.set_seed(None)
+    keras.utils.clear_session()  # Keras's global seed
+    random.setstate(python)
+    np.random.set_state(numpy)

@@ -7,10 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import pickle
-import random
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -472,18 +470,6 @@ def digests_of_a_fresh_process() -> list[str]:
     return subprocess.run(
         [sys.executable, "-c", DIGESTS], capture_output=True, text=True, timeout=120, check=True
     ).stdout.split()[-2:]
-
-
-@pytest.fixture
-def global_seeds() -> Iterator[None]:
-    """Unsets the global seeds a test sets: TensorFlow's and Keras's, numpy's and Python's
-    generators restored."""
-    python, numpy = random.getstate(), np.random.get_state()
-    yield
-    tf.random.set_seed(None)
-    keras.utils.clear_session()  # Keras's global seed
-    random.setstate(python)
-    np.random.set_state(numpy)
 
 
 @pytest.mark.slow

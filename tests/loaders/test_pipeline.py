@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
+import subprocess
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -63,6 +67,33 @@ def test_seeded_order_is_reproducible_and_reshuffled_each_epoch(records):
     assert epoch1 != epoch2
     assert _ids(pipeline.build()) == epoch1
     assert _ids(tfpipe.Pipeline(records).shuffle(seed=4).batch(5).build()) != epoch1
+
+
+ORDERS = """
+import numpy as np, tfpipe
+def ids(pipeline):
+    dataset = pipeline.batch(5).build()
+    return [[int(i) for batch in dataset for i in batch["id"]] for _epoch in range(2)]
+cached = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(24)})).cache()
+print(ids(tfpipe.Pipeline(RECORDS).shuffle(seed=3)), ids(cached.shuffle(seed=3, buffer_size=4)))
+"""
+
+
+@pytest.mark.fault(
+    "a global seed set before a seeded shuffle (tf.random.set_seed, keras.utils.set_random_seed)",
+    reader="Pipeline.shuffle(seed=...)",
+    outcome="the orders of a process without it: files, records, cached batches and examples",
+)
+@pytest.mark.parametrize("set_seed", [tf.random.set_seed, keras.utils.set_random_seed])
+def test_a_global_seed_does_not_change_a_seeded_order(records, set_seed, global_seeds):
+    script = ORDERS.replace("RECORDS", repr(records))
+    fresh = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()[-1]
+    set_seed(123)
+    with contextlib.redirect_stdout(io.StringIO()) as here:
+        exec(script, {})
+    assert here.getvalue().splitlines()[-1] == fresh
 
 
 def test_unseeded_shuffle_is_not_deterministic_but_complete(records):

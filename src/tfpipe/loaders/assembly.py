@@ -28,6 +28,7 @@ from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.features.tracing import plain
 from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
+from tfpipe.loaders.seeding import shuffled
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import check_known, selector
 from tfpipe.records.reader import NamedDataset
@@ -232,7 +233,7 @@ def _shuffle_and_repeat(
         seed = recipe.seed if seed is None else seed
         assembly.run(
             f"shuffle {what} (buffer {buffer}, seed={seed}, reshuffled each epoch)",
-            lambda ds: ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True),
+            lambda ds: shuffled(ds, buffer, seed),
         )
     if recipe.service is None:
         _repeat_stage(recipe, assembly)
@@ -327,7 +328,7 @@ def _place_cache(recipe: Recipe, assembly: Assembly, path: str) -> None:
         batches = math.ceil(known / size) if known else _EXAMPLE_BUFFER
         assembly.run(
             f"shuffle cached batches (buffer {batches}, seed={recipe.seed})",
-            lambda ds: ds.shuffle(batches, seed=recipe.seed),
+            lambda ds: shuffled(ds, batches, recipe.seed),
         )
     if recipe.shuffle:
         assembly.unbatch()

@@ -25,6 +25,7 @@ from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_near
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import check_compression, tf_compression
 from tfpipe.labels import check_stored_labels
+from tfpipe.loaders.seeding import shuffled
 from tfpipe.records.infer import infer_schema
 from tfpipe.records.locate import check_first_record, common_compression, locate
 from tfpipe.records.verification import Fault, failing_images, first_fault
@@ -127,7 +128,7 @@ class RecordInput:
             steps.append(
                 (
                     f"shuffle file list (seed={seed}, reshuffled each epoch)",
-                    lambda ds: ds.shuffle(len(self.files), seed=seed),
+                    lambda ds: shuffled(ds, len(self.files), seed),
                 )
             )
         cycle = min(len(self.files), _MAX_CYCLE)

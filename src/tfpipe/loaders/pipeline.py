@@ -127,11 +127,11 @@ class Pipeline:
             [2, 2, 0, 0, 1, 2, 1, 1]
 
         Args:
-            seed: makes the order reproducible (and the pipeline deterministic). As with any
-                tf.data seed, the order also depends on TensorFlow's global seed
-                (`keras.utils.set_random_seed`); after `start_at` it depends on (seed, epoch)
-                alone. Defaults to None (a fresh order each run, `deterministic=False` for
-                speed: parallel stages yield elements as they finish).
+            seed: makes the order reproducible (and the pipeline deterministic): the orders
+                depend on this seed alone, not on TensorFlow's global seed
+                (`keras.utils.set_random_seed`); after `start_at`, on (seed, epoch). Defaults
+                to None (a fresh order each run, `deterministic=False` for speed: parallel
+                stages yield elements as they finish).
             buffer_size: the shuffle buffer, in records. Defaults to every record for in-memory
                 sources; for TFRecords min(examples, 4096, as many as fit in 32 MiB but at
                 least 256) (the writer already shuffled globally); 1024 decoded examples after
