@@ -175,6 +175,24 @@ def test_every_epoch_draws_anew() -> None:
     assert not np.array_equal(loader[0][0], loader[1][0])
 
 
+@pytest.mark.fault(
+    "a Joint map after start_at (each epoch of fit(backup_dir=...), a resumed epoch)",
+    reader="Pipeline.start_at + augment.Joint",
+    outcome="new draws every epoch, the uninterrupted run's draws on resume (was: the same "
+    "draws by place every epoch, other draws after a resume)",
+)
+def test_start_at_draws_anew_every_epoch_and_resumes_with_the_same_draws() -> None:
+    pipeline = tfpipe.Pipeline(source()).shuffle(seed=0).map(JOINT).batch(4).repeat(2)
+    run = [batch["image"] for batch in pipeline.start_at(0, 0).build().as_numpy_iterator()]
+    first, second = np.concatenate(run[:4]), np.concatenate(run[4:])
+    placements = [[placement(image) for image in epoch] for epoch in (first, second)]
+    assert placements[0] != placements[1]  # was: the same draws, by place, every epoch
+    resumed = [batch["image"] for batch in pipeline.start_at(0, 2).build().as_numpy_iterator()]
+    assert len(resumed) == len(run) - 2
+    for batch, expected in zip(resumed, run[2:], strict=True):  # was: other draws
+        np.testing.assert_array_equal(batch, expected)
+
+
 def test_a_joint_is_random_so_a_cache_goes_before_it() -> None:
     pipeline = tfpipe.Pipeline(source()).map(JOINT)
     with pytest.warns(TfpipeWarning, match=r"after the random map\(Joint\)"):

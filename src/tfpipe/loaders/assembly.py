@@ -192,6 +192,7 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
         )
         skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
         inner.dataset, inner.labels, inner.batched = None, [], False
+        inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
         _one_pass(one_epoch, inner, seed, skip, det)
         if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
             inner.run(
@@ -316,7 +317,7 @@ def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
         assembly.unbatch()
         parallel = " (parallel, AUTOTUNE)" if transform.kind == "map" else ""
         prepare, assembly.prepare = assembly.prepare, None
-        apply = functools.partial(transform.apply, prepare=prepare)
+        apply = functools.partial(transform.apply, prepare=prepare, position=assembly.position)
         assembly.run(transform.name + parallel, apply)
 
 
@@ -368,6 +369,7 @@ class Assembly:
         self.labels: list[str] = []
         self.batched = False
         self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
+        self.position: tuple[Any, Any] | None = None  # (epoch, first record) after start_at
 
     def run(self, label: str, step: Callable[[Any], tf.data.Dataset]) -> None:
         self.dataset = step(self.dataset)

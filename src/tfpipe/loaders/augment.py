@@ -10,8 +10,9 @@ One draw per example moves every key of it together::
 The draw depends only on the seed of the example, never on thread timing, so a parallel map
 gives the same augmented examples on every run. `Pipeline.map(joint)` zips a seed sequence
 (`tf.data.Dataset.random`, new every epoch, never changed by TensorFlow's global seed) onto the
-examples; `SequenceLoader(transform=joint)` passes the generator it seeds from `(seed, epoch,
-example index)`.
+examples (after `start_at`, seeds folded from `(seed, epoch, example index)`);
+`SequenceLoader(transform=joint)` passes the generator it seeds from `(seed, epoch, example
+index)`.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ class Joint:
     augmented examples on every run, in a parallel map as well:
 
     - `Pipeline(...).map(joint)` zips a seed sequence onto the examples (new every epoch,
-      reproducible when the pipeline's order is: `shuffle(seed=...)`);
+      reproducible when the pipeline's order is: `shuffle(seed=...)`; after `start_at`, a
+      function of the epoch and the example's place in it, so a resumed run draws alike);
     - `SequenceLoader(transform=joint)` draws from the generator the loader seeds from
       `(seed, epoch, example index)`, mixed with this `seed`; the loader's batches take the
       cropped or resized shape;
@@ -249,7 +251,10 @@ class Joint:
         return (height, width, *shape[2:])
 
     def map_dataset(
-        self, dataset: tf.data.Dataset, prepare: Callable[[Any], Any] | None = None
+        self,
+        dataset: tf.data.Dataset,
+        prepare: Callable[[Any], Any] | None = None,
+        position: tuple[Any, Any] | None = None,
     ) -> tf.data.Dataset:
         """Maps `dataset` (of example dicts) in parallel, each example with its own seed.
 
@@ -272,17 +277,32 @@ class Joint:
             prepare: turns each element into the example dict first, in the same parallel
                 call (`Pipeline` decodes its images there: one map instead of two cost ~13%
                 less CPU time per 256x256 image and mask). Defaults to None.
+            position: `(epoch, index of the first example in it)`, ints or scalar tensors:
+                each example's seed is then a function of (seed, epoch, its index in the
+                epoch). `Pipeline.start_at` passes them, so that a resumed epoch draws as the
+                uninterrupted one. Defaults to None (a seed sequence per iteration).
         """
-        # Drawn from this seed alone: a global seed (keras.utils.set_random_seed) changes nothing.
-        seeds = without_global_seed(
-            lambda: tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
-        )
+        if position is None:
+            # Drawn from this seed alone: a global seed (keras.utils.set_random_seed) changes
+            # nothing.
+            seeds = without_global_seed(
+                lambda: tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
+            )
+        else:
+            seeds = self._epoch_seeds(*position)
         # Not converted by AutoGraph (nothing here needs it): a SchemaError then stays one.
         augment = tf.autograph.experimental.do_not_convert(self.__call__)
         if prepare is not None:
             call = augment
             augment = lambda element, seed: call(prepare(element), seed)  # noqa: E731
         return tf.data.Dataset.zip(dataset, seeds).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def _epoch_seeds(self, epoch: Any, first: Any) -> tf.data.Dataset:
+        """The stateless seeds of the examples `first, first + 1, ...` of `epoch`."""
+        fold_in = tf.random.experimental.stateless_fold_in
+        key = fold_in(tf.constant([self.seed, 0], tf.int64), tf.cast(epoch, tf.int64))
+        indices = tf.data.Dataset.counter(tf.cast(first, tf.int64))
+        return indices.map(tf.autograph.experimental.do_not_convert(lambda i: fold_in(key, i)))
 
     def __call__(self, example: Mapping[str, Any], seed: Any) -> dict[str, Any]:
         """Augments one example: a dict of tensors, or of numpy arrays.

@@ -284,8 +284,9 @@ class Pipeline:
         parsing and decoding. Without `repeat()` the dataset is the rest of epoch `epoch`;
         with `repeat()` it goes on with the next epochs, each a new order (the epoch count
         of `repeat(count)` includes those before `epoch`). Needs `shuffle(seed=...)` (or no
-        shuffle) and a deterministic order; a random `map()` (augmentation) draws new
-        randomness, only the examples and their order are the same.
+        shuffle) and a deterministic order. A `tfpipe.augment.Joint` map draws as the
+        uninterrupted run (from its seed, the epoch and the example's place in it); another
+        random `map()` draws new randomness, only the examples and their order are the same.
 
         Examples:
             >>> p = tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8)

@@ -47,10 +47,15 @@ class Transform:
         return map_dataset is None or "prepare" in inspect.signature(map_dataset).parameters
 
     def apply(
-        self, dataset: tf.data.Dataset, prepare: Callable[[Any], Any] | None = None
+        self,
+        dataset: tf.data.Dataset,
+        prepare: Callable[[Any], Any] | None = None,
+        position: tuple[Any, Any] | None = None,
     ) -> tf.data.Dataset:
         """Applies the function, checking that it keeps the structure of the examples;
-        `prepare` first turns each element into the example, in the same call."""
+        `prepare` first turns each element into the example, in the same call. A
+        `map_dataset` with a `position` argument gets the `(epoch, first example index)` of a
+        `start_at` epoch."""
         if self.kind == "filter":
             try:
                 return dataset.filter(self.fn)
@@ -59,7 +64,11 @@ class Transform:
         before = dataset.element_spec if prepare is None else dataset.element_spec[0]
         map_dataset = self._map_dataset
         if map_dataset is not None:
-            dataset = map_dataset(dataset) if prepare is None else map_dataset(dataset, prepare)
+            given = {"prepare": prepare, "position": position}
+            parameters = inspect.signature(map_dataset).parameters
+            dataset = map_dataset(
+                dataset, **{k: v for k, v in given.items() if v is not None and k in parameters}
+            )
         else:
             fn = self.fn if prepare is None else (lambda *parts: self.fn(prepare(parts)))
             dataset = dataset.map(fn, num_parallel_calls=AUTOTUNE)
