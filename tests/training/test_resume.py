@@ -85,6 +85,8 @@ def test_start_at_over_a_folder_and_arrays(folder: Path) -> None:
     arrays = tfpipe.from_arrays({"id": np.arange(30)})
     by_index = tfpipe.Pipeline(arrays).shuffle(seed=0).batch(7)
     assert _ids(by_index.start_at(0, 3).build()) == _ids(by_index.start_at(0).build())[3:]
+    in_order = tfpipe.Pipeline(arrays).batch(7).start_at(1, 3).build()  # no shuffle, no seed
+    assert _ids(in_order) == [[21, 22, 23, 24, 25, 26, 27], [28, 29]]  # was: a ValueError
 
 
 def test_start_at_skips_records_before_parsing(records: Path) -> None:

@@ -187,9 +187,11 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
         # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
         # function's own graph is traced without the global seed.
         tf.compat.v1.get_default_graph().seed = None
-        seed = tf.random.stateless_uniform(
-            (), tf.stack([tf.constant(recipe.seed, tf.int64), number]), 0, 2**62, tf.int64
-        )
+        seed = None  # the source's order, without a shuffle
+        if recipe.seed is not None:
+            seed = tf.random.stateless_uniform(
+                (), tf.stack([tf.constant(recipe.seed, tf.int64), number]), 0, 2**62, tf.int64
+            )
         skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
         inner.dataset, inner.labels, inner.batched = None, [], False
         inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
