@@ -462,7 +462,10 @@ def test_a_seed_is_drawn_once_when_none_is_given_and_kept_through_pickle() -> No
 DIGESTS = """
 import hashlib
 import numpy as np, tensorflow as tf
+import tfpipe
 from tfpipe.loaders.augment import Joint
+def digest(*arrays):
+    print(hashlib.sha256(b"".join(np.asarray(a).tobytes() for a in arrays)).hexdigest())
 images = np.arange(16 * 24 * 24 * 3).reshape(16, 24, 24, 3).astype(np.uint8)
 masks = np.arange(16 * 24 * 24).reshape(16, 24, 24).astype(np.int32) % 5
 ds = tf.data.Dataset.from_tensor_slices({"image": images, "mask": masks})
@@ -470,24 +473,29 @@ joint = Joint("image", "mask", flip="horizontal_and_vertical", crop_area=(0.3, 1
 epochs = ds.apply(joint.map_dataset).batch(16)
 for epoch in range(2):  # each iteration of the dataset is an epoch
     batch = next(iter(epochs))
-    data = batch["image"].numpy().tobytes() + batch["mask"].numpy().tobytes()
-    print(hashlib.sha256(data).hexdigest())
+    digest(batch["image"], batch["mask"])
+source = tfpipe.from_arrays({"image": images, "mask": masks[..., None]})
+loader = tfpipe.SequenceLoader(source, x="image", y="mask", batch_size=16, seed=0,
+                               transform=joint, dtype="uint8", rescale=None)
+for epoch in range(2):
+    digest(*loader[0])
+    loader.on_epoch_end()
 """
 
 
 def digests_here() -> list[str]:
-    """The digests of two epochs of DIGESTS, run in this process."""
+    """The digests of DIGESTS (two epochs of a dataset, two of a loader), in this process."""
     with contextlib.redirect_stdout(io.StringIO()) as here:
         exec(DIGESTS, {})
-    return here.getvalue().split()[-2:]
+    return here.getvalue().split()[-4:]
 
 
 @pytest.fixture(scope="module")
 def digests_of_a_fresh_process() -> list[str]:
-    """The digests of two epochs of DIGESTS in a new process, where no global seed is set."""
+    """The digests of DIGESTS in a new process, where no global seed is set."""
     return subprocess.run(
         [sys.executable, "-c", DIGESTS], capture_output=True, text=True, timeout=120, check=True
-    ).stdout.split()[-2:]
+    ).stdout.split()[-4:]
 
 
 @pytest.mark.slow
@@ -495,14 +503,14 @@ def test_the_same_seed_gives_the_same_draws_in_another_process(
     digests_of_a_fresh_process: list[str],
 ) -> None:
     assert digests_here() == digests_of_a_fresh_process
-    epoch_0, epoch_1 = digests_of_a_fresh_process
-    assert epoch_0 != epoch_1  # every iteration draws anew
+    dataset_0, dataset_1, loader_0, loader_1 = digests_of_a_fresh_process
+    assert dataset_0 != dataset_1 and loader_0 != loader_1  # every epoch draws anew
 
 
 @pytest.mark.slow
 @pytest.mark.fault(
     "a global seed set before a seeded Joint (tf.random.set_seed, keras.utils.set_random_seed)",
-    reader="augment.Joint.map_dataset",
+    reader="augment.Joint.map_dataset, SequenceLoader(transform=joint)",
     outcome="the same draws as without it (the Joint's seed alone decides them)",
 )
 @pytest.mark.parametrize("set_seed", [tf.random.set_seed, keras.utils.set_random_seed])
