@@ -112,6 +112,11 @@ def test_every_path_gives_the_same_pixels_for_photos_of_every_size(
     }
     _assert_agree(from_files, names)
     _assert_agree(from_records, names)
+    # SequenceLoader's worker threads decode with the Pipeline's own graph: no difference
+    assert np.array_equal(from_files["SequenceLoader(folder)"], from_files["Pipeline(folder)"])
+    assert np.array_equal(
+        from_records["SequenceLoader(records)"], from_records["Pipeline(records)"]
+    )
     copied = [i for i, path in enumerate(paths) if stored[i]["image"] == path.read_bytes()]
     assert copied  # JPEGs of the declared channels are stored as they are
     both = {name: pixels[copied] for name, pixels in {**from_files, **from_records}.items()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import multiprocessing
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -315,8 +316,10 @@ class SequenceLoader(keras.utils.PyDataset):
             name: np.empty((len(indices), *self._batch_shapes[name]), dtype)
             for name, (_, dtype) in self._layout.items()
         }
-        for position, example in enumerate(indices):
-            self._fill(arrays, position, int(example), epoch)
+        examples = [self.source[int(index)] for index in indices]
+        images = self._decode_images(examples)
+        for position, (index, example) in enumerate(zip(indices, examples, strict=True)):
+            self._fill(arrays, position, int(index), example, epoch, images)
         x = pick(arrays, self.x or ())
         return (x,) if self.y is None else (x, pick(arrays, self.y))
 
@@ -324,15 +327,45 @@ class SequenceLoader(keras.utils.PyDataset):
         origin = getattr(self.source, "origin", None)
         return origin(index) if callable(origin) else f"example {index}"
 
-    def _fill(self, arrays: dict[str, np.ndarray], position: int, index: int, epoch: int) -> None:
-        """Loads example `index` into row `position` of the batch arrays."""
-        example = self.source[index]
+    def _decode_images(self, examples: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        """The batch's images decoded together (`Image.load_batch`), by feature name.
+
+        Not in a worker process: TensorFlow's runtime, inherited from a forked parent, must
+        not run there; `load` decodes each image with Pillow (the same pixels within 1/255).
+        """
+        if multiprocessing.parent_process() is not None:
+            return {}
+        decoded = {}
+        for name, (shape, _) in self._layout.items():
+            feature = self.schema[name]
+            if isinstance(feature, Image) and all(name in example for example in examples):
+                size = (shape[0], shape[1])
+                batch = feature.load_batch(
+                    [example[name] for example in examples], size, self.options.reduced_decode
+                )
+                if batch is not None:
+                    decoded[name] = batch
+        return decoded
+
+    def _fill(
+        self,
+        arrays: dict[str, np.ndarray],
+        position: int,
+        index: int,
+        example: Mapping[str, Any],
+        epoch: int,
+        images: dict[str, np.ndarray],
+    ) -> None:
+        """Loads example `index` into row `position` of the batch arrays (its images from
+        `images` when they were decoded together)."""
         values: dict[str, Any] = {}
         for name, (shape, _) in self._layout.items():
             feature = self.schema[name]
             try:
                 stored = example[name]
-                if isinstance(feature, Image):
+                if name in images:
+                    values[name] = images[name][position]
+                elif isinstance(feature, Image):
                     size = (shape[0], shape[1])
                     values[name] = feature.load(stored, size, self.options.reduced_decode)
                 elif isinstance(feature, Mask):
