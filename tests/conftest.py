@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 from collections.abc import Iterator
@@ -16,6 +17,9 @@ import pytest
 import tensorflow as tf
 
 from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
+from tfpipe.training import model_probe
+
+fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +46,11 @@ def global_seeds() -> Iterator[None]:
     keras.utils.clear_session()  # Keras's global seed
     random.setstate(python)
     np.random.set_state(numpy)
+
+
+@pytest.fixture
+def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probes of a few hundred ms before `tfpipe.fit` trains (the model alone, the input
+    alone) keep the suite fast; use it where their length is not under test."""
+    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
+    monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)

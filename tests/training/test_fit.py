@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 import shutil
 import subprocess
@@ -33,17 +32,11 @@ from tfpipe.training.model_probe import model_state, probe_model
 from tfpipe.training.plan import _full_batch
 from tfpipe.training.report import FitReport
 
-fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
-
 SIZE = (16, 16)
 NUM_CLASSES = 3
 
 
-@pytest.fixture(autouse=True)
-def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Probes of a few hundred ms keep the suite fast; their length is not under test."""
-    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
-    monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
+pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
 
 
 @pytest.fixture(scope="module")
@@ -460,18 +453,18 @@ def test_batch_level_callbacks_keep_one_step_per_execution(
     checkpoint = keras.callbacks.ModelCheckpoint(
         str(tmp_path / "{epoch}-{batch}.weights.h5"), save_weights_only=True, save_freq=1
     )
-    data = arrays_dataset(count=80, batch=4)  # 20 steps
+    data = arrays_dataset(count=40, batch=4)  # 10 steps
     history = tfpipe.fit(tiny_cnn(), data, epochs=2, callbacks=[counter, checkpoint], verbose=0)
-    assert counter.batches == 40
-    assert len(list(tmp_path.glob("*.weights.h5"))) == 40
+    assert counter.batches == 20
+    assert len(list(tmp_path.glob("*.weights.h5"))) == 20
     report = history.report
     assert (report.steps_per_execution, report.steps_per_execution_chosen) == (1, False)
     assert "BatchCounter (on_train_batch_end), ModelCheckpoint(save_freq=1)" in report.advice[-1]
     assert "BatchCounter" in str(report)
-    # A checkpoint per epoch leaves tfpipe free to choose (10 divides the 20 steps).
+    # A checkpoint per epoch leaves tfpipe free to choose (5 divides the 10 steps).
     per_epoch = keras.callbacks.ModelCheckpoint(str(tmp_path / "last.keras"))
     tuned = tfpipe.fit(tiny_cnn(), data, callbacks=[per_epoch], verbose=0).report
-    assert (tuned.steps_per_execution, tuned.steps_per_execution_chosen) == (10, True)
+    assert (tuned.steps_per_execution, tuned.steps_per_execution_chosen) == (5, True)
 
 
 def test_which_callbacks_act_on_single_batches(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ STEPS = 10  # 40 examples in batches of 4
 KILL = (1, 7)  # after batch 7 of epoch 1 (the second): step 17 is the last trained
 SAVED_STEP = 16  # the last multiple of save_every=4 before the kill
 TIMEOUT_S = 300
+pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
 
 
 def _ids(dataset: tf.data.Dataset, key: str = "id") -> list[list[int]]:
