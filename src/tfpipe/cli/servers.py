@@ -7,6 +7,7 @@ prints the address to give to the others, and stops cleanly on SIGTERM or SIGINT
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from typing import Any, TextIO
@@ -16,6 +17,7 @@ import tensorflow as tf
 from tfpipe.loaders.service import grpc_address
 
 _POLL_S = 0.5
+_STOP_S = 2.0  # seconds a stopping server may wait for open requests
 
 
 def run_dispatcher(port: int, host: str, work_dir: str | None, out: TextIO) -> None:
@@ -50,6 +52,12 @@ def run_worker(dispatcher: str, port: int, host: str, out: TextIO) -> None:
 
 
 def _serve(server: Any, what: str, address: str, out: TextIO) -> None:
+    """Serves until SIGTERM or SIGINT, then stops the server within `_STOP_S` seconds.
+
+    A worker that has served a training run took ~10 s in `server.stop()` (gRPC's graceful
+    shutdown waits for the trainers' open streams); past `_STOP_S` the process ends at once,
+    status 0, cutting those streams, as they would be cut by the trainer's end anyway.
+    """
     stop = threading.Event()
     previous = {
         signum: signal.signal(signum, lambda *_: stop.set())
@@ -60,8 +68,12 @@ def _serve(server: Any, what: str, address: str, out: TextIO) -> None:
         while not stop.wait(_POLL_S):
             pass
     finally:
-        server.stop()
+        stopping = threading.Thread(target=server.stop, daemon=True)
+        stopping.start()
+        stopping.join(_STOP_S)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     with contextlib.suppress(OSError):  # whoever read the address may be gone already
         print(f"tf.data service {what} at {address}: stopped", file=out, flush=True)
+    if stopping.is_alive():  # its C++ shutdown would hold the interpreter's exit too
+        os._exit(0)
