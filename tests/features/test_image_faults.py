@@ -334,6 +334,26 @@ def test_bomb_is_named_and_skippable_on_every_pillow_path(
 
 
 @pytest.mark.fault(
+    "pixel limit lowered after a SequenceLoader's first batch",
+    reader="SequenceLoader (batch decode graph)",
+    outcome="DecodeError naming the file and the limit",
+)
+def test_a_limit_lowered_after_a_first_batch_still_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(16, 16))
+    bomb = images / "circle" / "zz-bomb.png"
+    bomb.write_bytes(_encoded("PNG", (50, 50)))  # 2500 pixels
+    loader = tfpipe.SequenceLoader(
+        tfpipe.from_directory(images), batch_size=5, image_size=(16, 16), shuffle=False
+    )
+    assert loader[0][0].shape == (5, 16, 16, 3)  # under Pillow's own limit: decoded (traced)
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.raises(DecodeError, match=r"decompression-bomb limit.*zz-bomb\.png"):
+        loader[0]
+
+
+@pytest.mark.fault(
     "image above the decompression-bomb limit in a folder and in records",
     reader="Pipeline (tf.data decode)",
     outcome="DecodeError naming the file / record and the limit",

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
+from PIL import Image as PILImage
 
 from tfpipe.errors import DecodeError, SchemaError
 from tfpipe.features import decoding, imaging, orientation
@@ -282,16 +283,18 @@ _DECODERS = threading.Lock()
 def _batch_decoder(
     feature: Image, size: tuple[int, int], reduced: bool
 ) -> tf.types.experimental.PolymorphicFunction:
-    """The graph `Image.load_batch` calls, traced once per feature, size and DCT rule (the
-    loader's worker threads ask for it together)."""
+    """The graph `Image.load_batch` calls, traced once per feature, size, DCT rule and
+    Pillow pixel limit, which the graph holds as it was when traced (the loader's worker
+    threads ask for it together)."""
     with _DECODERS:
-        return _new_batch_decoder(feature, size, reduced)
+        return _new_batch_decoder(feature, size, reduced, PILImage.MAX_IMAGE_PIXELS)
 
 
 @functools.lru_cache(maxsize=32)
 def _new_batch_decoder(
-    feature: Image, size: tuple[int, int], reduced: bool
+    feature: Image, size: tuple[int, int], reduced: bool, pixel_limit: int | None
 ) -> tf.types.experimental.PolymorphicFunction:
+    del pixel_limit  # a key only: `decode_tensor` reads the limit while it is traced
     return tf.function(
         lambda data: feature.decode_batch(data, size, reduced),
         input_signature=[tf.TensorSpec([None], tf.string)],
