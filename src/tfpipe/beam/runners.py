@@ -34,6 +34,9 @@ RUNNERS = {
 # Runners Beam knows by their module path only.
 _RUNNER_PATHS = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 _DASK_PARTITIONS = ("--dask_partition_size", "--dask_npartitions")
+DASK_PARTITIONS = 32
+"""Partitions of a write on Dask by default: each of its shuffles (grouping examples into
+batches, records into shards) runs ~partitions² tasks, whatever the number of examples."""
 
 
 def pipeline_options(
@@ -42,10 +45,10 @@ def pipeline_options(
     """Beam options for `runner` ("direct", "dataflow", "flink", "spark", "dask" or a runner's
     class name) and its command-line `args` (e.g. ["--project=p", "--region=r"]). The
     DirectRunner runs `workers` processes (`--direct_num_workers`, `--direct_running_mode` in
-    `args` win). The DaskRunner gets one partition per range of `ReadSource`
-    (`--dask_partition_size=1`), so that the ranges spread over the cluster's workers, unless
-    `args` give `--dask_partition_size` or `--dask_npartitions`; `--dask_client_address`
-    names the scheduler (else Dask starts a local cluster).
+    `args` win). The DaskRunner cuts the ranges of `ReadSource` into 32 partitions
+    (`--dask_npartitions=32`: enough for 32 workers, and a few thousand tasks whatever the
+    number of examples), unless `args` give `--dask_partition_size` or `--dask_npartitions`;
+    `--dask_client_address` names the scheduler (else Dask starts a local cluster).
 
     Raises:
         ValueError: an unknown runner, or workers that is not a positive int.
@@ -59,7 +62,7 @@ def pipeline_options(
     if workers is not None and not positive_int(workers):
         raise ValueError(f"workers must be a positive int or None. Received: workers={workers!r}")
     if name == "DaskRunner" and not any(a.startswith(_DASK_PARTITIONS) for a in args):
-        args = [*args, "--dask_partition_size=1"]
+        args = [*args, f"--dask_npartitions={DASK_PARTITIONS}"]
     options = PipelineOptions(list(args), runner=_RUNNER_PATHS.get(name, name))
     if name == "DirectRunner":
         direct = options.view_as(DirectOptions)
@@ -129,6 +132,7 @@ def write_tfrecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
     write.lock = False  # held here, for the whole run
+    write.num_indices = len(source)
     check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
