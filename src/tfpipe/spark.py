@@ -317,9 +317,8 @@ def _write(
     try:
         skipped = sorted(encoded.filter(_is_skipped).collect(), key=lambda s: s.index)
         check_not_all_skipped(skipped, total)
-        num_bytes = encoded.filter(_is_record).map(lambda pair: len(pair[1])).sum()
         records = total - len(skipped)
-        num_shards = options.num_shards or plan_shards(total, num_bytes / max(records, 1) * total)
+        num_shards = options.num_shards or _planned_shards(encoded, total, records)
         bounds = shard_bounds(total, num_shards)
         written = dict(
             encoded.filter(_is_record)
@@ -346,6 +345,12 @@ def _write(
     info.save()
     writer.remove_stale(every_writer=True)
     return info
+
+
+def _planned_shards(encoded: Any, total: int, records: int) -> int:
+    """The shards for the bytes of every record (a pass over them: only without num_shards)."""
+    num_bytes = encoded.filter(_is_record).map(lambda pair: len(pair[1])).sum()
+    return plan_shards(total, num_bytes / max(records, 1) * total)
 
 
 def _is_record(element: Any) -> bool:

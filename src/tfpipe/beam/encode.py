@@ -62,13 +62,39 @@ class ReadRange(beam.DoFn):
             yield SourceExample(index, origin, example)
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedIndex:
+    """An index that `count` examples share, and the origins of the first two: what fails the
+    run in its last step. A batch holds them all (`chunk_of`: a batch is a range of indices)."""
+
+    index: int
+    count: int
+    origins: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """How many records a batch gave (for the last step, that checks the shards hold them)."""
+
+    count: int
+
+
 class _Batch:
     """Elements of a PCollection as a source by their own indices, for `Encoder`: those it
-    can encode (`readable`) and those the source could not give (`unreadable`)."""
+    can encode (`readable`), those the source could not give (`unreadable`), and the indices
+    several share (`shared`: the last of them is encoded; the last step fails the run)."""
 
     def __init__(self, elements: Sequence[Any]) -> None:
-        # Two examples with one index keep one here; the last step fails the run, naming both.
-        self.by_index = {e.index: e for e in map(as_source_example, elements)}
+        self.by_index: dict[int, SourceExample] = {}
+        origins: dict[int, list[str]] = {}
+        for example in map(as_source_example, elements):
+            self.by_index[example.index] = example
+            origins.setdefault(example.index, []).append(example.origin)
+        self.shared = [
+            SharedIndex(index, len(names), tuple(names[:2]))
+            for index, names in sorted(origins.items())
+            if len(names) > 1
+        ]
         self.readable = [i for i, example in self.by_index.items() if example.error is None]
         self.unreadable = [e for e in self.by_index.values() if e.error is not None]
 
@@ -108,7 +134,8 @@ def shuffle_key(seed: int, index: int, origin: str) -> int:
 
 class Encode(beam.DoFn):
     """Encodes a batch of examples with the writer's `Encoder` (on a worker): (key, record)
-    pairs and `SkippedExample`s, in one output (`is_record` tells them apart)."""
+    pairs, `SkippedExample`s, `SharedIndex`es and the batch's `Encoded` count, in one output
+    (`is_record` tells records from the rest: facts for the last step)."""
 
     def __init__(self, schema: Schema, options: WriteOptions) -> None:
         super().__init__()
@@ -119,23 +146,26 @@ class Encode(beam.DoFn):
 
     def process(self, elements: Sequence[Any]) -> Iterator[Any]:
         batch = _Batch(elements)
+        yield from batch.shared
         skip = self.options.on_error == "skip"
         for example in batch.unreadable:
             if not skip:
                 raise EncodeError(example.error)
             yield self._skip(SkippedExample(example.index, example.origin, str(example.error)))
         encoder = Encoder(batch, self.schema, skip, self.options.check_copies)
-        indices = batch.readable
+        indices, count = batch.readable, 0
         for index, result in zip(indices, encoder(np.asarray(indices, np.int64)), strict=True):
             if isinstance(result, SkippedExample):
                 yield self._skip(result)
                 continue
             self.encoded.inc()
+            count += 1
             if self.options.shuffle:
                 key = shuffle_key(self.options.seed, index, batch.origin(index))
             else:
                 key = index
             yield key, result
+        yield Encoded(count)
 
     def _skip(self, skipped: SkippedExample) -> SkippedExample:
         self.skipped.inc()
@@ -150,9 +180,9 @@ def chunk_of(element: Any) -> tuple[int, SourceExample]:
 
 
 def is_record(element: Any) -> bool:
-    """Whether an output of `Encode` is a (key, record) pair (else a `SkippedExample`)."""
-    return not isinstance(element, SkippedExample)
+    """Whether an output of `Encode` is a (key, record) pair (else a fact for the last step)."""
+    return isinstance(element, tuple)
 
 
-def is_skipped(element: Any) -> bool:
-    return isinstance(element, SkippedExample)
+def is_fact(element: Any) -> bool:
+    return not is_record(element)

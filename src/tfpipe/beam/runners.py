@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from tfpipe import fs
@@ -15,10 +16,13 @@ from tfpipe.beam.transforms import ReadSource, WriteTFRecords
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import (
+    CHUNK,
+    Encoder,
     check_num_shards,
     check_prefix,
     check_source,
     positive_int,
+    shards_for,
     warn_skipped,
     writer_lock,
 )
@@ -34,6 +38,9 @@ RUNNERS = {
 # Runners Beam knows by their module path only.
 _RUNNER_PATHS = {"DaskRunner": "apache_beam.runners.dask.dask_runner.DaskRunner"}
 _DASK_PARTITIONS = ("--dask_partition_size", "--dask_npartitions")
+DASK_PARTITIONS = 32
+"""Partitions of a write on Dask by default: each of its shuffles (grouping examples into
+batches, records into shards) runs ~partitions² tasks, whatever the number of examples."""
 
 
 def pipeline_options(
@@ -42,10 +49,10 @@ def pipeline_options(
     """Beam options for `runner` ("direct", "dataflow", "flink", "spark", "dask" or a runner's
     class name) and its command-line `args` (e.g. ["--project=p", "--region=r"]). The
     DirectRunner runs `workers` processes (`--direct_num_workers`, `--direct_running_mode` in
-    `args` win). The DaskRunner gets one partition per range of `ReadSource`
-    (`--dask_partition_size=1`), so that the ranges spread over the cluster's workers, unless
-    `args` give `--dask_partition_size` or `--dask_npartitions`; `--dask_client_address`
-    names the scheduler (else Dask starts a local cluster).
+    `args` win). The DaskRunner cuts the ranges of `ReadSource` into 32 partitions
+    (`--dask_npartitions=32`: enough for 32 workers, and a few thousand tasks whatever the
+    number of examples), unless `args` give `--dask_partition_size` or `--dask_npartitions`;
+    `--dask_client_address` names the scheduler (else Dask starts a local cluster).
 
     Raises:
         ValueError: an unknown runner, or workers that is not a positive int.
@@ -59,7 +66,7 @@ def pipeline_options(
     if workers is not None and not positive_int(workers):
         raise ValueError(f"workers must be a positive int or None. Received: workers={workers!r}")
     if name == "DaskRunner" and not any(a.startswith(_DASK_PARTITIONS) for a in args):
-        args = [*args, "--dask_partition_size=1"]
+        args = [*args, f"--dask_npartitions={DASK_PARTITIONS}"]
     options = PipelineOptions(list(args), runner=_RUNNER_PATHS.get(name, name))
     if name == "DirectRunner":
         direct = options.view_as(DirectOptions)
@@ -100,7 +107,8 @@ def write_tfrecords(
         source: see `ReadSource`.
         prefix: see `WriteTFRecords`.
         schema: see `ReadSource`. Defaults to `source.schema`.
-        num_shards: see `WriteTFRecords`. Defaults to ~128 MiB per shard.
+        num_shards: see `WriteTFRecords`. Defaults to ~128 MiB per shard, planned as
+            `tfpipe.write_tfrecords` plans it (from its first 32 examples, encoded here).
         compression: see `WriteTFRecords`. Defaults to None.
         shuffle: see `WriteTFRecords`. Defaults to True.
         seed: see `WriteTFRecords`. Defaults to 0.
@@ -125,10 +133,12 @@ def write_tfrecords(
     options = pipeline_options(runner, args, workers)
     schema = check_source(source, schema)
     path = check_prefix(prefix)
+    num_shards = num_shards or _planned_shards(source, schema, shuffle, seed)
     write = WriteTFRecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
     write.lock = False  # held here, for the whole run
+    write.num_indices = len(source)
     check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
@@ -144,6 +154,23 @@ def write_tfrecords(
     if info.skipped:
         warn_skipped(list(info.skipped), info.num_examples + len(info.skipped))
     return info
+
+
+def _planned_shards(source: Any, schema: Schema, shuffle: bool, seed: int) -> int | None:
+    """The shards `tfpipe.write_tfrecords` plans for the source: from the records of the first
+    CHUNK examples of its order, encoded here; an example the source cannot give is left out.
+    Planned before the run, the shards are known to every step: no step waits for the sizes of
+    all records (a side input, that Beam's DaskRunner computes again in every task reading
+    it). None when any other error stops the estimate: the run measures the sizes, and
+    raises that error where it names the prefix."""
+    total = len(source)
+    order = np.random.default_rng(seed).permutation(total) if shuffle else np.arange(total)
+    encoder = Encoder(source, schema, skip=True, check_copies=False)
+    try:
+        head = encoder(order[:CHUNK])
+    except Exception:  # raised again by the run, named as a failure of the write
+        return None
+    return shards_for(total, head)
 
 
 def _run(pipeline: Any) -> None:

@@ -16,7 +16,7 @@ import apache_beam as beam
 import tensorflow as tf
 
 from tfpipe import fs
-from tfpipe.beam.encode import KEY_SPACE, as_source_example
+from tfpipe.beam.encode import KEY_SPACE, Encoded, SharedIndex
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.compression import tf_compression
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
@@ -75,6 +75,19 @@ def make_plan(totals: tuple[int, int, int, int], options: WriteOptions) -> Plan:
         return Plan(num_shards, records, skipped)
     bounds = tuple(shard_bounds(largest + 1, num_shards))
     return Plan(num_shards, records, skipped, bounds)
+
+
+def plan_ahead(options: WriteOptions, num_indices: int | None) -> Plan | None:
+    """The shards, planned before the run when they can be: `num_shards` given, and with
+    shuffle=False the indices known to be [0, num_indices) (those of a source). Counts are
+    left at 0: the last step counts the examples (`commit`). None: the run measures them."""
+    if options.num_shards is None:
+        return None
+    if options.shuffle:
+        return Plan(options.num_shards, 0, 0)
+    if not num_indices:
+        return None
+    return Plan(options.num_shards, 0, 0, tuple(shard_bounds(num_indices, options.num_shards)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,19 +150,88 @@ class WriteShard(beam.DoFn):
 _Uses = tuple[int, tuple[str, ...]]
 
 
-def index_use(element: Any) -> tuple[int, _Uses]:
-    """An element's index, used once, by its origin."""
-    example = as_source_example(element)
-    return example.index, (1, (example.origin,))
+@dataclasses.dataclass
+class Outcome:
+    """What the last step needs from every task of the run, gathered by `Facts`: the shards
+    written, the examples skipped, the indices several examples share, the records encoded and
+    (measured in the run) the plan."""
+
+    written: list[_Written] = dataclasses.field(default_factory=list)
+    skipped: list[SkippedExample] = dataclasses.field(default_factory=list)
+    shared: list[SharedIndex] = dataclasses.field(default_factory=list)
+    records: int = 0
+    plans: list[Plan] = dataclasses.field(default_factory=list)
+
+    def add(self, fact: Any) -> None:
+        if isinstance(fact, Encoded):
+            self.records += fact.count
+            return
+        kinds: dict[type, list[Any]] = {
+            _Written: self.written,
+            SkippedExample: self.skipped,
+            SharedIndex: self.shared,
+            Plan: self.plans,
+        }
+        kinds[type(fact)].append(fact)
+
+    def merge(self, other: Outcome) -> None:
+        self.written += other.written
+        self.skipped += other.skipped
+        self.shared += other.shared
+        self.records += other.records
+        self.plans = self.plans or other.plans
 
 
-def merge_uses(uses: Iterable[_Uses]) -> _Uses:
-    """How many examples use an index, and the origins of the first two."""
-    count = 0
-    origins: tuple[str, ...] = ()
-    for more, names in uses:
-        count, origins = count + more, (*origins, *names)[:2]
-    return count, origins
+class Facts(beam.CombineFn):
+    """Every fact of the run in one `Outcome`, combined where the facts are (no side input:
+    Beam's DaskRunner computes a side input again in each task that reads it)."""
+
+    def create_accumulator(self) -> Outcome:
+        return Outcome()
+
+    def add_input(self, outcome: Outcome, fact: Any) -> Outcome:
+        outcome.add(fact)
+        return outcome
+
+    def merge_accumulators(self, outcomes: Iterable[Outcome]) -> Outcome:
+        merged = Outcome()
+        for outcome in outcomes:
+            merged.merge(outcome)
+        return merged
+
+    def extract_output(self, outcome: Outcome) -> Outcome:
+        return outcome
+
+
+def commit(
+    outcome: Outcome,
+    plan: Plan | None,
+    path: fs.AnyPath,
+    schema: Schema,
+    options: WriteOptions,
+    lock: bool = True,
+) -> DatasetInfo:
+    """The last step: `finish`, with the plan made before the run (or measured in it) and the
+    examples counted."""
+    plan = plan or (outcome.plans[0] if outcome.plans else Plan(1, 0, 0))
+    counted = dataclasses.replace(
+        plan, num_records=outcome.records, num_skipped=len(outcome.skipped)
+    )
+    repeated = [(s.index, (s.count, s.origins)) for s in sorted(outcome.shared, key=_index)]
+    return finish(
+        outcome.written,
+        outcome.skipped,
+        repeated[:SHOWN_REPEATED],
+        counted,
+        path,
+        schema,
+        options,
+        lock,
+    )
+
+
+def _index(shared: SharedIndex) -> int:
+    return shared.index
 
 
 def finish(

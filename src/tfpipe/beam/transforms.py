@@ -8,17 +8,17 @@ from typing import Any
 
 import apache_beam as beam
 
-from tfpipe.beam.encode import KEY_SPACE, Encode, ReadRange, chunk_of, is_record, is_skipped
+from tfpipe.beam.encode import KEY_SPACE, Encode, ReadRange, chunk_of, is_fact, is_record
 from tfpipe.beam.shards import (
-    SHOWN_REPEATED,
+    Facts,
     WriteShard,
-    finish,
-    index_use,
+    commit,
     make_plan,
-    merge_uses,
+    plan_ahead,
     sum_totals,
 )
 from tfpipe.errors import SchemaError
+from tfpipe.format.metadata import SkippedExample
 from tfpipe.records.writer import WriteOptions, check_prefix, check_source
 from tfpipe.schema import Schema
 
@@ -156,12 +156,16 @@ class WriteTFRecords(beam.PTransform):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
         self.schema = schema
         self.lock = True  # False: the caller holds the prefix's lock for the whole run
+        # The indices are [0, num_indices) (a source's): with num_shards, the shards are
+        # planned before the run.
+        self.num_indices: int | None = None
 
     def expand(self, examples: Any) -> Any:
         options = self.options
-        # One output split by filters, and batches grouped by key: a multi-output ParDo and
-        # BatchElements (whose last batch of a bundle comes from finish_bundle) are what
-        # Beam's DaskRunner runs wrong (every output gets every element; last batches lost).
+        # One output split by filters, batches grouped by key, and no side input when the plan
+        # is known (nor a combine's default, that is one): a multi-output ParDo and
+        # BatchElements are what Beam's DaskRunner runs wrong (every output gets every
+        # element; last batches lost), and it computes a side input again in each task.
         encoded = (
             examples
             | "ByChunk" >> beam.Map(chunk_of)
@@ -170,22 +174,13 @@ class WriteTFRecords(beam.PTransform):
             | "Encode" >> beam.ParDo(Encode(self.schema, options))
         )
         records = encoded | "Records" >> beam.Filter(is_record)
-        skipped = encoded | "Skipped" >> beam.Filter(is_skipped)
-        sizes = records | "Sizes" >> beam.Map(lambda pair: (1, 0, len(pair[1]), pair[0]))
-        skips = skipped | "SkipSizes" >> beam.Map(lambda skip: (0, 1, 0, skip.index))
-        plan = beam.pvalue.AsSingleton(
-            (sizes, skips)
-            | "AllSizes" >> beam.Flatten()
-            | "Totals" >> beam.CombineGlobally(sum_totals)
-            | "Plan" >> beam.Map(make_plan, options)
-        )
-        repeated = (
-            examples
-            | "Indices" >> beam.Map(index_use)
-            | "CountIndices" >> beam.CombinePerKey(merge_uses)
-            | "Repeated" >> beam.Filter(lambda use: use[1][0] > 1)
-            | "FirstRepeated" >> beam.combiners.Top.Smallest(SHOWN_REPEATED)
-        )
+        facts = [encoded | "Facts" >> beam.Filter(is_fact)]
+        known = plan_ahead(options, self.num_indices)
+        plan: Any = known
+        if known is None:
+            measured = self._measure(records, facts[0])
+            facts.append(measured)
+            plan = beam.pvalue.AsSingleton(measured)
         written = (
             records
             | "ToShards" >> beam.Map(lambda pair, plan: (plan.shard_of(pair[0]), pair), plan)
@@ -193,17 +188,23 @@ class WriteTFRecords(beam.PTransform):
             | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), plan)
         )
         return (
-            written
-            | "AllShards" >> beam.combiners.ToList()
-            | "Commit"
-            >> beam.Map(
-                finish,
-                beam.pvalue.AsList(skipped),
-                beam.pvalue.AsSingleton(repeated),
-                plan,
-                self.path,
-                self.schema,
-                options,
-                self.lock,
-            )
+            [*facts, written]
+            | "AllFacts" >> beam.Flatten()
+            | "Outcome" >> beam.CombineGlobally(Facts()).without_defaults()
+            | "Commit" >> beam.Map(commit, known, self.path, self.schema, options, self.lock)
+        )
+
+    def _measure(self, records: Any, facts: Any) -> Any:
+        """The plan from every record's size, in the run (one element)."""
+        sizes = records | "Sizes" >> beam.Map(lambda pair: (1, 0, len(pair[1]), pair[0]))
+        skips = (
+            facts
+            | "Skips" >> beam.Filter(lambda fact: isinstance(fact, SkippedExample))
+            | "SkipSizes" >> beam.Map(lambda skip: (0, 1, 0, skip.index))
+        )
+        return (
+            (sizes, skips)
+            | "AllSizes" >> beam.Flatten()
+            | "Totals" >> beam.CombineGlobally(sum_totals).without_defaults()
+            | "Plan" >> beam.Map(make_plan, self.options)
         )

@@ -25,7 +25,7 @@ import secrets
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -228,6 +228,13 @@ class Encoder:
 def plan_shards(num_examples: int, num_bytes: float) -> int:
     """Enough shards for ~TARGET_SHARD_BYTES each, and at least min(MIN_SHARDS, N)."""
     return max(math.ceil(num_bytes / TARGET_SHARD_BYTES), min(MIN_SHARDS, num_examples))
+
+
+def shards_for(total: int, head: Sequence[bytes | SkippedExample]) -> int:
+    """The shards `plan_shards` plans for `total` examples as large as the records of `head`
+    (the first chunk written) on average."""
+    sample = [len(r) for r in head if isinstance(r, bytes)]
+    return plan_shards(total, sum(sample) / max(len(sample), 1) * total)
 
 
 def shard_bounds(total: int, num_shards: int) -> list[int]:
@@ -612,8 +619,7 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     # image check (TensorFlow's) that takes as long as the encode it overlaps with.
     workers = options.workers if encode >= PARALLEL_MIN_SECONDS or check >= encode else 1
     results = _ordered_map(encoder, chunks, workers)  # type: ignore[arg-type]
-    sample = [len(r) for r in head if isinstance(r, bytes)]
-    num_shards = options.num_shards or plan_shards(total, sum(sample) / max(len(sample), 1) * total)
+    num_shards = options.num_shards or shards_for(total, head)
     shards = ShardWriter(path, shard_bounds(total, num_shards), options.compression)
     skipped: list[SkippedExample] = []
     bar = tqdm(total=total, unit="ex", desc=f"writing {path.name}", disable=not options.progress)
