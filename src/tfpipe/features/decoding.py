@@ -45,8 +45,50 @@ def decode(data: tf.Tensor, channels: int, turn: tf.Tensor | None = None) -> tf.
 
 
 def _decode_jpeg(data: tf.Tensor, channels: int, turn: tf.Tensor | None) -> tf.Tensor:
+    data = _within_pixel_limit(data, _jpeg_pixels(tf.io.extract_jpeg_shape(data)))
     image = tf.io.decode_jpeg(data, channels=channels, dct_method=_DCT_METHOD)
     return orientation.upright(image, orientation.orientation(data) if turn is None else turn)
+
+
+def _jpeg_pixels(shape: tf.Tensor) -> tf.Tensor:
+    """The pixel count of a JPEG of `extract_jpeg_shape` `shape`, as int64."""
+    return tf.reduce_prod(tf.cast(shape[:2], tf.int64))
+
+
+def _png_size(head: tf.Tensor) -> tf.Tensor:
+    """(height, width) as int64 that a PNG's header (`_head`) declares."""
+    big = tf.constant([1 << 24, 1 << 16, 1 << 8, 1], tf.int64)
+    ints = tf.cast(head, tf.int64)
+    return tf.stack([tf.reduce_sum(ints[20:24] * big), tf.reduce_sum(ints[16:20] * big)])
+
+
+def _png_pixels(head: tf.Tensor) -> tf.Tensor:
+    """The pixel count a PNG's header (`_head`) declares as int64; 0 for other formats."""
+    return tf.where(_is_png(head), tf.reduce_prod(_png_size(head)), tf.constant(0, tf.int64))
+
+
+def _within_pixel_limit(data: tf.Tensor, pixels: tf.Tensor) -> tf.Tensor:
+    """`data` (one stored image of `pixels` pixels, read from its header), once asserted not
+    to exceed Pillow's decompression-bomb limit (`PIL.Image.MAX_IMAGE_PIXELS` when traced),
+    as the Pillow paths refuse it (`imaging.check_pixels`), before anything decodes it.
+
+    The assert's data are strings only, so TensorFlow adds no conditional around it (two
+    branch functions fewer to trace and instantiate per decode).
+    """
+    limit = PILImage.MAX_IMAGE_PIXELS
+    if limit is None:
+        return data
+    check = tf.debugging.Assert(
+        pixels <= limit,
+        [
+            f"image exceeds the decompression-bomb limit of {limit / 1e6:.1f} MP "
+            "(PIL.Image.MAX_IMAGE_PIXELS); if the file is trusted, raise "
+            "PIL.Image.MAX_IMAGE_PIXELS. Pixels:",
+            tf.strings.as_string(pixels),
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(data)
 
 
 def _head(data: tf.Tensor) -> tf.Tensor:
@@ -73,7 +115,7 @@ def _without_palette_bmp(data: tf.Tensor, head: tf.Tensor) -> tf.Tensor:
 def _decode_other(data: tf.Tensor, channels: int) -> tf.Tensor:
     """A PNG, GIF or BMP; GIF and BMP decoders give colour only, so gray is computed here."""
     head = _head(data)
-    data = _without_palette_bmp(data, head)
+    data = _without_palette_bmp(_within_pixel_limit(data, _png_pixels(head)), head)
     if channels == 3:
         return tf.io.decode_image(data, channels=3, expand_animations=False)
     return tf.cond(
@@ -97,7 +139,7 @@ def _decode_rgba(data: tf.Tensor, turn: tf.Tensor | None) -> tf.Tensor:
     as alpha, and refuses JPEGs.
     """
     head = _head(data)
-    data = _without_palette_bmp(data, head)
+    data = _without_palette_bmp(_within_pixel_limit(data, _png_pixels(head)), head)
     return tf.case(
         [
             (tf.io.is_jpeg(data), lambda: _with_alpha(_decode_jpeg(data, 3, turn))),
@@ -139,6 +181,7 @@ def decode_jpeg_reduced(
     (`turn`: its EXIF orientation, when computed already)."""
     turn = orientation.orientation(data) if turn is None else turn
     stored = tf.io.extract_jpeg_shape(data)
+    data = _within_pixel_limit(data, _jpeg_pixels(stored))
     turned = turn >= 5  # stored as (width, height)
     target = tf.where(turned, tf.constant(size[::-1]), tf.constant(size))
     scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.cast(target, tf.float32))
@@ -178,42 +221,16 @@ def stored_size(data: tf.Tensor, turn: tf.Tensor | None = None) -> tf.Tensor:
     read here when None) or PNG, from its header only; (-1, -1) for other formats."""
     head = _head(data)
 
-    def png() -> tf.Tensor:
-        big = tf.constant([1 << 24, 1 << 16, 1 << 8, 1], tf.int64)
-        ints = tf.cast(head, tf.int64)
-        return tf.stack([tf.reduce_sum(ints[20:24] * big), tf.reduce_sum(ints[16:20] * big)])
-
     def jpeg() -> tf.Tensor:
         size = tf.cast(tf.io.extract_jpeg_shape(data)[:2], tf.int64)
         turned = (orientation.orientation(data) if turn is None else turn) >= 5
         return tf.where(turned, size[::-1], size)
 
     return tf.case(
-        [(tf.io.is_jpeg(data), jpeg), (_is_png(head), png)],
+        [(tf.io.is_jpeg(data), jpeg), (_is_png(head), lambda: _png_size(head))],
         default=lambda: tf.constant([-1, -1], tf.int64),
         exclusive=True,
     )
-
-
-def within_pixel_limit(data: tf.Tensor, turn: tf.Tensor | None = None) -> tf.Tensor:
-    """`data` (one stored image), once asserted not to exceed Pillow's decompression-bomb
-    limit (`PIL.Image.MAX_IMAGE_PIXELS` when traced), as the Pillow paths refuse it
-    (`imaging.check_pixels`); only JPEG and PNG headers are read."""
-    limit = PILImage.MAX_IMAGE_PIXELS
-    if limit is None:
-        return data
-    pixels = tf.reduce_prod(stored_size(data, turn))
-    check = tf.debugging.Assert(
-        pixels <= limit,
-        [
-            f"image exceeds the decompression-bomb limit of {limit / 1e6:.1f} MP "
-            "(PIL.Image.MAX_IMAGE_PIXELS); if the file is trusted, raise "
-            "PIL.Image.MAX_IMAGE_PIXELS. Pixels:",
-            pixels,
-        ],
-    )
-    with tf.control_dependencies([check]):
-        return tf.identity(data)
 
 
 def check_decodes(data: bytes, fmt: str) -> None:

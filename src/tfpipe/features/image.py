@@ -218,8 +218,6 @@ class Image(Feature):
             (TensorShape([16, 16, 3]), tf.float32)
         """
         size = self._resize_to(size)
-        if self.encoding != "raw":
-            parsed = decoding.within_pixel_limit(parsed, orientation)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
         elif size is not None and imaging.reduces_jpeg(reduced, self.channels, size):

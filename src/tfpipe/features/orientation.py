@@ -66,21 +66,18 @@ def _ifd0(data: tf.Tensor, tiff: tf.Tensor, header: tf.Tensor) -> tf.Tensor:
 def upright(image: tf.Tensor, turn: tf.Tensor) -> tf.Tensor:
     """`image` (H, W, C) of EXIF orientation `turn`, turned as `ImageOps.exif_transpose` does.
 
-    Only reverse and transpose: `tf.image.rot90` in a branch doubles the cost of a decode in a
-    `tf.map_fn`, even when the branch is not taken.
+    Orientations 5-8 are transposed, then 2-4 and 6-8 reversed along rows and/or columns:
+    a transpose by a computed permutation (the identity gives the input back, no copy) and one
+    conditional reverse, where a switch over the 8 orientations had 8 branch functions to
+    trace and instantiate (`tf.image.rot90` in a branch doubled the cost of a decode).
     """
-
-    def transposed() -> tf.Tensor:
-        return tf.transpose(image, (1, 0, 2))
-
-    turns = [
+    turn = tf.reshape(turn, [])  # a scalar, also when sliced from a batch of unknown shape
+    quarter = (turn - 1) % 4  # 0: as stored, 1: mirrored, 2: upside down, 3: flipped
+    perm = tf.where(turn >= 5, tf.constant([1, 0, 2]), tf.constant([0, 1, 2]))
+    image = tf.transpose(image, perm)
+    flips = tf.stack([quarter >= 2, (quarter == 1) | (quarter == 2)])  # rows, columns
+    return tf.cond(
+        tf.reduce_any(flips),
+        lambda: tf.reverse(image, tf.boolean_mask(tf.constant([0, 1]), flips)),
         lambda: image,
-        lambda: tf.reverse(image, [1]),  # 2: mirrored left-right
-        lambda: tf.reverse(image, [0, 1]),  # 3: upside down
-        lambda: tf.reverse(image, [0]),  # 4: mirrored top-bottom
-        transposed,  # 5
-        lambda: tf.reverse(transposed(), [1]),  # 6: turned a quarter counter-clockwise
-        lambda: tf.reverse(transposed(), [0, 1]),  # 7: transverse
-        lambda: tf.reverse(transposed(), [0]),  # 8: turned a quarter clockwise
-    ]
-    return tf.switch_case(turn - 1, turns)
+    )
