@@ -35,7 +35,8 @@ numpy arrays (`as_array`), as a framework would receive them.
 Run it with `python -m benchmarks photos` (`make bench` runs it with the others);
 TFPIPE_BENCH_QUICK=1 for the quick version used while developing (300 images, 1 repeat).
 
-Each case imports its libraries (not timed), then constructs its loader and reads 3 epochs:
+Each case imports its libraries and runs the garbage collection they left due (not timed),
+then constructs its loader and reads 3 epochs:
 `first_batch_s` is the time from the construction to the first batch, `examples_per_s` the
 images per second of epochs 2 and 3 (epoch 1 is the warm-up), `cores` the CPU time of the
 process and its worker processes over those epochs divided by their wall time, and
@@ -49,6 +50,7 @@ TFPIPE_BENCH_DATA) under a name made of their parameters, and reused by later ru
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import importlib
 import io
@@ -96,6 +98,9 @@ def _batch_images(batch: Any) -> int:
 
 def _time(construct: Callable[[], Iterable[Any]], count: int) -> dict[str, Any]:
     """Constructs a loader of `EPOCHS` epochs of `count` images and times its batches."""
+    # Importing TensorFlow leaves a full garbage collection due (~0.5 s over ~420,000 objects);
+    # pay it here, or the first batch of whichever loader allocates more objects pays it.
+    gc.collect()
     start = time.perf_counter()
     batches = iter(construct())
     first = next(batches)
