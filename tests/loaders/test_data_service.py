@@ -34,6 +34,7 @@ from tfpipe.training.report import FitReport
 NUM_EXAMPLES = 101
 WAIT_S = 60.0  # any single wait on the service; a hang fails the test instead of blocking it
 service_lib = tf.data.experimental.service
+pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
 
 
 def bounded(fn: Callable[[], Any], seconds: float = WAIT_S) -> Any:
