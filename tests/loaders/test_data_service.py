@@ -484,6 +484,18 @@ def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
         cluster.stop_all()
 
 
+def _fit_three_epochs(
+    distributed: tfpipe.Pipeline, killer: keras.callbacks.Callback, seconds: float
+) -> Any:
+    """`tfpipe.fit` of `small_model` for 3 epochs with `killer`, bounded by `seconds`."""
+    return bounded(
+        lambda: tfpipe.fit(
+            small_model(), distributed, x="x", y="id", epochs=3, callbacks=[killer], verbose=0
+        ),
+        seconds,
+    )
+
+
 def _check_each_example_once_and_a_restarted_worker(
     cluster: Cluster, pipeline: tfpipe.Pipeline, dispatcher: str, count: int
 ) -> None:
@@ -494,18 +506,7 @@ def _check_each_example_once_and_a_restarted_worker(
     killer = KillAndRestart(cluster, dispatcher, cluster.addresses["worker0"].rsplit(":", 1)[1])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TfpipeWarning)
-        history = bounded(
-            lambda: tfpipe.fit(
-                small_model(),
-                pipeline.distribute(dispatcher),
-                x="x",
-                y="id",
-                epochs=3,
-                callbacks=[killer],
-                verbose=0,
-            ),
-            180,
-        )
+        history = _fit_three_epochs(pipeline.distribute(dispatcher), killer, 180)
     assert len(history.history["loss"]) == 3  # training went on
     note = next(line for line in history.report.advice if "pass(es) over the data" in line)
     found = re.search(r"delivered \[([\d, ]+)\]", note)
@@ -523,17 +524,8 @@ def _check_a_lost_worker_stops_fit(
 ) -> None:
     killer = KillOnce(cluster, "worker1")
     with pytest.raises(SourceError) as raised:
-        bounded(
-            lambda: tfpipe.fit(
-                small_model(),
-                pipeline.distribute(dispatcher, timeout=LOST_WORKER_TIMEOUT_S),
-                x="x",
-                y="id",
-                epochs=3,
-                callbacks=[killer],
-                verbose=0,
-            ),
-            90,
+        _fit_three_epochs(
+            pipeline.distribute(dispatcher, timeout=LOST_WORKER_TIMEOUT_S), killer, 90
         )
     assert killer.killed_at is not None
     after_kill = time.monotonic() - killer.killed_at
