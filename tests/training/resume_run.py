@@ -152,7 +152,7 @@ def run(
             if kill == (self.epoch, batch):
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    strategy = strategy or tf.distribute.get_strategy()
+    strategy = tf.distribute.get_strategy() if strategy is None else strategy
     with strategy.scope():
         model = _model(kind, log)
     try:
