@@ -10,7 +10,7 @@ left out (the last partial global batch, counted by a TfpipeWarning on each work
 
 Run:
     python examples/multi_worker.py                  # about 30 s on 2 CPU cores
-    python examples/multi_worker.py --kill-worker 1  # worker 1 dies mid-epoch: worker 0 fails
+    python examples/multi_worker.py --kill-worker 1  # then worker 1 dies mid-epoch: 0 fails
     python examples/multi_worker.py --mirrored       # one process, 2 CPU replicas instead
 
 A real cluster runs the `--worker` part on each host, with TF_CONFIG listing every worker:
@@ -37,6 +37,7 @@ import numpy as np
 
 SCRIPT = Path(__file__).resolve()
 INPUTS = ("by_record", "by_file", "loader")
+DIE_AFTER = 3  # steps of the run a killed worker dies in
 
 
 def free_port() -> int:
@@ -80,8 +81,8 @@ def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
             command += ["--batch-size", str(args.batch_size), "--epochs", str(args.epochs)]
             command += ["--peer-timeout", str(args.peer_timeout)]
             command += ["--mirrored"] if args.mirrored else []
-            if args.kill_worker == index:
-                command += ["--die-after", "3"]
+            if args.kill_worker is not None:
+                command += ["--kill-worker", str(args.kill_worker)]
             log = open(workdir / f"worker{index}.log", "w")  # noqa: SIM115 (closed below)
             process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=log, start_new_session=True
@@ -100,12 +101,12 @@ def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
     for index in range(count):
         path = workdir / f"worker{index}.json"
         died = workdir / f"worker{index}.died"
-        results.append(
-            json.loads(path.read_text())
-            if path.is_file()
-            else {"worker": index, "died": True}
-            | ({"died_at": float(died.read_text())} if died.is_file() else {})
-        )
+        result = json.loads(path.read_text()) if path.is_file() else {"worker": index}
+        if died.is_file() or not path.is_file():
+            result["died"] = True
+        if died.is_file():
+            result["died_at"] = float(died.read_text())
+        results.append(result)
     return results
 
 
@@ -148,12 +149,11 @@ def make_model(recorder: _Recorder) -> Any:
 
 
 def work(args: argparse.Namespace) -> None:
-    """One worker: its strategy from TF_CONFIG, then tfpipe.fit on each input."""
-    import keras
+    """One worker: its strategy from TF_CONFIG, then tfpipe.fit on each input (and with
+    `--kill-worker`, one more run in which that worker dies)."""
     import tensorflow as tf
 
     import tfpipe
-    from tfpipe.errors import TfpipeWarning
 
     if args.mirrored:  # one process, two CPU replicas
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -178,37 +178,51 @@ def work(args: argparse.Namespace) -> None:
     }
     result: dict[str, Any] = {"worker": index, "replicas": strategy.num_replicas_in_sync}
     started = time.monotonic()
+    record = workdir / f"worker{index}.json"
     try:
         for name, data in inputs.items():
-            recorder = _Recorder()
-            with strategy.scope():
-                model = make_model(recorder)
-            epochs = keras.callbacks.LambdaCallback(
-                on_epoch_begin=lambda epoch, logs, r=recorder: setattr(r, "epoch", epoch)
-            )
-            callbacks = [epochs]
-            if args.die_after is not None:
-                callbacks.append(_die_after(args.die_after, workdir / f"worker{index}.died"))
-            xy = {} if name == "loader" else {"x": ["id", "x"], "y": "label"}
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", TfpipeWarning)
-                history = tfpipe.fit(
-                    model, data, **xy, epochs=args.epochs, callbacks=callbacks, report=False,
-                    verbose=0,
-                )  # fmt: skip
-            result[name] = {
-                "ids": {str(e): ids for e, ids in recorder.seen.items()},
-                "steps": history.params["steps"],
-                "warnings": [str(w.message) for w in caught],
-            }
+            result[name] = _train(strategy, name, data, args.epochs)
+        if args.kill_worker is not None:  # one more run, in which that worker dies
+            record.write_text(json.dumps(result))  # what a worker that dies leaves
+            died = workdir / f"worker{index}.died"
+            dies = [_die_after(DIE_AFTER, died)] if index == args.kill_worker else []
+            _train(strategy, "by_record", inputs["by_record"], args.epochs, dies)
     except Exception as e:  # reported to the launcher, which says what happened
         result["error"] = f"{type(e).__name__}: {e}"[:2000]
         result["failed_at"] = time.time()
     result["seconds"] = time.monotonic() - started
-    (workdir / f"worker{index}.json").write_text(json.dumps(result))
+    record.write_text(json.dumps(result))
     sys.stdout.flush()
     # Leaving would wait at the cluster's shutdown barrier for a peer that may be gone.
     os._exit(1 if "error" in result else 0)
+
+
+def _train(strategy: Any, name: str, data: Any, epochs: int, callbacks: Any = ()) -> Any:
+    """`tfpipe.fit` of a fresh model on input `name`: the ids it saw per epoch, its steps per
+    epoch and the TfpipeWarnings it gave."""
+    import keras
+
+    import tfpipe
+    from tfpipe.errors import TfpipeWarning
+
+    recorder = _Recorder()
+    with strategy.scope():
+        model = make_model(recorder)
+    on_epoch = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: setattr(recorder, "epoch", epoch)
+    )
+    xy = {} if name == "loader" else {"x": ["id", "x"], "y": "label"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TfpipeWarning)
+        history = tfpipe.fit(
+            model, data, **xy, epochs=epochs, callbacks=[on_epoch, *callbacks], report=False,
+            verbose=0,
+        )  # fmt: skip
+    return {
+        "ids": {str(e): ids for e, ids in recorder.seen.items()},
+        "steps": history.params["steps"],
+        "warnings": [str(w.message) for w in caught],
+    }
 
 
 def _die_after(steps: int, record: Path) -> Any:
@@ -251,12 +265,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=240.0)
     parser.add_argument("--peer-timeout", type=float, default=30.0)
-    parser.add_argument("--kill-worker", type=int, default=None, choices=(0, 1))
+    parser.add_argument(
+        "--kill-worker",
+        type=int,
+        default=None,
+        choices=(0, 1),
+        help="after the three inputs, one more run in which that worker dies mid-epoch",
+    )
     parser.add_argument(
         "--mirrored", action="store_true", help="one process, MirroredStrategy on 2 CPU replicas"
     )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--die-after", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         work(args)

@@ -50,7 +50,9 @@ def global_seeds() -> Iterator[None]:
 
 @pytest.fixture
 def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Probes of a few hundred ms before `tfpipe.fit` trains (the model alone, the input
-    alone) keep the suite fast; use it where their length is not under test."""
+    """Probes of a few hundred ms (the model alone before `tfpipe.fit` trains; the input alone
+    and its stages for the report) keep the suite fast; use it where their length is not
+    under test."""
     monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
+    monkeypatch.setattr(fit_module, "STAGE_PROBE_SECONDS", 0.3)

@@ -34,6 +34,7 @@ from tfpipe.training.report import FitReport
 NUM_EXAMPLES = 101
 WAIT_S = 60.0  # any single wait on the service; a hang fails the test instead of blocking it
 service_lib = tf.data.experimental.service
+pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
 
 
 def bounded(fn: Callable[[], Any], seconds: float = WAIT_S) -> Any:
@@ -359,6 +360,7 @@ class Cluster:
 
     def __init__(self) -> None:
         self.servers: dict[str, subprocess.Popen[str]] = {}
+        self.addresses: dict[str, str] = {}
 
     def start(self, name: str, *args: str) -> subprocess.Popen[str]:
         self.servers[name] = subprocess.Popen(
@@ -374,7 +376,8 @@ class Cluster:
         """The address the server printed when it started listening."""
         line = bounded(self.servers[name].stdout.readline)  # type: ignore[union-attr]
         assert "listening at" in line, f"{name} printed {line!r}"
-        return str(line.split()[-1])
+        self.addresses[name] = str(line.split()[-1])
+        return self.addresses[name]
 
     def kill(self, name: str) -> None:
         os.killpg(self.servers[name].pid, signal.SIGKILL)
@@ -398,8 +401,8 @@ def _ids_in_shards(prefix: Path) -> int:
 
 
 def _dispatcher_and_two_workers(cluster: Cluster) -> tuple[str, str]:
-    """Starts a dispatcher and two workers; returns the addresses of the dispatcher and of
-    worker 0."""
+    """Starts a dispatcher and two workers (their addresses in `cluster.addresses`); returns
+    the addresses of the dispatcher and of worker 0."""
     cluster.start("dispatcher", "dispatcher", "--port", "0")
     dispatcher = cluster.address("dispatcher")
     for name in ("worker0", "worker1"):
@@ -427,68 +430,13 @@ class KillAndRestart(keras.callbacks.Callback):
             )
 
 
-@pytest.mark.slow
-def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
-    tmp_path: Path,
-) -> None:
-    """Dispatcher and 2 workers from `tfpipe service`: exactly once per epoch over 2 epochs;
-    then `tfpipe.fit` with worker 0 killed mid-epoch (and restarted at its address, as a
-    supervisor would): training goes on, and the pass it was killed in is at most one pass;
-    finally SIGTERM stops every server with status 0."""
-    count = _ids_in_shards(tmp_path / "train")
-    cluster = Cluster()
-    try:
-        dispatcher, worker0 = _dispatcher_and_two_workers(cluster)
-
-        pipeline = tfpipe.Pipeline(str(tmp_path / "train")).shuffle().batch(50)
-        dataset = pipeline.distribute(dispatcher).build()
-        for _ in range(2):
-            ids, _ = epoch_ids(dataset)
-            assert ids == list(range(count))
-
-        killer = KillAndRestart(cluster, dispatcher, worker0.rsplit(":", 1)[1])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", TfpipeWarning)
-            history = bounded(
-                lambda: tfpipe.fit(
-                    small_model(),
-                    pipeline.distribute(dispatcher),
-                    x="x",
-                    y="id",
-                    epochs=3,
-                    callbacks=[killer],
-                    verbose=0,
-                ),
-                180,
-            )
-        assert len(history.history["loss"]) == 3  # training went on
-        note = next(line for line in history.report.advice if "pass(es) over the data" in line)
-        found = re.search(r"delivered \[([\d, ]+)\]", note)
-        assert found is not None, note
-        delivered = [int(n) for n in found[1].split(",")]
-        print(f"examples per pass with worker 0 killed in pass 2: {delivered} of {count}")
-        assert delivered[0] == count  # before the kill
-        assert all(n <= count for n in delivered)  # at most once, never twice
-        short = [str(w.message) for w in caught if "delivered fewer" in str(w.message)]
-        assert bool(short) == any(n < count for n in delivered)
-        assert cluster.address("worker0-restarted") == worker0
-
-        for name in ("worker0-restarted", "worker1", "dispatcher"):
-            server = cluster.servers[name]
-            server.send_signal(signal.SIGTERM)
-            assert server.wait(WAIT_S) == 0
-            assert "stopped" in server.stdout.read()  # type: ignore[union-attr]
-    finally:
-        cluster.stop_all()
-
-
 class KillOnce(keras.callbacks.Callback):
-    """Kills worker 0 at batch 2 of the second epoch and leaves it down; `killed_at` is when
-    (time.monotonic())."""
+    """Kills server `name` at batch 2 of the second epoch and leaves it down; `killed_at` is
+    when (time.monotonic())."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, name: str) -> None:
         super().__init__()
-        self.cluster = cluster
+        self.cluster, self.name = cluster, name
         self.epoch = 0
         self.killed_at: float | None = None
 
@@ -497,7 +445,7 @@ class KillOnce(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         if self.epoch == 1 and batch >= 2 and self.killed_at is None:
-            self.cluster.kill("worker0")
+            self.cluster.kill(self.name)
             self.killed_at = time.monotonic()
 
 
@@ -510,40 +458,85 @@ LOST_WORKER_TIMEOUT_S = 2.0
     reader="tfpipe.fit over Pipeline.distribute",
     outcome="SourceError naming the dispatcher and the lost worker after distribute(timeout=)",
 )
-def test_a_lost_worker_stops_fit_with_its_address_instead_of_a_hang(tmp_path: Path) -> None:
-    """Training stops with the error `timeout` seconds (plus a look at the servers) after the
-    kill, although the other worker goes on serving the epoch."""
-    _ids_in_shards(tmp_path / "train")
+def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
+    tmp_path: Path,
+) -> None:
+    """Dispatcher and 2 workers from `tfpipe service`: exactly once per epoch over 2 epochs;
+    then `tfpipe.fit` with worker 0 killed mid-epoch (and restarted at its address, as a
+    supervisor would): training goes on, and the pass it was killed in is at most one pass;
+    then `tfpipe.fit` with worker 1 killed and not restarted: it stops with the error
+    `timeout` seconds (plus a look at the servers) after the kill, although the other worker
+    goes on serving the epoch; finally SIGTERM stops every server left with status 0."""
+    count = _ids_in_shards(tmp_path / "train")
     cluster = Cluster()
     try:
         dispatcher, worker0 = _dispatcher_and_two_workers(cluster)
         pipeline = tfpipe.Pipeline(str(tmp_path / "train")).shuffle().batch(50)
-        killer = KillOnce(cluster)
-        with pytest.raises(SourceError) as raised:
-            bounded(
-                lambda: tfpipe.fit(
-                    small_model(),
-                    pipeline.distribute(dispatcher, timeout=LOST_WORKER_TIMEOUT_S),
-                    x="x",
-                    y="id",
-                    epochs=3,
-                    callbacks=[killer],
-                    verbose=0,
-                ),
-                90,
-            )
-        assert killer.killed_at is not None
-        after_kill = time.monotonic() - killer.killed_at
-        message = str(raised.value)
-        # The error's frames hold the stalled iterators: released here, while the dispatcher
-        # answers (released after it was killed, they once delayed pytest's exit by ~40 s).
-        del raised
-        gc.collect()
-        print(f"{after_kill:.1f} s after the kill: {message}")
-        assert dispatcher in message and repr([worker0]) in message, message
-        restart = f"`tfpipe service worker --dispatcher {dispatcher.removeprefix('grpc://')} --port"
-        assert f"restart it at the same address ({restart}" in message
-        # The timeout, a look at the servers (every timeout / 4 s) and slack for a busy host.
-        assert after_kill < LOST_WORKER_TIMEOUT_S + 10
+        _check_each_example_once_and_a_restarted_worker(cluster, pipeline, dispatcher, count)
+        assert cluster.address("worker0-restarted") == worker0
+        _check_a_lost_worker_stops_fit(cluster, pipeline, dispatcher, cluster.addresses["worker1"])
+        for name in ("worker0-restarted", "dispatcher"):
+            server = cluster.servers[name]
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(WAIT_S) == 0
+            assert "stopped" in server.stdout.read()  # type: ignore[union-attr]
     finally:
         cluster.stop_all()
+
+
+def _fit_three_epochs(
+    distributed: tfpipe.Pipeline, killer: keras.callbacks.Callback, seconds: float
+) -> Any:
+    """`tfpipe.fit` of `small_model` for 3 epochs with `killer`, bounded by `seconds`."""
+    return bounded(
+        lambda: tfpipe.fit(
+            small_model(), distributed, x="x", y="id", epochs=3, callbacks=[killer], verbose=0
+        ),
+        seconds,
+    )
+
+
+def _check_each_example_once_and_a_restarted_worker(
+    cluster: Cluster, pipeline: tfpipe.Pipeline, dispatcher: str, count: int
+) -> None:
+    dataset = pipeline.distribute(dispatcher).build()
+    for _ in range(2):
+        ids, _ = epoch_ids(dataset)
+        assert ids == list(range(count))
+    killer = KillAndRestart(cluster, dispatcher, cluster.addresses["worker0"].rsplit(":", 1)[1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TfpipeWarning)
+        history = _fit_three_epochs(pipeline.distribute(dispatcher), killer, 180)
+    assert len(history.history["loss"]) == 3  # training went on
+    note = next(line for line in history.report.advice if "pass(es) over the data" in line)
+    found = re.search(r"delivered \[([\d, ]+)\]", note)
+    assert found is not None, note
+    delivered = [int(n) for n in found[1].split(",")]
+    print(f"examples per pass with worker 0 killed in pass 2: {delivered} of {count}")
+    assert delivered[0] == count  # before the kill
+    assert all(n <= count for n in delivered)  # at most once, never twice
+    short = [str(w.message) for w in caught if "delivered fewer" in str(w.message)]
+    assert bool(short) == any(n < count for n in delivered)
+
+
+def _check_a_lost_worker_stops_fit(
+    cluster: Cluster, pipeline: tfpipe.Pipeline, dispatcher: str, worker: str
+) -> None:
+    killer = KillOnce(cluster, "worker1")
+    with pytest.raises(SourceError) as raised:
+        _fit_three_epochs(
+            pipeline.distribute(dispatcher, timeout=LOST_WORKER_TIMEOUT_S), killer, 90
+        )
+    assert killer.killed_at is not None
+    after_kill = time.monotonic() - killer.killed_at
+    message = str(raised.value)
+    # The error's frames hold the stalled iterators: released here, while the dispatcher
+    # answers (released after it was killed, they once delayed pytest's exit by ~40 s).
+    del raised
+    gc.collect()
+    print(f"{after_kill:.1f} s after the kill: {message}")
+    assert dispatcher in message and repr([worker]) in message, message
+    restart = f"`tfpipe service worker --dispatcher {dispatcher.removeprefix('grpc://')} --port"
+    assert f"restart it at the same address ({restart}" in message
+    # The timeout, a look at the servers (every timeout / 4 s) and slack for a busy host.
+    assert after_kill < LOST_WORKER_TIMEOUT_S + 10

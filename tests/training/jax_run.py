@@ -10,6 +10,7 @@ with `backup_dir` resumed.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import keras
 import numpy as np
 
 import tfpipe
+from tfpipe.training import model_probe
 
 EPOCHS = 2
 BATCH = 8
@@ -50,6 +52,15 @@ def _model() -> keras.Model:
 
 def _losses(history: keras.callbacks.History) -> list[float]:
     return [float(loss) for loss in history.history["loss"]]
+
+
+def short_probes() -> None:
+    """Probes of a few hundred ms, as tests/conftest.py's `short_probes`: their length is not
+    under test."""
+    fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
+    model_probe.PROBE_SECONDS = 0.2
+    fit_module.INPUT_PROBE_SECONDS = 0.3
+    fit_module.STAGE_PROBE_SECONDS = 0.3
 
 
 def main(workdir: Path) -> dict[str, Any]:
@@ -103,4 +114,5 @@ def main(workdir: Path) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    short_probes()
     print(json.dumps(main(Path(sys.argv[1]))))

@@ -4,11 +4,14 @@ Each training step writes one line `<optimizer step> <id> <id> ...` to the log f
 per step; under MirroredStrategy one line per replica). `--kill EPOCH:BATCH` sends SIGKILL to
 this process after that batch has trained, as a preemption would. With `--multi-worker` the
 process is one worker of a MultiWorkerMirroredStrategy (its TF_CONFIG set by the caller) and
-logs the ids of its own part of each global batch.
+logs the ids of its own part of each global batch. Each `--then BACKUP LOG` trains once more
+in the same process (and strategy) after the run before it ended, failed or not: stderr has a
+line `run N: ok` or `run N: failed` after each run (the traceback of a failure before it),
+and the process exits with 1 if any failed.
 
     python tests/training/resume_run.py KIND DATA BACKUP LOG [--kill 1:7] [--replicas 2]
     TF_CONFIG=... python tests/training/resume_run.py records DATA BACKUP LOG \
-        --multi-worker --batch 10
+        --multi-worker --batch 10 [--then BACKUP2 LOG2 ...]
 """
 
 from __future__ import annotations
@@ -122,12 +125,12 @@ def run(
     log_path: Path,
     *,
     kill: tuple[int, int] | None = None,
-    replicas: int = 1,
-    multi_worker: bool = False,
+    strategy: Any = None,
     seed: int = SEED,
     batch_size: int = BATCH,
 ) -> None:
-    """Trains with `tfpipe.fit(backup_dir=backup, save_every=SAVE_EVERY)`."""
+    """Trains with `tfpipe.fit(backup_dir=backup, save_every=SAVE_EVERY)` under `strategy`
+    (by default the current one)."""
     import keras
     import tensorflow as tf
 
@@ -149,13 +152,7 @@ def run(
             if kill == (self.epoch, batch):
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    if multi_worker:  # a dead peer fails a collective after 60 s instead of hanging it
-        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    elif replicas > 1:
-        strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
-    else:
-        strategy = tf.distribute.get_strategy()
+    strategy = tf.distribute.get_strategy() if strategy is None else strategy
     with strategy.scope():
         model = _model(kind, log)
     try:
@@ -173,6 +170,22 @@ def run(
         log.close()
 
 
+def _strategy(replicas: int, multi_worker: bool) -> Any:
+    """A MultiWorkerMirroredStrategy, a MirroredStrategy over `replicas` CPUs, or None."""
+    import tensorflow as tf
+
+    if multi_worker:  # a dead peer fails a collective after 60 s instead of hanging it
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=60)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    if replicas > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * replicas
+        )
+        return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
+    return None
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=KINDS)
@@ -183,26 +196,28 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--multi-worker", action="store_true")
     parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--then", nargs=2, type=Path, action="append", default=[])
     args = parser.parse_args(argv)
-    if args.replicas > 1:
-        import tensorflow as tf
-
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas
-        )
     kill = tuple(int(part) for part in args.kill.split(":")) if args.kill else None
+    failed = False
     try:
-        run(args.kind, args.data, args.backup, args.log, kill=kill, replicas=args.replicas,  # type: ignore[arg-type]
-            multi_worker=args.multi_worker, batch_size=args.batch)  # fmt: skip
+        strategy = _strategy(args.replicas, args.multi_worker)
+        for number, (backup, log) in enumerate([(args.backup, args.log), *args.then]):
+            try:
+                run(args.kind, args.data, backup, log, kill=kill, strategy=strategy,  # type: ignore[arg-type]
+                    batch_size=args.batch)  # fmt: skip
+                print(f"run {number}: ok", file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+                print(f"run {number}: failed", file=sys.stderr)
+                failed = True
     except BaseException:
         traceback.print_exc()
-        sys.stderr.flush()
-        os._exit(1)
+        failed = True
     sys.stdout.flush()
     sys.stderr.flush()
     # A worker leaving normally would wait at the cluster's shutdown barrier for its peers.
-    os._exit(0)
+    os._exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

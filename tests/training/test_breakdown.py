@@ -18,14 +18,12 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.training import model_probe
 from tfpipe.training.bench import Throughput
 from tfpipe.training.breakdown import Breakdown, InputStages
 from tfpipe.training.map_costs import input_stages
 from tfpipe.training.report import FitReport
 from tfpipe.training.timing import INPUT_WAIT, Clock, HookCalls, Timings
 
-fit_module = importlib.import_module("tfpipe.training.fit")
 breakdown_module = importlib.import_module("tfpipe.training.breakdown")
 
 SIZE = (16, 16)
@@ -34,12 +32,7 @@ SLEEP_S = 0.05
 INPUT_SLEEP_S = 0.05
 
 
-@pytest.fixture(autouse=True)
-def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Probes of a few hundred ms keep the suite fast; their length is not under test."""
-    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
-    monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
-    monkeypatch.setattr(fit_module, "STAGE_PROBE_SECONDS", 0.3)
+pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
 
 
 def tiny_model() -> keras.Model:

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -456,6 +457,27 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pa
     return runs
 
 
+@pytest.fixture(scope="module")
+def reference_log(
+    killed: dict[str, tuple[Path, Path, Path]], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], dict[int, list[int]]]:
+    """The log of an uninterrupted single-device run over the data of a kind's killed run (in
+    this process), made once per kind: the folder's serves its test and the mirrored one's."""
+    logs: dict[str, dict[int, list[int]]] = {}
+
+    def reference(kind: str) -> dict[int, list[int]]:
+        if kind not in logs:
+            root = tmp_path_factory.mktemp(f"reference-{kind}")
+            try:
+                resume_run.run(kind, killed[kind][0], root / "backup", root / "reference.log")
+            finally:
+                tf.random.set_seed(None)
+            logs[kind] = _read_log(root / "reference.log")
+        return logs[kind]
+
+    return reference
+
+
 def _check_exact_resume(
     killed_log: dict[int, list[int]],
     resumed_log: dict[int, list[int]],
@@ -484,44 +506,41 @@ def _check_exact_resume(
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", resume_run.KINDS)
 def test_killed_run_resumes_exactly(
-    kind: str, killed: dict[str, tuple[Path, Path, Path]], tmp_path: Path
+    kind: str,
+    killed: dict[str, tuple[Path, Path, Path]],
+    reference_log: Callable[[str], dict[int, list[int]]],
+    tmp_path: Path,
 ) -> None:
     data, backup, log = killed[kind]
     saved = json.loads(next(backup.glob("backup-*/position.json")).read_text())
     assert (saved["epoch"], saved["batch"], saved["step"]) == (1, 6, SAVED_STEP)
     try:
         resume_run.run(kind, data, backup, tmp_path / "resumed.log")
-        resume_run.run(kind, data, tmp_path / "reference", tmp_path / "reference.log")
     finally:
         tf.random.set_seed(None)
     _check_exact_resume(
-        _read_log(log),
-        _read_log(tmp_path / "resumed.log"),
-        _read_log(tmp_path / "reference.log"),
-        ordered=True,
+        _read_log(log), _read_log(tmp_path / "resumed.log"), reference_log(kind), ordered=True
     )
     assert not list(backup.iterdir())
 
 
 @pytest.mark.slow
 def test_killed_run_resumes_exactly_under_mirrored_strategy(
-    killed: dict[str, tuple[Path, Path, Path]], tmp_path: Path
+    killed: dict[str, tuple[Path, Path, Path]],
+    reference_log: Callable[[str], dict[int, list[int]]],
+    tmp_path: Path,
 ) -> None:
     """Two CPU replicas: the position counts global batches, so the resumed run still trains
     on every example exactly once per epoch, as the single-device run does."""
     data, backup, log = killed["mirrored"]
     resumed = _start("folder", data, backup, tmp_path / "resumed.log", "--replicas", "2")
     try:
-        resume_run.run("folder", data, tmp_path / "reference", tmp_path / "reference.log")
+        reference = reference_log("folder")
     finally:
-        tf.random.set_seed(None)
         code, stderr = _finish(resumed)
     assert code == 0, stderr[-3000:]
     _check_exact_resume(
-        _read_log(log),
-        _read_log(tmp_path / "resumed.log"),
-        _read_log(tmp_path / "reference.log"),
-        ordered=False,
+        _read_log(log), _read_log(tmp_path / "resumed.log"), reference, ordered=False
     )
 
 
@@ -529,22 +548,29 @@ MW_EXAMPLES, MW_BATCH, MW_STEPS = 100, 10, 10  # 2 workers x 5 examples per glob
 
 
 def _run_workers(
-    data: Path, backups: list[Path], logs: list[Path], *extra: str
+    data: Path, runs: list[list[tuple[Path, Path]]], *extra: str
 ) -> list[tuple[int, str]]:
-    """Runs two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports
-    (worker i with backups[i]) to their end: (exit code, stderr) of each; both always stopped."""
+    """Runs two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports to
+    their end, worker i training once per (backup, log) of runs[i], one after the other in the
+    same process (`--then`): (exit code, stderr) of each worker; both always stopped."""
     launcher = load("multi_worker")
-    ports = [launcher.free_port() for _ in logs]
+    ports = [launcher.free_port() for _ in runs]
     processes = []
     try:
-        for index, (backup, log) in enumerate(zip(backups, logs, strict=True)):
+        for index, [(backup, log), *then] in enumerate(runs):
             env = {"TF_CONFIG": launcher.tf_config(ports, index), "CUDA_VISIBLE_DEVICES": ""}
             command = ["--multi-worker", "--batch", str(MW_BATCH), *extra]
+            command += [str(part) for pair in then for part in ("--then", *pair)]
             processes.append(_start("records", data, backup, log, *command, env=env))
         return [_finish(process) for process in processes]
     finally:
         for process in processes:
             _stop(process)
+
+
+def _each_run(stderr: str) -> list[str]:
+    """The stderr of each run of a resume_run.py process, up to its `run N: ok|failed` line."""
+    return re.findall(r"(?ms).*?^run \d+: (?:ok|failed)$", stderr)
 
 
 @pytest.mark.slow
@@ -576,8 +602,7 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
     data = resume_run.make_data("records", tmp_path / "data", MW_EXAMPLES, shards=4)
     backup = tmp_path / "backup"
     killed = [tmp_path / f"killed{w}.log" for w in range(2)]
-    resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
-    ended = _run_workers(data, [backup, backup], killed, "--kill", "1:7")
+    ended = _run_workers(data, [[(backup, log)] for log in killed], "--kill", "1:7")
     # Each kills itself after step 17; the slower one may first see its peer's socket close.
     assert any(code == -signal.SIGKILL for code, _ in ended), ended
     for code, stderr in ended:
@@ -591,24 +616,32 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
             resume_run.run("records", data, backup, tmp_path / "one.log", batch_size=MW_BATCH)
     finally:
         tf.random.set_seed(None)
-    # Worker 1 given another folder: both stop before training, naming what each found.
-    logs = [tmp_path / f"unshared{w}.log" for w in range(2)]
-    for code, stderr in _run_workers(data, [backup, tmp_path / "other"], logs):
-        assert code == 1 and "SourceError" in stderr, stderr[-3000:]
-        assert "(worker 0: backup-000000000016, worker 1: none)" in stderr
-    # Worker 1 reads a copy whose weights are cut short: the backup agreed on, its load fails
-    # on worker 1 only, and both stop naming its error (worker 0 waited at its first step).
+    # Then, each worker one process training 3 times in a row. First worker 1 given another
+    # folder: both stop before training, naming what each found. Then worker 1 reads a copy
+    # whose weights are cut short: the backup agreed on, its load fails on worker 1 only, and
+    # both stop naming its error (worker 0 waited at its first step). Then both resume.
     corrupt = tmp_path / "corrupt"
     shutil.copytree(backup, corrupt)
     weights = next(corrupt.glob("backup-*/model.weights.h5"))
     weights.write_bytes(weights.read_bytes()[:100])
-    logs = [tmp_path / f"corrupt{w}.log" for w in range(2)]
-    for code, stderr in _run_workers(data, [backup, corrupt], logs):
-        assert code == 1 and "not every worker could restore the backup" in stderr, stderr[-3000:]
-        assert f"(worker 1: SourceError: {weights} cannot be loaded: OSError" in stderr
-    for code, stderr in _run_workers(data, [backup, backup], resumed):
-        assert code == 0, stderr[-3000:]
+    folders = [[backup, backup, backup], [tmp_path / "other", corrupt, backup]]
+    names = ["unshared", "corrupt", "resumed"]
+    in_turn = [
+        list(zip(folders[w], [tmp_path / f"{name}{w}.log" for name in names], strict=True))
+        for w in range(2)
+    ]
+    for code, stderr in _run_workers(data, in_turn):
+        each = _each_run(stderr)
+        assert code == 1 and len(each) == 3, stderr[-3000:]
+        unshared, corrupted, resumed_run = each
+        assert unshared.endswith("run 0: failed") and "SourceError" in unshared, unshared[-3000:]
+        assert "(worker 0: backup-000000000016, worker 1: none)" in unshared
+        assert corrupted.endswith("run 1: failed"), corrupted[-3000:]
+        assert "not every worker could restore the backup" in corrupted, corrupted[-3000:]
+        assert f"(worker 1: SourceError: {weights} cannot be loaded: OSError" in corrupted
+        assert resumed_run.endswith("run 2: ok"), resumed_run[-3000:]
     assert not list(backup.iterdir())  # removed by the chief when every epoch was trained
+    resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
     runs = [[_read_log(path) for path in paths] for paths in (killed, resumed)]
     for worker in range(2):
         assert sorted(runs[0][worker]) == list(range(KILL[0] * MW_STEPS + KILL[1] + 1))
