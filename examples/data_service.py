@@ -58,10 +58,13 @@ def start(*args: str) -> tuple[subprocess.Popen[str], str]:
     return server, lines[0].split()[-1]
 
 
-def stop(server: subprocess.Popen[str]) -> None:
-    """SIGTERM (a clean stop), then SIGKILL if it is still running after a while."""
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
+def stop(servers: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to every server at once (a clean stop, each within a few seconds), then
+    SIGKILL to one still running after a while."""
+    for server in servers:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+    for server in servers:
         try:
             server.wait(30)
         except subprocess.TimeoutExpired:
@@ -111,8 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         print(pipeline.explain())
         history = tfpipe.fit(build_model(), pipeline, epochs=args.epochs, verbose=0)
     finally:
-        for server in reversed(servers):
-            stop(server)
+        stop(servers)
     return {name: values[-1] for name, values in history.history.items()}
 
 

@@ -8,6 +8,7 @@ shuffle, batch, vectorised parse, parallel decode, prefetch) for training and ev
 Run:
     python examples/land_use_folder.py                # small: about 10 s on 2 CPU cores
     python examples/land_use_folder.py --size large   # 6 classes x 300 images, 6 epochs
+    python examples/land_use_folder.py --epochs 3     # a shorter run (the tests use it)
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=SIZES, default="small", help="data size (small)")
     parser.add_argument("--workdir", type=Path, default=Path("example-data/land_use"))
+    parser.add_argument("--epochs", type=int, help="training epochs (5 small, 6 large)")
     args = parser.parse_args(argv)
     num_classes, per_class, epochs = SIZES[args.size]
+    epochs = args.epochs or epochs
 
     root = make_image_folder(
         args.workdir / "images", num_classes=num_classes, per_class=per_class, size=(96, 96)

@@ -12,6 +12,7 @@ validation set is compared with predicting background everywhere.
 Run:
     python examples/segmentation.py                # small: about 30 s on 2 CPU cores
     python examples/segmentation.py --size large   # more images, more epochs
+    python examples/segmentation.py --epochs 3     # a shorter run (the tests use it)
 """
 
 from __future__ import annotations
@@ -113,8 +114,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=SIZES, default="small", help="data size (small)")
     parser.add_argument("--workdir", type=Path, default=Path("example-data/segmentation"))
+    parser.add_argument("--epochs", type=int, help="training epochs (8 small, 10 large)")
     args = parser.parse_args(argv)
     count, epochs = SIZES[args.size]
+    epochs = args.epochs or epochs
 
     root = make_segmentation_folder(
         args.workdir / "data", count=count, num_classes=NUM_SHAPES, size=STORED

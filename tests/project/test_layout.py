@@ -51,9 +51,22 @@ class Import:
     line: int
 
 
-@functools.cache
 def parse(path: Path) -> ast.Module:
-    return ast.parse(path.read_text())
+    module = nodes(path)[0]
+    assert isinstance(module, ast.Module)
+    return module
+
+
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's tree, the module first (as `ast.walk` gives them)."""
+    return walked(path.read_text())
+
+
+@functools.cache
+def walked(text: str) -> tuple[ast.AST, ...]:
+    """Parsed and walked once per text: a copy of the package to break shares the nodes of
+    the modules it leaves alone."""
+    return tuple(ast.walk(ast.parse(text)))
 
 
 def module_name(path: Path, root: Path = SRC) -> str:
@@ -70,7 +83,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[Import]:
     """The tfpipe modules `name` imports; `from tfpipe.x import y` is an import of the module
     `tfpipe.x.y` when there is one, else of `tfpipe.x` (taking the name y)."""
     package = package_of(name, path)
-    for node in ast.walk(parse(path)):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "tfpipe":
@@ -159,9 +172,8 @@ def private_imports(root: Path = SRC) -> list[str]:
 
 def private_attributes(name: str, path: Path, known: dict[str, Path]) -> list[str]:
     """`alias._name` in `name`, where alias is a tfpipe module it imported."""
-    tree = parse(path)
     aliases = {}
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if isinstance(node, ast.ImportFrom):
             base = absolute(node, package_of(name, path))
             for alias in node.names:
@@ -173,7 +185,7 @@ def private_attributes(name: str, path: Path, known: dict[str, Path]) -> list[st
                     aliases[alias.asname] = alias.name
     return [
         f"private use of {aliases[node.value.id]}.{node.attr} in {name} (line {node.lineno})"
-        for node in ast.walk(tree)
+        for node in nodes(path)
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
         and node.value.id in aliases

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,13 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "examples" / "notebooks"
 NAMES = ["quickstart", "fast_input", "segmentation"]
+# Smaller parameters for the suite, run in a cell inserted after each notebook's cell tagged
+# `parameters` (as papermill injects them): a shorter run of the same cells.
+PARAMETERS = {
+    "quickstart": {"EPOCHS": 1},
+    "fast_input": {"PER_CLASS": 16, "BATCHES": 4},
+    "segmentation": {"EPOCHS": 4},
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +45,18 @@ def test_every_notebook_is_tested() -> None:
     assert sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) == sorted(NAMES)
 
 
+def with_parameters(notebook: nbformat.NotebookNode, values: dict[str, int]) -> None:
+    """Inserts a cell setting `values` after the cell tagged `parameters`, which must set
+    each of them (else the new value would go unused)."""
+    tagged = [i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "tag one code cell `parameters`"
+    cell = notebook.cells[tagged[0]]
+    for name in values:
+        assert re.search(rf"^{name} = ", cell.source, re.M), f"{name} is not a parameter"
+    source = "\n".join(f"{name} = {value!r}" for name, value in values.items())
+    notebook.cells.insert(tagged[0] + 1, nbformat.v4.new_code_cell(source))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_is_stored_without_outputs_and_paired(name: str) -> None:
     notebook = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
@@ -54,6 +74,7 @@ def test_notebook_is_stored_without_outputs_and_paired(name: str) -> None:
 def test_notebook_executes(name: str, kernel_name: str, tmp_path: Path) -> None:
     shutil.copy(NOTEBOOKS / f"{name}.ipynb", tmp_path)
     notebook = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+    with_parameters(notebook, PARAMETERS[name])
     client = NotebookClient(
         notebook,
         kernel_name=kernel_name,

@@ -4,8 +4,6 @@ name real, nothing private; what they return and raise lives in the modules that
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 import types
 
 import pytest
@@ -118,31 +116,3 @@ def test_importing_the_submodule_fit_keeps_the_function_fit() -> None:
 
     assert callable(tfpipe.fit) and tfpipe.fit is sys.modules["tfpipe.training.fit"].fit
     assert tfpipe.records is sys.modules["tfpipe.records"]  # submodules stay reachable
-
-
-_SUBMODULES_IN_A_FRESH_PROCESS = """
-import pkgutil, sys
-import tfpipe
-from tfpipe import beam
-names = [m.name for m in pkgutil.iter_modules(tfpipe.__path__) if not m.name.startswith("_")]
-print(beam.__name__, [
-    name for name in names
-    if name not in tfpipe._MODULES and getattr(tfpipe, name) is not sys.modules[f"tfpipe.{name}"]
-])
-"""
-
-
-@pytest.mark.slow
-def test_from_tfpipe_import_a_submodule_gives_the_submodule_in_a_fresh_process() -> None:
-    """`tfpipe.beam` holds Apache Beam as its global `beam`: the first `from tfpipe import
-    beam` of a process (as `tfpipe write --runner` runs it) gave that, not `tfpipe.beam`."""
-    pytest.importorskip("apache_beam")
-    result = subprocess.run(
-        [sys.executable, "-c", _SUBMODULES_IN_A_FRESH_PROCESS],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["tfpipe.beam", "[]"]

@@ -23,13 +23,21 @@ from test_quiet import STARTUP_LINE
 import tfpipe
 
 ROOT = Path(__file__).resolve().parents[2]
-# Every module the wheel holds, imported; prints where tfpipe was imported from.
+# Every module the wheel holds, imported; prints where tfpipe was imported from, then what the
+# process's first `from tfpipe import beam` gave and the submodules `tfpipe.NAME` does not give.
 IMPORT_ALL = """
-import importlib, pkgutil, tfpipe
+import importlib, pkgutil, sys, tfpipe
+from tfpipe import beam
+names = [m.name for m in pkgutil.iter_modules(tfpipe.__path__) if not m.name.startswith("_")]
+not_given = [
+    name for name in names
+    if name not in tfpipe._MODULES and getattr(tfpipe, name) is not sys.modules[f"tfpipe.{name}"]
+]
 for module in pkgutil.walk_packages(tfpipe.__path__, "tfpipe."):
     if module.name != "tfpipe.__main__":
         importlib.import_module(module.name)
 print(tfpipe.__file__)
+print(beam.__name__, not_given)
 """
 
 pytestmark = pytest.mark.slow
@@ -91,8 +99,13 @@ def test_the_installed_command_says_its_version(installed: Path, tmp_path: Path)
 
 
 def test_every_module_imports_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    """Also in this fresh process: `tfpipe.beam` holds Apache Beam as its global `beam`, and
+    the first `from tfpipe import beam` of a process (as `tfpipe write --runner` runs it) gave
+    that, not `tfpipe.beam`."""
     printed = run([str(installed / "python"), "-c", IMPORT_ALL], cwd=tmp_path, timeout=300).stdout
-    assert Path(printed.strip()).is_relative_to(installed.parent)
+    where, submodules = printed.splitlines()
+    assert Path(where).is_relative_to(installed.parent)
+    assert submodules.split() == ["tfpipe.beam", "[]"]
 
 
 def test_the_installed_demo_runs_quietly(installed: Path, tmp_path: Path) -> None:
