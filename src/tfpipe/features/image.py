@@ -219,6 +219,8 @@ class Image(Feature):
         """
         size = self._resize_to(size)
         if self.encoding != "raw":
+            if orientation is None:  # read once, for the pixel limit and the decode
+                orientation = self.orientations(parsed)
             parsed = decoding.within_pixel_limit(parsed, orientation)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
