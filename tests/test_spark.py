@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,25 +21,44 @@ from pyspark.sql import functions as F
 
 import tfpipe
 import tfpipe.spark
+from tfpipe.cli.parser import main
 from tfpipe.errors import EncodeError, SchemaError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
 
-_LOCAL = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+_LOCAL = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+}
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors: this interpreter
-    builder = SparkSession.builder.master("local[2]").appName("tfpipe-test")
-    local = {**_LOCAL, "spark.ui.enabled": "false"}
-    for key, value in local.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    try:
-        yield session
-    finally:
-        session.stop()
+def local_spark() -> Iterator[Any]:
+    """The builder of this module's session on `local[2]`; a JVM launched in the module binds
+    to 127.0.0.1, executors run this interpreter, and the session is stopped after it."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        env.setenv("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
+        builder = SparkSession.builder.master("local[2]").appName("tfpipe-test")
+        for key, value in _LOCAL.items():
+            builder = builder.config(key, value)
+        try:
+            yield builder
+        finally:
+            _stop_active()
+
+
+@pytest.fixture
+def spark(local_spark: Any) -> Any:
+    """The module's session (one per module: started by the first test that asks for it)."""
+    return local_spark.getOrCreate()
+
+
+def _stop_active() -> None:
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
 
 
 def _bytes(info: DatasetInfo) -> list[bytes]:
@@ -56,6 +74,28 @@ def _images(spark: Any, folder: Path, schema: tfpipe.Schema) -> Any:
         F.element_at(F.split("path", "/"), -2).alias("label"),
         "path",
     )
+
+
+@pytest.mark.slow
+def test_cli_writes_with_spark_on_a_master(local_spark: Any, tmp_path: Path) -> None:
+    """`tfpipe write --runner spark --master local[2]`: a session of the command's own on that
+    master (first in the module, it launches the JVM the other tests reuse), stopped after."""
+    _stop_active()  # the command starts its own, on --master
+    folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=10, size=(16, 16))
+    out = tmp_path / "cli" / "train"
+    command = ["write", str(folder), str(out), "--runner", "spark", "--master", "local[2]"]
+    assert main([*command, "--shards", "2", "--no-shuffle"]) == 0
+    assert SparkSession.getActiveSession() is None
+    info = DatasetInfo.load(out)
+    local = tfpipe.write_tfrecords(
+        tfpipe.from_directory(folder),
+        tmp_path / "local" / "train",
+        info.schema,  # JPEGs copied, as tfpipe write stores them
+        num_shards=2,
+        shuffle=False,
+        progress=False,
+    )
+    assert _bytes(info) == _bytes(local)
 
 
 @pytest.mark.slow
@@ -138,33 +178,6 @@ def test_a_dataframe_needs_a_schema_and_its_columns(spark: Any, tmp_path: Path) 
     schema = tfpipe.Schema({"y": tfpipe.Tensor(shape=(), dtype="int64")})
     with pytest.raises(SchemaError, match=r"no column 'y'.*Its columns: \['x'\]"):
         tfpipe.spark.write_tfrecords(df, tmp_path / "t", schema)
-
-
-@pytest.mark.slow
-def test_cli_writes_with_spark_on_a_master(tmp_path: Path) -> None:
-    """`tfpipe write --runner spark --master local[2]` in a process of its own."""
-    folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=10, size=(16, 16))
-    out = tmp_path / "cli" / "train"
-    command = [str(Path(sys.executable).parent / "tfpipe"), "write", str(folder), str(out)]
-    result = subprocess.run(
-        [*command, "--runner", "spark", "--master", "local[2]", "--shards", "2", "--no-shuffle"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    info = DatasetInfo.load(out)
-    local = tfpipe.write_tfrecords(
-        tfpipe.from_directory(folder),
-        tmp_path / "local" / "train",
-        info.schema,  # JPEGs copied, as tfpipe write stores them
-        num_shards=2,
-        shuffle=False,
-        progress=False,
-    )
-    assert _bytes(info) == _bytes(local)
 
 
 def test_the_import_hint_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

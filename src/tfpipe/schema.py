@@ -346,7 +346,11 @@ class Schema(Mapping[str, Feature]):
                 Defaults to None (read here).
         """
         out = dict(example)
-        turns = orientations or {}
+        turns = dict(orientations or {})
+        for name, feature in self._features.items():
+            if isinstance(feature, Image) and name not in turns:
+                # Read once, for the size check of its masks and for the decode.
+                turns[name] = feature.orientations(out[name])
         for pair in self._mask_pairs:
             mask, image = pair
             out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))

@@ -8,8 +8,6 @@ import concurrent.futures
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import distributed
 
 import tfpipe
 import tfpipe.beam
+from tfpipe.cli.parser import main
 from tfpipe.errors import EncodeError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
@@ -138,25 +137,21 @@ def test_dask_names_errors_and_counts_skips_as_write_tfrecords(
 
 
 @pytest.mark.slow
-def test_cli_writes_on_a_dask_scheduler(scheduler: str, images: Path, tmp_path: Path) -> None:
-    """`tfpipe write --runner dask --dask-address HOST:PORT` in a process of its own."""
+def test_cli_writes_on_a_dask_scheduler(
+    scheduler: str, images: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tfpipe write --runner dask --dask-address HOST:PORT` (here, in this process: a fresh
+    process's first `from tfpipe import beam` is test_beam's CLI test)."""
     out = tmp_path / "cli" / "train"
-    command = [str(Path(sys.executable).parent / "tfpipe"), "write", str(images), str(out)]
+    command = ["write", str(images), str(out)]
     address = scheduler.removeprefix("tcp://")
-    result = subprocess.run(
-        [*command, "--runner", "dask", "--dask-address", address, "--shards", "2"],
-        capture_output=True,
-        text=True,
-        timeout=RUN_SECONDS,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "90 examples" in result.stdout
+    argv = [*command, "--runner", "dask", "--dask-address", address, "--shards", "2"]
+    assert _within(RUN_SECONDS, lambda: main(argv)) == 0
+    assert "90 examples" in capsys.readouterr().out
     info = DatasetInfo.load(out)
     assert (info.num_examples, info.shuffled, len(info.shards)) == (90, True, 2)
     assert tfpipe.verify(out, progress=False).ok
-    refused = subprocess.run(
-        [*command, "--dask-address", address], capture_output=True, text=True, check=False
-    )
-    assert refused.returncode == 2
-    assert "--dask-address needs --runner dask" in refused.stderr
+    with pytest.raises(SystemExit) as refused:
+        main([*command, "--dask-address", address])
+    assert refused.value.code == 2
+    assert "--dask-address needs --runner dask" in capsys.readouterr().err

@@ -79,21 +79,30 @@ print(ids(tfpipe.Pipeline(RECORDS).shuffle(seed=3)), ids(cached.shuffle(seed=3, 
 """
 
 
+@pytest.fixture(scope="module")
+def fresh_orders(records) -> str:
+    """The seeded orders of ORDERS in a process of its own, where no global seed was ever set
+    (one process for the module: they do not depend on the test)."""
+    script = ORDERS.replace("RECORDS", repr(records))
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()[-1]
+
+
 @pytest.mark.fault(
     "a global seed set before a seeded shuffle (tf.random.set_seed, keras.utils.set_random_seed)",
     reader="Pipeline.shuffle(seed=...)",
     outcome="the orders of a process without it: files, records, cached batches and examples",
 )
 @pytest.mark.parametrize("set_seed", [tf.random.set_seed, keras.utils.set_random_seed])
-def test_a_global_seed_does_not_change_a_seeded_order(records, set_seed, global_seeds):
+def test_a_global_seed_does_not_change_a_seeded_order(
+    records, fresh_orders, set_seed, global_seeds
+):
     script = ORDERS.replace("RECORDS", repr(records))
-    fresh = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
-    ).stdout.splitlines()[-1]
     set_seed(123)
     with contextlib.redirect_stdout(io.StringIO()) as here:
         exec(script, {})
-    assert here.getvalue().splitlines()[-1] == fresh
+    assert here.getvalue().splitlines()[-1] == fresh_orders
 
 
 def test_unseeded_shuffle_is_not_deterministic_but_complete(records):

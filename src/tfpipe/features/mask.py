@@ -423,7 +423,7 @@ def same_size_tensor(
     graph, before both are resized: as `check_mask_sizes` does in Python. An image stored in
     another format than JPEG or PNG is not checked."""
     mask, image = pair
-    mask_size = decoding.stored_size(mask_data)
+    mask_size = decoding.stored_size(mask_data, tf.constant(1))  # as stored, never turned
     image_size = decoding.stored_size(image_data, turn)
     check = tf.debugging.Assert(
         tf.reduce_any(image_size < 0) | tf.reduce_all(mask_size == image_size),
