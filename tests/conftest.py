@@ -56,3 +56,34 @@ def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
     monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
     monkeypatch.setattr(fit_module, "STAGE_PROBE_SECONDS", 0.3)
+
+
+# The files that take longest (summed test time in a full run, 2026-11-27), run first: pytest-xdist
+# (`--dist loadfile`) hands files to its processes in collection order, so a long file
+# collected last kept one process busy for minutes after the other had finished.
+LONGEST_FIRST = (
+    "training/test_resume.py",
+    "project/test_examples.py",
+    "training/test_fit.py",
+    "loaders/test_data_service.py",
+    "test_spark.py",
+    "project/test_notebooks.py",
+    "features/test_masks.py",
+    "cli/test_cli.py",
+    "distribute/test_multi_worker.py",
+    "beam/test_beam.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Puts the tests of `LONGEST_FIRST` first, in that order; the rest keep theirs."""
+    tests = Path(__file__).parent
+    moved = [name for name in LONGEST_FIRST if not (tests / name).is_file()]
+    if moved:
+        raise pytest.UsageError(f"tests/conftest.py: LONGEST_FIRST names no file {moved}")
+
+    def rank(item: pytest.Item) -> int:
+        name = item.path.relative_to(tests).as_posix() if item.path.is_relative_to(tests) else ""
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order
