@@ -347,10 +347,11 @@ class Schema(Mapping[str, Feature]):
         """
         out = dict(example)
         turns = dict(orientations or {})
-        for name, feature in self._features.items():
-            if isinstance(feature, Image) and name not in turns:
-                # Read once, for the size check of its masks and for the decode.
-                turns[name] = feature.orientations(out[name])
+        for _, image in self._mask_pairs:
+            feature = self._features[image]
+            if isinstance(feature, Image) and image not in turns:
+                # Read once, for its masks' size check and its decode.
+                turns[image] = feature.orientations(out[image])
         for pair in self._mask_pairs:
             mask, image = pair
             out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))
