@@ -354,6 +354,24 @@ def test_a_limit_lowered_after_a_first_batch_still_holds(
 
 
 @pytest.mark.fault(
+    "pixel limit lowered after a Pipeline was built",
+    reader="Pipeline (decode graph traced once per process)",
+    outcome="DecodeError naming the file and the limit",
+)
+def test_a_limit_lowered_after_a_pipeline_was_built_still_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    images = make_image_folder(tmp_path / "images", num_classes=2, per_class=2, size=(16, 16))
+    (images / "circle" / "zz-bomb.png").write_bytes(_encoded("PNG", (50, 50)))  # 2500 pixels
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(images), image_size=(16, 16)).batch(5)
+    assert [len(b["image"]) for b in pipeline.build()] == [5]  # under Pillow's own limit
+    monkeypatch.setattr(PILImage, "MAX_IMAGE_PIXELS", 1000)
+    with pytest.raises(DecodeError, match=r"zz-bomb\.png.*decompression-bomb limit"):
+        for _ in pipeline.build():
+            pass
+
+
+@pytest.mark.fault(
     "image above the decompression-bomb limit in a folder and in records",
     reader="Pipeline (tf.data decode)",
     outcome="DecodeError naming the file / record and the limit",
