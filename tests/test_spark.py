@@ -287,7 +287,7 @@ def test_a_retried_shard_task_writes_no_duplicate(spark: Any, tmp_path: Path) ->
     )
     assert written.num_examples == _EXAMPLES
     assert written.shards == local.shards  # names, counts, sizes, digests
-    assert [f.read_bytes() for f in written.files] == [f.read_bytes() for f in local.files]
+    assert _bytes(written) == _bytes(local)
     assert sorted(p.name for p in prefix.parent.iterdir()) == [
         *(s.file for s in written.shards),
         "train.json",
