@@ -1,12 +1,21 @@
-"""tfpipe.spark on `local[2]` (a session on 127.0.0.1, stopped after the module): the bytes
-`write_tfrecords` writes, from a DataFrame of Spark's binaryFile source or a tfpipe source;
-errors by name and skips listed."""
+"""tfpipe.spark on `local[2,2]` (2 threads, a task may fail once; one session on 127.0.0.1 for
+the module, stopped after it: each session costs a Python worker per thread importing tfpipe
+and TensorFlow): the bytes `write_tfrecords` writes, from a DataFrame of Spark's binaryFile
+source or a tfpipe source; errors by name and skips listed; `tfpipe write --runner spark` on a
+session of its own. When Spark retries tasks: a Python worker killed while it writes a shard,
+the retried task writes the shard again, no record twice, and the files are
+`write_tfrecords`' own; a task that fails on every attempt: a named error, nothing that looks
+complete."""
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,15 +25,20 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from pyspark import TaskContext, cloudpickle
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import tfpipe
 import tfpipe.spark
 from tfpipe.cli.parser import main
-from tfpipe.errors import EncodeError, SchemaError, TfpipeWarning
+from tfpipe.errors import EncodeError, SchemaError, TfpipeError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
+
+# The sources of the retry tests go to the executors by value (this module is not importable
+# there).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 _LOCAL = {
     "spark.driver.host": "127.0.0.1",
@@ -35,12 +49,13 @@ _LOCAL = {
 
 @pytest.fixture(scope="module")
 def local_spark() -> Iterator[Any]:
-    """The builder of this module's session on `local[2]`; a JVM launched in the module binds
-    to 127.0.0.1, executors run this interpreter, and the session is stopped after it."""
+    """The builder of this module's session on `local[2,2]` (spark.task.maxFailures = 2); a
+    JVM launched in the module binds to 127.0.0.1, executors run this interpreter, and the
+    session is stopped after it."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         env.setenv("PYSPARK_PYTHON", os.environ.get("PYSPARK_PYTHON", sys.executable))
-        builder = SparkSession.builder.master("local[2]").appName("tfpipe-test")
+        builder = SparkSession.builder.master("local[2,2]").appName("tfpipe-test")
         for key, value in _LOCAL.items():
             builder = builder.config(key, value)
         try:
@@ -78,12 +93,13 @@ def _images(spark: Any, folder: Path, schema: tfpipe.Schema) -> Any:
 
 @pytest.mark.slow
 def test_cli_writes_with_spark_on_a_master(local_spark: Any, tmp_path: Path) -> None:
-    """`tfpipe write --runner spark --master local[2]`: a session of the command's own on that
-    master (first in the module, it launches the JVM the other tests reuse), stopped after."""
+    """`tfpipe write --runner spark --master local[1]`: a session of the command's own on that
+    master (first in the module, it launches the JVM the other tests reuse), stopped after.
+    One thread: one Python worker of its own importing tfpipe and TensorFlow, not two."""
     _stop_active()  # the command starts its own, on --master
     folder = make_image_folder(tmp_path / "images", num_classes=2, per_class=10, size=(16, 16))
     out = tmp_path / "cli" / "train"
-    command = ["write", str(folder), str(out), "--runner", "spark", "--master", "local[2]"]
+    command = ["write", str(folder), str(out), "--runner", "spark", "--master", "local[1]"]
     assert main([*command, "--shards", "2", "--no-shuffle"]) == 0
     assert SparkSession.getActiveSession() is None
     info = DatasetInfo.load(out)
@@ -186,3 +202,116 @@ def test_the_import_hint_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(tfpipe, "spark", tfpipe.spark)  # put back after the test
     with pytest.raises(ImportError, match=r"pip install 'tfpipe\[spark\]'"):
         importlib.import_module("tfpipe.spark")
+
+
+_SCHEMA = tfpipe.Schema({"x": tfpipe.Tensor(shape=(4096,), dtype="float32")})
+_EXAMPLES = 1200
+
+
+def _example(index: int) -> dict[str, Any]:
+    return {"x": np.full(4096, index, np.float32)}  # 16 KiB: a shard takes a while to write
+
+
+class _KillsAShardWriter:
+    """Tensors; the first executor process that reads one watches its sibling Python workers
+    and kills (SIGKILL) the first that holds a temporary shard of `prefix` open, once (the
+    `killed` file records its pid): a worker dying mid-write, as an out-of-memory kill."""
+
+    def __init__(self, prefix: Path, killed: Path) -> None:
+        self.prefix, self.killed = prefix, killed
+
+    def __len__(self) -> int:
+        return _EXAMPLES
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if not getattr(sys, "_tfpipe_watching", False):
+            sys._tfpipe_watching = True  # type: ignore[attr-defined]
+            threading.Thread(target=self._watch, daemon=True).start()
+        return _example(index)
+
+    def _watch(self) -> None:
+        import psutil
+
+        temporary = f".{self.prefix.name}-"
+        while not self.killed.exists():
+            for worker in psutil.Process(os.getppid()).children():
+                try:
+                    files = worker.open_files()
+                except psutil.Error:
+                    continue
+                if any(Path(f.path).name.startswith(temporary) for f in files):
+                    self.killed.write_text(str(worker.pid))
+                    os.kill(worker.pid, signal.SIGKILL)
+                    return
+            time.sleep(0.002)
+
+
+class _AlwaysFails:
+    """Tensors, but example 700 raises a RuntimeError (not an error of the data that
+    on_error could skip) on every attempt; each attempt's number is added to `attempts`."""
+
+    def __init__(self, attempts: Path) -> None:
+        self.attempts = attempts
+
+    def __len__(self) -> int:
+        return _EXAMPLES
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if index == 700:
+            with self.attempts.open("a") as attempts:
+                attempts.write(f"{TaskContext.get().attemptNumber()}\n")
+            raise RuntimeError("the disk under example 700 is gone")
+        return _example(index)
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "an executor's Python worker killed (SIGKILL) while it writes a shard, in tfpipe.spark "
+    "on local[2,2] (a task may fail once)",
+    reader="tfpipe.spark.write_tfrecords",
+    outcome="Spark retries the task; the shards and metadata are write_tfrecords' bytes, no "
+    "record twice, the killed attempt's temporary file removed",
+)
+def test_a_retried_shard_task_writes_no_duplicate(spark: Any, tmp_path: Path) -> None:
+    prefix, killed = tmp_path / "spark" / "train", tmp_path / "killed"
+    source = _KillsAShardWriter(prefix, killed)
+    options: dict[str, Any] = {"num_shards": 2, "shuffle": False}
+    written = tfpipe.spark.write_tfrecords(source, prefix, _SCHEMA, spark=spark, **options)
+    assert killed.exists(), "no worker was killed while it wrote a shard: nothing was retried"
+    pixels = np.stack([_example(i)["x"] for i in range(_EXAMPLES)])
+    local = tfpipe.write_tfrecords(
+        tfpipe.from_arrays({"x": pixels}, _SCHEMA),
+        tmp_path / "local" / "train",
+        progress=False,
+        **options,
+    )
+    assert written.num_examples == _EXAMPLES
+    assert written.shards == local.shards  # names, counts, sizes, digests
+    assert _bytes(written) == _bytes(local)
+    assert sorted(p.name for p in prefix.parent.iterdir()) == [
+        *(s.file for s in written.shards),
+        "train.json",
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a tfpipe.spark task that fails on every attempt (the source raises a RuntimeError), "
+    "on local[2,2]",
+    reader="tfpipe.spark.write_tfrecords",
+    outcome="tried twice, then TfpipeError naming the prefix and the RuntimeError; no "
+    "metadata, no shard under its final name",
+)
+def test_a_task_failing_every_attempt_leaves_nothing_complete(spark: Any, tmp_path: Path) -> None:
+    prefix, attempts = tmp_path / "spark" / "train", tmp_path / "attempts"
+    expected = (
+        rf"(?s)writing {re.escape(repr(str(prefix)))} failed: .*"
+        "RuntimeError: the disk under example 700 is gone"
+    )
+    with pytest.raises(TfpipeError, match=expected):
+        tfpipe.spark.write_tfrecords(
+            _AlwaysFails(attempts), prefix, _SCHEMA, spark=spark, num_shards=2
+        )
+    assert set(attempts.read_text().split()) == {"0", "1"}  # spark.task.maxFailures = 2
+    assert not (prefix.parent / "train.json").exists()
+    assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []

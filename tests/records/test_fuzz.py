@@ -218,48 +218,103 @@ def _frame_offsets(data: bytes) -> list[int]:
     return offsets
 
 
-def _damage(data: bytes, rng: np.random.Generator) -> tuple[bytes, bool]:
-    """Damaged bytes, and whether a frame checksum covers the damage (else only the size and
-    count in the metadata do: TensorFlow's reader takes a cut at a record boundary, or up to
-    11 trailing bytes, for the end of the file)."""
-    kind = int(rng.integers(5))
-    if kind == 0:  # one flipped bit anywhere: lengths, checksums or payload
+def _frame(data: bytes, rng: np.random.Generator) -> tuple[int, int]:
+    """A random frame of a shard: its offset and its payload's length. A frame is the length
+    (8 bytes), the length's checksum (4), the payload, and the payload's checksum (4)."""
+    offset = int(rng.choice(_frame_offsets(data)))
+    return offset, struct.unpack_from("<Q", data, offset)[0]
+
+
+Damage = Callable[[bytes, np.random.Generator], bytes]
+Part = Callable[[int], tuple[int, int]]  # a payload's length -> bytes [start, end) of a frame
+
+
+def _flip_in(part: Part) -> Damage:
+    """A damage flipping one bit in `part` of a random frame."""
+
+    def flip(data: bytes, rng: np.random.Generator) -> bytes:
+        frame, length = _frame(data, rng)
         damaged = bytearray(data)
-        damaged[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
-        return bytes(damaged), True
-    if kind == 1:  # cut anywhere
-        return data[: int(rng.integers(len(data)))], False
-    if kind == 2:  # cut at a record boundary
-        return data[: int(rng.choice(_frame_offsets(data)))], False
-    if kind == 3:  # garbage appended
-        return data + rng.bytes(int(rng.integers(1, 40))), False
-    return data[:12] + struct.pack("<I", 0) + data[16:], True  # length checksum zeroed
+        damaged[frame + int(rng.integers(*part(length)))] ^= 1 << int(rng.integers(8))
+        return bytes(damaged)
+
+    return flip
+
+
+def _cut_in(part: Part) -> Damage:
+    """A damage cutting the file in `part` of a random frame."""
+
+    def cut(data: bytes, rng: np.random.Generator) -> bytes:
+        frame, length = _frame(data, rng)
+        return data[: frame + int(rng.integers(*part(length)))]
+
+    return cut
+
+
+def _zero_a_length_checksum(data: bytes, rng: np.random.Generator) -> bytes:
+    frame, _ = _frame(data, rng)
+    return data[: frame + 8] + bytes(4) + data[frame + 12 :]
+
+
+def _append(low: int, high: int) -> Damage:
+    """A damage appending `low` to `high - 1` random bytes."""
+    return lambda data, rng: data + rng.bytes(int(rng.integers(low, high)))
+
+
+# Each damage, and whether a frame checksum covers it (else only the size and count in the
+# metadata do: TensorFlow's reader takes a cut at a record boundary, or up to 11 trailing
+# bytes, for the end of the file).
+DAMAGES: dict[str, tuple[Damage, bool]] = {
+    "a bit of a length flipped": (_flip_in(lambda n: (0, 8)), True),
+    "a bit of a length's checksum flipped": (_flip_in(lambda n: (8, 12)), True),
+    "a bit of a payload flipped": (_flip_in(lambda n: (12, 12 + n)), True),
+    "a bit of a payload's checksum flipped": (_flip_in(lambda n: (12 + n, 16 + n)), True),
+    "a length's checksum zeroed": (_zero_a_length_checksum, True),
+    "cut in a frame's length or its checksum": (_cut_in(lambda n: (1, 12)), False),
+    "cut in a frame's payload or its checksum": (_cut_in(lambda n: (12, 16 + n)), False),
+    "cut at a record boundary": (
+        lambda data, rng: data[: int(rng.choice(_frame_offsets(data)[1:]))],
+        False,
+    ),
+    "cut to nothing": (lambda data, rng: b"", False),
+    "up to 11 bytes appended": (_append(1, 12), False),
+    "12 to 39 bytes appended": (_append(12, 40), False),
+}
 
 
 @pytest.mark.slow
 def test_damaged_frames_are_never_accepted_where_checksums_exist(tmp_path: Path) -> None:
-    """Every byte of a TFRecord file is under a checksum or counted by the metadata."""
+    """Every byte of a TFRecord file is under a checksum or counted by the metadata. A shard
+    per kind of damage, all damaged at once: one verify names every shard (twice, each damage
+    in another shard and place the second time); and tf.data, reading a dataset with one
+    damage a checksum covers, stops at it."""
     rng = np.random.default_rng(SEED)
+    examples = 3 * len(DAMAGES)  # 3 records a shard
     src = tfpipe.from_arrays(
-        {"x": rng.integers(0, 100, 24), "v": rng.normal(size=(24, 3)).astype(np.float32)}
+        {
+            "x": rng.integers(0, 100, examples),
+            "v": rng.normal(size=(examples, 3)).astype(np.float32),
+        }
     )
-    info = tfpipe.write_tfrecords(src, tmp_path / "clean", num_shards=2, progress=False)
+    info = tfpipe.write_tfrecords(src, tmp_path / "clean", num_shards=len(DAMAGES), progress=False)
     originals = [f.read_bytes() for f in info.files]
-    pipelines = 0
-    for trial in range(50):
-        target = int(rng.integers(2))
-        damaged, checksummed = _damage(originals[target], rng)
-        if damaged == originals[target]:
-            continue
-        info.files[target].write_bytes(damaged)
+    for trial in range(2):
+        for k, (kind, (damage, _)) in enumerate(DAMAGES.items()):
+            shard = (k + trial) % len(DAMAGES)
+            damaged = damage(originals[shard], rng)
+            assert damaged != originals[shard], kind
+            info.files[shard].write_bytes(damaged)
         report = tfpipe.verify(tmp_path / "clean", progress=False)
-        assert not report.ok, (trial, len(damaged), len(originals[target]))
-        assert any(f.file == str(info.files[target]) for f in report.faults), report.faults
-        if checksummed and pipelines < 6:  # tf.data reads the files: only a checksum stops it
-            pipelines += 1
+        assert not report.ok
+        assert {f.file for f in report.faults} == {str(f) for f in info.files}, report.faults
+    for file, original in zip(info.files, originals, strict=True):
+        file.write_bytes(original)
+    for damage, checksummed in DAMAGES.values():  # tf.data reads the files: only a checksum
+        if checksummed:  # stops it (in the first shard: named_errors finds it at once)
+            info.files[0].write_bytes(damage(originals[0], rng))
             with pytest.raises(DecodeError), tfpipe.named_errors(tmp_path / "clean"):
                 list(tfpipe.Pipeline(tmp_path / "clean").batch(5).build())
-        info.files[target].write_bytes(originals[target])
+    info.files[0].write_bytes(originals[0])
 
 
 def test_tfrecord_source_never_returns_damaged_payloads(tmp_path: Path) -> None:
