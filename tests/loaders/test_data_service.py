@@ -211,9 +211,13 @@ def test_the_stall_guard_passes_the_data_and_stops_a_stalled_fetch() -> None:
 
     service = DataService("127.0.0.1:1", timeout=1.5)  # nothing listens: no worker to list
     fetches = iter(range(100))
+    # The stalled fetch waits up to 10 s, let go once the guard has stopped it: left asleep,
+    # it held up the next test's Python fetches for the rest of its 10 s.
+    stalled = threading.Event()
 
     def fetch(value: tf.Tensor) -> tf.Tensor:
-        time.sleep(10 if next(fetches) == 7 else 0)
+        if next(fetches) == 7:
+            stalled.wait(10)
         return value
 
     data = service.guard(
@@ -221,8 +225,11 @@ def test_the_stall_guard_passes_the_data_and_stops_a_stalled_fetch() -> None:
     )
     assert bounded(lambda: [int(x) for x in data], 10) == [0, 1, 2, 3, 4]
     start = time.monotonic()
-    with pytest.raises(tf.errors.OpError) as raised:
-        bounded(lambda: [int(x) for x in data], 20)
+    try:
+        with pytest.raises(tf.errors.OpError) as raised:
+            bounded(lambda: [int(x) for x in data], 20)
+    finally:
+        stalled.set()
     assert time.monotonic() - start < 8
     message = stall_message(raised.value)
     assert message is not None, raised.value
