@@ -7,6 +7,7 @@ server a test starts is stopped in a `finally` (subprocesses by killing their pr
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import re
@@ -210,9 +211,13 @@ def test_the_stall_guard_passes_the_data_and_stops_a_stalled_fetch() -> None:
 
     service = DataService("127.0.0.1:1", timeout=1.5)  # nothing listens: no worker to list
     fetches = iter(range(100))
+    # The stalled fetch waits up to 10 s, let go once the guard has stopped it: left asleep,
+    # it held up the next test's Python fetches for the rest of its 10 s.
+    stalled = threading.Event()
 
     def fetch(value: tf.Tensor) -> tf.Tensor:
-        time.sleep(10 if next(fetches) == 7 else 0)
+        if next(fetches) == 7:
+            stalled.wait(10)
         return value
 
     data = service.guard(
@@ -220,8 +225,11 @@ def test_the_stall_guard_passes_the_data_and_stops_a_stalled_fetch() -> None:
     )
     assert bounded(lambda: [int(x) for x in data], 10) == [0, 1, 2, 3, 4]
     start = time.monotonic()
-    with pytest.raises(tf.errors.OpError) as raised:
-        bounded(lambda: [int(x) for x in data], 20)
+    try:
+        with pytest.raises(tf.errors.OpError) as raised:
+            bounded(lambda: [int(x) for x in data], 20)
+    finally:
+        stalled.set()
     assert time.monotonic() - start < 8
     message = stall_message(raised.value)
     assert message is not None, raised.value
@@ -355,22 +363,43 @@ def test_the_report_points_a_saturated_input_bound_host_at_the_service(
     assert f"{cpu_busy:.0%}" in str(report)
 
 
-class Cluster:
-    """`tfpipe service` servers run as subprocesses, each in its own process group."""
+# A server process imports the `tfpipe` command's code, then reads its arguments from stdin and
+# runs `tfpipe.cli.parser.main` on them (what `python -m tfpipe` runs): the servers of a test
+# import TensorFlow side by side, and a worker restarted after a kill is up at once, as a
+# supervisor's would be, not after ~10 s of imports while training waits for it.
+WARM_SERVER = """
+import json, sys
+from tfpipe.cli import commands, parser
+sys.exit(parser.main(json.loads(sys.stdin.readline())))
+"""
 
-    def __init__(self) -> None:
+
+class Cluster:
+    """`tfpipe service` servers run as subprocesses, each in its own process group; `spares`
+    processes start importing at once, each becoming the next server `start`ed."""
+
+    def __init__(self, spares: int) -> None:
         self.servers: dict[str, subprocess.Popen[str]] = {}
         self.addresses: dict[str, str] = {}
+        self.spares = [self._spawn() for _ in range(spares)]
 
-    def start(self, name: str, *args: str) -> subprocess.Popen[str]:
-        self.servers[name] = subprocess.Popen(
-            [sys.executable, "-m", "tfpipe", "service", *args, "--host", "127.0.0.1"],
+    @staticmethod
+    def _spawn() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", WARM_SERVER],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
             start_new_session=True,
         )
-        return self.servers[name]
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[str]:
+        server = self.spares.pop(0) if self.spares else self._spawn()
+        server.stdin.write(json.dumps(["service", *args, "--host", "127.0.0.1"]) + "\n")  # type: ignore[union-attr]
+        server.stdin.close()  # type: ignore[union-attr]
+        self.servers[name] = server
+        return server
 
     def address(self, name: str) -> str:
         """The address the server printed when it started listening."""
@@ -384,7 +413,7 @@ class Cluster:
         self.servers[name].wait(WAIT_S)
 
     def stop_all(self) -> None:
-        for server in self.servers.values():
+        for server in [*self.servers.values(), *self.spares]:
             if server.poll() is None:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(WAIT_S)
@@ -468,7 +497,7 @@ def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
     `timeout` seconds (plus a look at the servers) after the kill, although the other worker
     goes on serving the epoch; finally SIGTERM stops every server left with status 0."""
     count = _ids_in_shards(tmp_path / "train")
-    cluster = Cluster()
+    cluster = Cluster(spares=4)  # the dispatcher, 2 workers, worker 0 restarted
     try:
         dispatcher, worker0 = _dispatcher_and_two_workers(cluster)
         pipeline = tfpipe.Pipeline(str(tmp_path / "train")).shuffle().batch(50)
