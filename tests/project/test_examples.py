@@ -73,7 +73,7 @@ def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.usefixtures("short_probes")
 def test_segmentation_keeps_mask_values_and_beats_all_background(tmp_path: Path) -> None:
-    metrics = load("segmentation").main(["--workdir", str(tmp_path), "--epochs", "4"])
+    metrics = load("segmentation").main(["--workdir", str(tmp_path), "--epochs", "2"])
     masks = {  # the exact bytes of every mask file the example drew
         np.asarray(PIL.Image.open(path)).tobytes() for path in tmp_path.glob("data/masks/*.png")
     }

@@ -21,7 +21,7 @@ NAMES = ["quickstart", "fast_input", "segmentation"]
 PARAMETERS = {
     "quickstart": {"EPOCHS": 1},
     "fast_input": {"PER_CLASS": 16, "BATCHES": 4},
-    "segmentation": {"EPOCHS": 4},
+    "segmentation": {"EPOCHS": 1},
 }
 
 
