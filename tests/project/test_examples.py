@@ -58,7 +58,7 @@ def test_planet_dataframe_trains_two_outputs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("short_probes")
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
 def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
     metrics = load("planet_tags").main(["--workdir", str(tmp_path)])
     csv = (tmp_path / "train_classes.csv").read_text().splitlines()
@@ -71,7 +71,7 @@ def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("short_probes")
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
 def test_segmentation_keeps_mask_values_and_beats_all_background(tmp_path: Path) -> None:
     metrics = load("segmentation").main(["--workdir", str(tmp_path), "--epochs", "2"])
     masks = {  # the exact bytes of every mask file the example drew
