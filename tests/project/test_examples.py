@@ -107,7 +107,7 @@ def test_segmentation_refuses_an_image_without_its_mask(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.usefixtures("short_probes")
 def test_land_use_folder_learns(tmp_path: Path) -> None:
-    metrics = load("land_use_folder").main(["--workdir", str(tmp_path), "--epochs", "3"])
+    metrics = load("land_use_folder").main(["--workdir", str(tmp_path), "--epochs", "2"])
     assert (tmp_path / "records" / "train.json").is_file()
     assert (tmp_path / "records" / "test.json").is_file()
     assert metrics["val_accuracy"] > 0.5  # 3 classes: chance is 0.33
