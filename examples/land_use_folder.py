@@ -8,7 +8,7 @@ shuffle, batch, vectorised parse, parallel decode, prefetch) for training and ev
 Run:
     python examples/land_use_folder.py                # small: about 10 s on 2 CPU cores
     python examples/land_use_folder.py --size large   # 6 classes x 300 images, 6 epochs
-    python examples/land_use_folder.py --epochs 3     # a shorter run (the tests use it)
+    python examples/land_use_folder.py --epochs 2     # a shorter run (the tests use it)
 """
 
 from __future__ import annotations

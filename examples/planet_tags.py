@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     train = tfpipe.Pipeline(records / "train", rescale=1 / 255).shuffle(seed=0).batch(8)
     val = tfpipe.Pipeline(records / "val", rescale=1 / 255).batch(64)
     train, val = (p.as_supervised("image", "tags") for p in (train, val))  # multi-hot targets
+    keras.utils.set_random_seed(0)  # the same initial weights in every run
     model = build_model(len(tags))
     history = tfpipe.fit(model, train, validation=val, epochs=epochs, report=False, verbose=2)
 

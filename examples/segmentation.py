@@ -12,7 +12,7 @@ validation set is compared with predicting background everywhere.
 Run:
     python examples/segmentation.py                # small: about 30 s on 2 CPU cores
     python examples/segmentation.py --size large   # more images, more epochs
-    python examples/segmentation.py --epochs 3     # a shorter run (the tests use it)
+    python examples/segmentation.py --epochs 2     # a shorter run (the tests use it)
 """
 
 from __future__ import annotations

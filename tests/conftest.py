@@ -16,10 +16,8 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from probe_lengths import SHORT
 from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
-from tfpipe.training import model_probe
-
-fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +48,11 @@ def global_seeds() -> Iterator[None]:
 
 @pytest.fixture
 def short_probes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Probes of a few hundred ms (the model alone before `tfpipe.fit` trains; the input alone
-    and its stages for the report) keep the suite fast; use it where their length is not
-    under test."""
-    monkeypatch.setattr(model_probe, "PROBE_SECONDS", 0.2)
-    monkeypatch.setattr(fit_module, "INPUT_PROBE_SECONDS", 0.3)
-    monkeypatch.setattr(fit_module, "STAGE_PROBE_SECONDS", 0.3)
+    """Probes of a few hundred ms (`probe_lengths.SHORT`) keep the suite fast; use it where
+    their length is not under test."""
+    for module, values in SHORT.items():
+        for name, seconds in values.items():
+            monkeypatch.setattr(importlib.import_module(module), name, seconds)
 
 
 # The files that take longest (summed test time in a full run, 2026-11-27), run first: pytest-xdist

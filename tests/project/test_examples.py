@@ -58,7 +58,7 @@ def test_planet_dataframe_trains_two_outputs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("short_probes")
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
 def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
     metrics = load("planet_tags").main(["--workdir", str(tmp_path)])
     csv = (tmp_path / "train_classes.csv").read_text().splitlines()
@@ -71,9 +71,9 @@ def test_planet_tags_learns_multi_hot_tags(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("short_probes")
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
 def test_segmentation_keeps_mask_values_and_beats_all_background(tmp_path: Path) -> None:
-    metrics = load("segmentation").main(["--workdir", str(tmp_path), "--epochs", "4"])
+    metrics = load("segmentation").main(["--workdir", str(tmp_path), "--epochs", "2"])
     masks = {  # the exact bytes of every mask file the example drew
         np.asarray(PIL.Image.open(path)).tobytes() for path in tmp_path.glob("data/masks/*.png")
     }
@@ -107,7 +107,7 @@ def test_segmentation_refuses_an_image_without_its_mask(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.usefixtures("short_probes")
 def test_land_use_folder_learns(tmp_path: Path) -> None:
-    metrics = load("land_use_folder").main(["--workdir", str(tmp_path), "--epochs", "3"])
+    metrics = load("land_use_folder").main(["--workdir", str(tmp_path), "--epochs", "2"])
     assert (tmp_path / "records" / "train.json").is_file()
     assert (tmp_path / "records" / "test.json").is_file()
     assert metrics["val_accuracy"] > 0.5  # 3 classes: chance is 0.33
