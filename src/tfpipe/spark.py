@@ -1,13 +1,23 @@
 """Writing TFRecord datasets with Apache Spark: the shards and metadata `write_tfrecords`
 writes, encoded on Spark's executors. An optional extra: `pip install 'tfpipe[spark]'`.
 
-    DataFrame rows (zipWithIndex) or a tfpipe source's index ranges
-        ──mapPartitions──▶ Encoder (tfpipe's, on the executors) ──▶ (position, record)
-        or a skipped example; positions: write_tfrecords' order (its seeded permutation)
-    records ──repartitionAndSortWithinPartitions(shard of position)──▶ one task per shard
-        writes .<shard>.tmp-<pid>-<random> and returns its ShardInfo
+    DataFrame rows (zipWithIndex) or a tfpipe source's index ranges (a few tasks per core)
+        ──mapPartitions──▶ Encoder (tfpipe's, on the executors) ──▶ a Batch per 256 examples:
+        their records, their positions in write_tfrecords' order (its seeded permutation)
+        and the examples skipped among them
+    [without num_shards: the batches persisted, one pass sums the records' sizes]
+    batches ──flatMap──▶ a part per shard ──partitionBy(shard)──▶ one task per shard sorts
+        its parts' records by position, writes .<shard>.tmp-<pid>-<random> and returns its
+        ShardInfo and the skipped examples its parts carried
     driver (the prefix locked): renames the shards its successful tasks named, in order,
         writes <prefix>.json last, removes the temporary files of failed attempts
+
+Spark's costs are per element and per task, not per byte: a Batch moves 256 records as one
+element, and with `num_shards` the whole write is one job (encode, shuffle, write) with no
+extra pass for the skipped examples. Each task first takes the worker's imports out of the
+garbage collector's reach (`gc.freeze`): PySpark's daemon collects after every task, which
+cost ~0.2 s of CPU per task with TensorFlow loaded. A shard's task holds that shard's
+records in memory to sort them (~128 MiB with the default `num_shards`).
 
 A task retried by Spark writes a temporary file of its own (a random token): only the files
 the driver receives from the successful attempts are renamed, so no record is written twice.
@@ -17,12 +27,12 @@ the DataFrame (e.g. Spark's `binaryFile` source, whose `content` column holds ea
 
 from __future__ import annotations
 
-import bisect
+import gc
 import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,6 +67,12 @@ except ImportError as e:
 __all__ = ["session", "write_tfrecords"]
 
 EXAMPLES_PER_RANGE = 256
+# A source's ranges go to a few tasks per core, each up to RANGES_PER_TASK ranges: every task
+# costs Spark tens of milliseconds of CPU (its JVM and Python worker), whatever its size.
+TASKS_PER_CORE = 4
+RANGES_PER_TASK = 16
+# Examples encoded into one element (`_Batch`) that Spark moves and stores.
+EXAMPLES_PER_BATCH = 256
 # The last line of an executor's traceback that raised one of tfpipe's errors.
 _RAISED = re.compile(r"^tfpipe\.errors\.(EncodeError|SourceError): (.*)$", re.MULTILINE)
 
@@ -94,14 +110,34 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _encoded(
-    encoder: Encoder, indices: list[int], positions: np.ndarray
-) -> Iterator[tuple[int, bytes] | SkippedExample]:
-    """(position, record) pairs and skipped examples, encoded CHUNK at a time."""
-    for start in range(0, len(indices), CHUNK):
-        chunk = np.asarray(indices[start : start + CHUNK], np.int64)
-        for index, result in zip(chunk, encoder(chunk), strict=True):
-            yield result if isinstance(result, SkippedExample) else (int(positions[index]), result)
+class _Batch(NamedTuple):
+    """Encoded examples moved as one element: the records, their positions in the written
+    order, and the examples skipped among them."""
+
+    positions: np.ndarray
+    records: list[bytes]
+    skipped: list[SkippedExample]
+
+
+def _keep_imports_out_of_gc() -> None:
+    """Moves this worker's live objects (tfpipe, TensorFlow: imported once per worker) out
+    of reach of the garbage collector: PySpark's daemon runs `gc.collect()` after every task
+    of a reused worker, ~0.2 s of CPU each with TensorFlow's objects in reach, and ~1 ms
+    without. Objects made later are collected as before."""
+    gc.freeze()
+
+
+def _batches(encoder: Encoder, indices: list[int], positions: np.ndarray) -> Iterator[_Batch]:
+    """A `_Batch` per EXAMPLES_PER_BATCH indices, encoded CHUNK at a time."""
+    for start in range(0, len(indices), EXAMPLES_PER_BATCH):
+        batch = np.asarray(indices[start : start + EXAMPLES_PER_BATCH], np.int64)
+        results: list[bytes | SkippedExample] = []
+        for offset in range(0, len(batch), CHUNK):
+            results += encoder(batch[offset : offset + CHUNK])
+        kept = np.array([isinstance(result, bytes) for result in results], bool)
+        records = [result for result in results if isinstance(result, bytes)]
+        skipped = [result for result in results if isinstance(result, SkippedExample)]
+        yield _Batch(positions[batch[kept]], records, skipped)
 
 
 def _encode_rows(
@@ -109,10 +145,11 @@ def _encode_rows(
 ) -> Any:
     """The task that encodes a partition of (row, index) pairs."""
 
-    def encode(rows: Iterable[tuple[Any, int]]) -> Iterator[Any]:
+    def encode(rows: Iterable[tuple[Any, int]]) -> Iterator[_Batch]:
+        _keep_imports_out_of_gc()
         batch = _Rows(rows, schema, origin_column)
         encoder = Encoder(batch, schema, options.on_error == "skip", options.check_copies)
-        yield from _encoded(encoder, sorted(batch.by_index), positions.value)
+        yield from _batches(encoder, sorted(batch.by_index), positions.value)
 
     return encode
 
@@ -120,24 +157,57 @@ def _encode_rows(
 def _encode_ranges(source: Any, schema: Schema, options: WriteOptions, positions: Any) -> Any:
     """The task that encodes ranges of a source's indices."""
 
-    def encode(ranges: Iterable[tuple[int, int]]) -> Iterator[Any]:
+    def encode(ranges: Iterable[tuple[int, int]]) -> Iterator[_Batch]:
+        _keep_imports_out_of_gc()
         encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
         for bounds in ranges:
-            yield from _encoded(encoder, list(range(*bounds)), positions.value)
+            yield from _batches(encoder, list(range(*bounds)), positions.value)
 
     return encode
 
 
-def _write_shards(path: fs.AnyPath, num_shards: int, compression: str | None) -> Any:
-    """The task that writes one shard (a partition, sorted by position) under a temporary
-    name of its own attempt."""
+def _by_shard(bounds: list[int]) -> Any:
+    """Splits a batch into a part per shard its positions fall in, keyed by the shard; its
+    skipped examples ride with the first part (shard 0's when it has no record)."""
 
-    def write(shard: int, records: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, ShardInfo]]:
+    def split(batch: _Batch) -> Iterator[tuple[int, _Batch]]:
+        shards = np.searchsorted(bounds, batch.positions, side="right") - 1
+        skipped = batch.skipped
+        for shard in np.unique(shards).tolist() or [0]:
+            (where,) = np.nonzero(shards == shard)
+            part = _Batch(batch.positions[where], [batch.records[i] for i in where], skipped)
+            skipped = []
+            yield shard, part
+
+    return split
+
+
+def _write_shards(path: fs.AnyPath, num_shards: int, compression: str | None) -> Any:
+    """The task that writes one shard (a partition: its parts of every batch), in the order
+    of the positions, under a temporary name of its own attempt; it returns the shard's
+    entry and the examples skipped that its parts carried."""
+
+    def write(
+        shard: int, parts: Iterator[tuple[int, _Batch]]
+    ) -> Iterator[tuple[int, ShardInfo, list[SkippedExample]]]:
+        _keep_imports_out_of_gc()
+        positions, records, skipped = [np.empty(0, np.int64)], [], []
+        for _, part in parts:
+            positions.append(part.positions)
+            records += part.records
+            skipped += part.skipped
+        order = np.argsort(np.concatenate(positions), kind="stable")
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = ShardWriter(path, list(range(num_shards + 1)), compression, unique=True)
-        yield shard, writer.write_whole(shard, (record for _, record in records))
+        yield shard, writer.write_whole(shard, (records[i] for i in order)), skipped
 
     return write
+
+
+def _encode_tasks(ranges: int, cores: int) -> int:
+    """How many tasks encode a source's `ranges` on `cores` cores: TASKS_PER_CORE per core,
+    more when a task would hold over RANGES_PER_TASK ranges, never more than the ranges."""
+    return min(ranges, max(TASKS_PER_CORE * cores, -(-ranges // RANGES_PER_TASK)))
 
 
 def _check_columns(df: Any, schema: Schema, origin_column: str | None) -> list[str]:
@@ -280,7 +350,8 @@ def write_tfrecords(
     check_num_shards(options, total)
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
-        positions = spark.sparkContext.broadcast(_positions(total, options))
+        order = _positions(total, options)
+        positions = spark.sparkContext.broadcast(order)
         try:
             if source is None:
                 encoded = rows.mapPartitions(
@@ -291,10 +362,10 @@ def write_tfrecords(
                     (start, min(start + EXAMPLES_PER_RANGE, total))
                     for start in range(0, total, EXAMPLES_PER_RANGE)
                 ]
-                encoded = spark.sparkContext.parallelize(ranges, len(ranges)).mapPartitions(
-                    _encode_ranges(source, schema, options, positions)
-                )
-            info = _write(encoded, total, path, schema, options)
+                encoded = spark.sparkContext.parallelize(
+                    ranges, _encode_tasks(len(ranges), spark.sparkContext.defaultParallelism)
+                ).mapPartitions(_encode_ranges(source, schema, options, positions))
+            info = _write(encoded, order, path, schema, options)
         except TfpipeError:
             raise
         except Exception as e:
@@ -307,55 +378,70 @@ def write_tfrecords(
 
 
 def _write(
-    encoded: Any, total: int, path: fs.AnyPath, schema: Schema, options: WriteOptions
+    encoded: Any, positions: np.ndarray, path: fs.AnyPath, schema: Schema, options: WriteOptions
 ) -> DatasetInfo:
-    """Plans the shards from every record's size, writes them on the executors, then renames
-    them, saves the metadata and removes stale files here, on the driver."""
-    encoded = encoded.persist(
-        StorageLevel.MEMORY_AND_DISK
-    )  # counted, then written: encoded once (again only if lost)
-    try:
-        skipped = sorted(encoded.filter(_is_skipped).collect(), key=lambda s: s.index)
+    """Writes the shards on the executors (in one job when `num_shards` is given), then
+    renames them, saves the metadata and removes stale files here, on the driver."""
+    total = len(positions)
+    if options.num_shards:
+        num_shards = options.num_shards
+        written = _write_job(encoded, path, shard_bounds(total, num_shards), options.compression)
+    else:
+        encoded = encoded.persist(StorageLevel.MEMORY_AND_DISK)  # measured, then written
+        try:
+            num_shards = _planned_shards(encoded, positions)
+            bounds = shard_bounds(total, num_shards)
+            written = _write_job(encoded, path, bounds, options.compression)
+        finally:
+            encoded.unpersist()
+    skipped = _in_order([s for *_, skipped in written for s in skipped], positions)
+    shards = {shard: entry for shard, entry, _ in written}
+    writer = ShardWriter(path, shard_bounds(total, num_shards), options.compression, unique=True)
+    if len(skipped) == total:
+        for entry in shards.values():
+            (writer.directory / entry.file).unlink(missing_ok=True)
         check_not_all_skipped(skipped, total)
-        records = total - len(skipped)
-        num_shards = options.num_shards or _planned_shards(encoded, total, records)
-        bounds = shard_bounds(total, num_shards)
-        written = dict(
-            encoded.filter(_is_record)
-            .repartitionAndSortWithinPartitions(
-                num_shards, lambda position: bisect.bisect_right(bounds, position) - 1
-            )
-            .mapPartitionsWithIndex(_write_shards(path, num_shards, options.compression))
-            .collect()
-        )
-    finally:
-        encoded.unpersist()
-    writer = ShardWriter(path, bounds, options.compression, unique=True)
+    records = total - len(skipped)
     if (
-        sorted(written) != list(range(num_shards))
-        or sum(entry.num_examples for entry in written.values()) != records
+        sorted(shards) != list(range(num_shards))
+        or sum(entry.num_examples for entry in shards.values()) != records
     ):
         raise TfpipeError(
-            f"the Spark job writing {str(path)!r} wrote shards {sorted(written)} holding "
-            f"{sum(e.num_examples for e in written.values())} examples, but {records} were "
+            f"the Spark job writing {str(path)!r} wrote shards {sorted(shards)} holding "
+            f"{sum(e.num_examples for e in shards.values())} examples, but {records} were "
             f"encoded for shards 0..{num_shards - 1}; no metadata was written"
         )
-    writer.shards += [writer.commit(shard, written[shard]) for shard in range(num_shards)]
+    writer.shards += [writer.commit(shard, shards[shard]) for shard in range(num_shards)]
     info = dataset_info(path, schema, writer.shards, skipped, options)
     info.save()
     writer.remove_stale(every_writer=True)
     return info
 
 
-def _planned_shards(encoded: Any, total: int, records: int) -> int:
-    """The shards for the bytes of every record (a pass over them: only without num_shards)."""
-    num_bytes = encoded.filter(_is_record).map(lambda pair: len(pair[1])).sum()
-    return plan_shards(total, num_bytes / max(records, 1) * total)
+def _write_job(
+    encoded: Any, path: fs.AnyPath, bounds: list[int], compression: str | None
+) -> list[tuple[int, ShardInfo, list[SkippedExample]]]:
+    """Moves each batch's part of every shard to that shard's task, which writes it."""
+    num_shards = len(bounds) - 1
+    return (
+        encoded.flatMap(_by_shard(bounds))
+        .partitionBy(num_shards, lambda shard: shard)
+        .mapPartitionsWithIndex(_write_shards(path, num_shards, compression))
+        .collect()
+    )
 
 
-def _is_record(element: Any) -> bool:
-    return not isinstance(element, SkippedExample)
+def _planned_shards(encoded: Any, positions: np.ndarray) -> int:
+    """The shards for the bytes of every record (a pass over the batches: only without
+    num_shards); fails when every example was skipped, before anything is written."""
+    sizes = encoded.map(lambda batch: (sum(map(len, batch.records)), batch.skipped)).collect()
+    total = len(positions)
+    skipped = _in_order([s for _, batch in sizes for s in batch], positions)
+    check_not_all_skipped(skipped, total)
+    num_bytes = sum(size for size, _ in sizes)
+    return plan_shards(total, num_bytes / max(total - len(skipped), 1) * total)
 
 
-def _is_skipped(element: Any) -> bool:
-    return isinstance(element, SkippedExample)
+def _in_order(skipped: list[SkippedExample], positions: np.ndarray) -> list[SkippedExample]:
+    """Skipped examples in the written order, as `write_tfrecords` lists them."""
+    return sorted(skipped, key=lambda example: positions[example.index])
