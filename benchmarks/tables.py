@@ -28,6 +28,8 @@ ORDER = (
     "pipeline_folder",
     "photos_128",
     "photos_224",
+    "decode_costs_128",
+    "decode_costs_224",
     "segmentation",
     "fit",
     "report",
