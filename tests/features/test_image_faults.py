@@ -355,7 +355,7 @@ def test_a_limit_lowered_after_a_first_batch_still_holds(
 
 @pytest.mark.fault(
     "pixel limit lowered after a Pipeline was built",
-    reader="Pipeline (decode graph traced once per process)",
+    reader="Pipeline (tf.data decode, built again)",
     outcome="DecodeError naming the file and the limit",
 )
 def test_a_limit_lowered_after_a_pipeline_was_built_still_holds(

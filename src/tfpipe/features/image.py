@@ -220,21 +220,7 @@ class Image(Feature):
         size = self._resize_to(size)
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
-            return resize_and_scale(image, size, rescale)
-        decode = _traced_decoder(self, size, reduced, rescale, orientation is not None)
-        return decode(parsed) if orientation is None else decode(parsed, orientation)
-
-    def _decode_encoded(
-        self,
-        parsed: tf.Tensor,
-        size: tuple[int, int] | None,
-        reduced: bool,
-        rescale: float | None,
-        orientation: tf.Tensor | None = None,
-    ) -> tf.Tensor:
-        """`decode_tensor` of one JPEG, PNG, GIF or BMP (`size`: None when stored at it), built
-        into the graph being traced; `decode_tensor` calls it traced once per process."""
-        if size is not None and imaging.reduces_jpeg(reduced, self.channels, size):
+        elif size is not None and imaging.reduces_jpeg(reduced, self.channels, size):
             image = decoding.decode_reduced(parsed, self.channels, size, orientation)
         else:
             image = decoding.decode(parsed, self.channels, orientation)
@@ -311,45 +297,6 @@ def _new_batch_decoder(
         lambda data: feature.decode_batch(data, size, reduced),
         input_signature=[tf.TensorSpec([None], tf.string)],
         autograph=False,  # plain TensorFlow code: converting it took ~5 of ~6 s of tracing
-    )
-
-
-def _traced_decoder(
-    feature: Image,
-    size: tuple[int, int] | None,
-    reduced: bool,
-    rescale: float | None,
-    oriented: bool,
-) -> tf.types.experimental.PolymorphicFunction:
-    """`Image._decode_encoded` as a function traced once per process and per feature, size,
-    options and Pillow pixel limit (which the graph holds as it was when traced): a
-    Pipeline built again, or another loader on the same images, reuses its graph instead of
-    tracing its ~200 ops again."""
-    with _DECODERS:
-        return _new_decoder(feature, size, reduced, rescale, oriented, PILImage.MAX_IMAGE_PIXELS)
-
-
-@functools.lru_cache(maxsize=64)
-def _new_decoder(
-    feature: Image,
-    size: tuple[int, int] | None,
-    reduced: bool,
-    rescale: float | None,
-    oriented: bool,
-    pixel_limit: int | None,
-) -> tf.types.experimental.PolymorphicFunction:
-    del pixel_limit  # a key only: the decode reads the limit while it is traced
-    data = tf.TensorSpec([], tf.string)
-    if oriented:
-        return tf.function(
-            lambda parsed, turn: feature._decode_encoded(parsed, size, reduced, rescale, turn),
-            input_signature=[data, tf.TensorSpec([], tf.int32)],
-            autograph=False,
-        )
-    return tf.function(
-        lambda parsed: feature._decode_encoded(parsed, size, reduced, rescale),
-        input_signature=[data],
-        autograph=False,
     )
 
 

@@ -27,10 +27,10 @@ def orientation(data: tf.Tensor) -> tf.Tensor:
     """The EXIF orientation (1-8) of an encoded JPEG, or of each of a vector of them; 1 when
     there is none. A vector costs the same few ops as one JPEG: compute it per batch.
 
-    Traced once per process for each rank (a graph of ~200 ops), then called.
+    A vector's graph (~200 ops, read per batch) is traced once per process, then called; one
+    JPEG's is built into the graph being traced (a call per image would cost more than it).
     """
-    rank = data.shape.rank
-    return _read_orientation(data) if rank is None else _TRACED[rank](data)
+    return _batch_orientation(data) if data.shape.rank == 1 else _read_orientation(data)
 
 
 def _read_orientation(data: tf.Tensor) -> tf.Tensor:
@@ -48,14 +48,9 @@ def _read_orientation(data: tf.Tensor) -> tf.Tensor:
     return tf.where(exif, _ifd0(data, app1 + 10, segment[..., 10:]), 1)
 
 
-_TRACED = {
-    rank: tf.function(
-        _read_orientation,
-        input_signature=[tf.TensorSpec([None] * rank, tf.string)],
-        autograph=False,
-    )
-    for rank in (0, 1)
-}
+_batch_orientation = tf.function(
+    _read_orientation, input_signature=[tf.TensorSpec([None], tf.string)], autograph=False
+)
 
 
 def _ifd0(data: tf.Tensor, tiff: tf.Tensor, header: tf.Tensor) -> tf.Tensor:
