@@ -28,8 +28,8 @@ decodes them to float32 in [0, 1] of 128x128 (table "photos_128") and of 224x224
 Every loader shuffles as it does by default (the ceilings do not; Grain's sampler needs a
 seed). The resizes differ as the libraries do: TensorFlow's bilinear without antialiasing
 (Keras, tf.data, the ceiling (a)), Pillow's bilinear with it (Grain), DALI's linear with it;
-tfpipe's is its one resize (DCT-scale JPEG decode, bilinear, antialiased from 2x;
-docs/performance.md). DALI's batches are copied to
+tfpipe's is its one resize (DCT-scale JPEG decode, block means from 2x the target, then
+bilinear; docs/performance.md). DALI's batches are copied to
 numpy arrays (`as_array`), as a framework would receive them.
 
 Run it with `python -m benchmarks photos` (`make bench` runs it with the others);

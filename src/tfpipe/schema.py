@@ -271,7 +271,7 @@ class Schema(Mapping[str, Feature]):
 
         Args:
             serialized: a string tensor of rank 0 or 1.
-            image_size: resize every image (bilinear, antialiased when shrinking) and every
+            image_size: resize every image (block means, then bilinear, when shrinking) and every
                 `Mask` (nearest neighbour, so they stay aligned) to `(height, width)`.
                 Defaults to None.
             reduced_decode: decode JPEGs at least twice `image_size` at a reduced DCT scale

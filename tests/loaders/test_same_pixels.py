@@ -14,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from matplotlib import cbook
 from PIL import Image as PILImage
 
 import tfpipe
+from tfpipe.features import imaging
+from tfpipe.features.image import box_reduce, resize_and_scale
 from tfpipe.training.adapters import adapt
 
 MEAN_LIMIT, MAX_LIMIT = 0.5, 2
@@ -181,3 +184,23 @@ def test_a_large_shrink_is_antialiased_on_every_path(tmp_path: Path, fmt: str) -
         assert np.abs(pixels.astype(int) - 128).max() <= 8, (
             f"{path}: {pixels.min()}..{pixels.max()}"
         )
+
+
+@pytest.mark.parametrize(
+    ("height", "width"),
+    [(450, 150), (301, 999), (256, 700), (1200, 300), (640, 641), (2000, 2000), (130, 129)],
+)
+def test_the_box_reduction_is_pillows_reduce_to_the_pixel(height: int, width: int) -> None:
+    """Blocks of 3, 7, 15x15 (counts not a power of two, rounded as Pillow rounds), 2x4,
+    left-over pixels cut from both ends, one side only, none: TensorFlow's box reduction, one
+    image or a batch, equals Pillow's `reduce` exactly, and the whole resize is within 1."""
+    size = (128, 128)
+    noise = np.random.default_rng(height * width).integers(0, 256, (height, width, 3), np.uint8)
+    pillow = np.asarray(imaging.box_reduce(PILImage.fromarray(noise), size[::-1]))
+    one = box_reduce(tf.constant(noise), size).numpy()
+    batch = box_reduce(tf.constant(np.stack([noise, noise])), size).numpy()
+    assert one.shape == pillow.shape and np.array_equal(one, pillow)
+    assert np.array_equal(batch[1], pillow)
+    resized = resize_and_scale(tf.constant(noise), size, None).numpy().astype(int)
+    expected = np.asarray(imaging.resize(PILImage.fromarray(noise), size[::-1])).astype(int)
+    assert np.abs(resized - expected).max() <= 1

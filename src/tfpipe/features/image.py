@@ -307,18 +307,37 @@ def resize_and_scale(
     or float32 times `rescale` when it is given.
 
     The pixels are those of `imaging.resize` on the Pillow path (SequenceLoader, the writer):
-    bilinear interpolation rounded down while the image is less than twice the target in both
-    sides; an antialiased bilinear, rounded, when it is at least twice the target in a side.
+    the means of k x k blocks (`box_reduce`) where a side is at least twice the target, then
+    bilinear interpolation rounded down.
     """
     if size is not None:
-        stored = tf.shape(images)[-3:-1]
-        images = tf.cond(
-            tf.reduce_any(stored >= 2 * tf.constant(size)),
-            lambda: tf.round(tf.image.resize(images, size, antialias=True)),
-            lambda: tf.floor(tf.image.resize(images, size)),
-        )
+        images = tf.floor(tf.image.resize(box_reduce(images, size), size))
         if rescale is None:
             return tf.saturate_cast(images, tf.uint8)
     elif rescale is not None:
         images = tf.cast(images, tf.float32)
     return images if rescale is None else images * rescale
+
+
+def box_reduce(images: tf.Tensor, size: tuple[int, int]) -> tf.Tensor:
+    """`imaging.box_reduce` in TensorFlow, as float32: the means of k x k blocks of uint8
+    image(s), where k is a side's whole shrink from twice its target on, rounded as Pillow's
+    `reduce` rounds; the pixels left over cut evenly from both ends."""
+    stored = tf.shape(images)[-3:-1]
+    target = tf.constant(size)
+    blocks = tf.where(stored >= 2 * target, stored // target, 1)
+
+    def reduce() -> tf.Tensor:
+        reduced = stored // blocks
+        start = (stored - reduced * blocks) // 2
+        end = start + reduced * blocks
+        kept = images[..., start[0] : end[0], start[1] : end[1], :]
+        means = tf.image.resize(kept, reduced, method="area")  # exact block means here
+        count = blocks[0] * blocks[1]
+        # Pillow's ((sum + count // 2) * (2**24 // count)) >> 24 is (sum + count // 2 - 1)
+        # // count when count is not a power of two (2**24 // count then falls short).
+        offset = count // 2 - tf.cast(tf.bitwise.bitwise_and(count, count - 1) != 0, tf.int32)
+        count_f = tf.cast(count, tf.float32)
+        return tf.floor((tf.round(means * count_f) + tf.cast(offset, tf.float32)) / count_f)
+
+    return tf.cond(tf.reduce_any(blocks > 1), reduce, lambda: tf.cast(images, tf.float32))

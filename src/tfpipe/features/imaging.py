@@ -242,19 +242,33 @@ def resize(image: PILImage.Image, size: tuple[int, int]) -> PILImage.Image:
     """tfpipe's one resize of images to `size` (width, height), which `resize_and_scale` does
     in TensorFlow with the same pixels (docs/performance.md, "One resize").
 
-    Bilinear interpolation between pixel centres, rounded down, when the image is less than
-    twice the target in both sides (any enlargement, and what is left after a JPEG's DCT-scale
-    decode); an antialiased bilinear (a triangle filter widened to the shrink, rounded) when it
-    is at least twice the target in a side, where plain interpolation would skip pixels.
-    Bands are resized apart: Pillow would premultiply alpha, TensorFlow does not.
+    A side at least twice its target is first averaged over blocks of k pixels, k its whole
+    shrink (`box_reduce`); then bilinear interpolation between pixel centres, rounded down,
+    takes what is left (under twice the target: any enlargement, what a JPEG's DCT-scale
+    decode leaves, what the blocks leave). Bands are resized apart: Pillow would premultiply
+    alpha, TensorFlow does not.
     """
-    width, height = size
     if image.mode == "RGBA":
         return PILImage.merge("RGBA", [resize(band, size) for band in image.split()])
-    if image.width >= 2 * width or image.height >= 2 * height:
-        return image.resize(size, PILImage.Resampling.BILINEAR)
+    image = box_reduce(image, size)
+    if image.size == size:
+        return image
+    width, height = size
     shrink = (image.width / width, 0, 0, 0, image.height / height, 0)
     return image.transform(size, PILImage.Transform.AFFINE, shrink, PILImage.Resampling.BILINEAR)
+
+
+def box_reduce(image: PILImage.Image, size: tuple[int, int]) -> PILImage.Image:
+    """Means of kx x ky blocks (Pillow's `reduce`), where k is a side's whole shrink from
+    twice its target (width, height) on, else 1; the pixels left over (fewer than k) are cut
+    evenly from both ends. The image itself when no side is twice its target."""
+    kx = image.width // size[0] if image.width >= 2 * size[0] else 1
+    ky = image.height // size[1] if image.height >= 2 * size[1] else 1
+    if kx == ky == 1:
+        return image
+    width, height = image.width // kx * kx, image.height // ky * ky
+    left, top = (image.width - width) // 2, (image.height - height) // 2
+    return image.reduce((kx, ky), box=(left, top, left + width, top + height))
 
 
 def reduces_jpeg(reduced: bool, channels: int, size: tuple[int | None, int | None]) -> bool:

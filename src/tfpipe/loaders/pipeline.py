@@ -59,7 +59,7 @@ class Pipeline:
             `tfpipe.from_directory` / `from_dataframe` / `from_arrays` source (or a split of
             one); or a `keras.utils.PyDataset`.
         schema: the record schema for TFRecords without a metadata file. Defaults to None.
-        image_size: resize every image (bilinear, antialiased when shrinking) and every mask
+        image_size: resize every image (block means, then bilinear, when shrinking) and every mask
             (nearest neighbour, so they stay aligned) to `(height, width)`. Defaults to None
             (the size the schema declares).
         reduced_decode: decode JPEGs at least twice `image_size` in both sides at the

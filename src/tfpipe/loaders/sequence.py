@@ -58,7 +58,7 @@ class SequenceLoader(keras.utils.PyDataset):
     Every example appears exactly once per epoch: in a new order after each epoch with
     `shuffle=True` (the same orders for the same `seed`), in source order with `shuffle=False`.
     Images get the pixels `Pipeline` gives (one resize on every path: a JPEG at least twice the
-    target is decoded at a reduced DCT scale, then resized bilinearly with antialiasing), and
+    target is decoded at a reduced DCT scale, then averaged over blocks and resized bilinearly), and
     each batch is filled in place into one preallocated array per feature.
 
     Examples:
@@ -76,7 +76,7 @@ class SequenceLoader(keras.utils.PyDataset):
         x: the model input: a feature name, a list of names (multi-input), or a dict of model
             input name -> feature name. Defaults to "image".
         y: the target, named like `x`; None for prediction. Defaults to "label".
-        image_size: resize images (bilinear, antialiased when shrinking) and masks
+        image_size: resize images (block means, then bilinear, when shrinking) and masks
             (`tfpipe.Mask`, nearest neighbour, so they stay aligned) to `(height, width)`.
             Defaults to the schema's shapes.
         shuffle: reshuffle every epoch. Defaults to True.
