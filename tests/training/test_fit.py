@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import shutil
 import subprocess
@@ -442,6 +443,21 @@ class BatchCounter(keras.callbacks.Callback):
     reader="tfpipe.training.fit",
     outcome="steps_per_execution stays 1, and the report names the callbacks",
 )
+@pytest.mark.parametrize("report", [True, False])
+def test_fit_leaves_no_iterator_of_its_input_alive(report: bool, short_probes: None) -> None:
+    """Keras's `fit` stopped by `steps_per_epoch` (and the model probe, by `stop_training`)
+    left its tf.data iterator in a reference cycle, alive until a later garbage collection."""
+    data = arrays_dataset(count=40, batch=4)
+    gc.collect()
+    gc.disable()
+    try:
+        tfpipe.fit(tiny_cnn(), data, epochs=2, verbose=0, report=report)
+        left = [o for o in gc.get_objects() if isinstance(o, tf.data.Iterator)]
+    finally:
+        gc.enable()
+    assert left == []
+
+
 def test_batch_level_callbacks_keep_one_step_per_execution(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,7 +34,7 @@ from tfpipe.training.backend import notes as backend_notes
 from tfpipe.training.backend import strategy_of, trains_with_tensorflow
 from tfpipe.training.bench import measure
 from tfpipe.training.breakdown import Breakdown
-from tfpipe.training.keras_internals import workarounds_for_workers
+from tfpipe.training.keras_internals import release_epoch_iterator, workarounds_for_workers
 from tfpipe.training.map_costs import input_stages
 from tfpipe.training.model_probe import set_steps_per_execution
 from tfpipe.training.plan import Plan, prepare
@@ -188,6 +188,7 @@ def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
     finally:
         if plan.probe.chosen:
             set_steps_per_execution(model, 1)
+        release_epoch_iterator()
     timings = None if clock is None else clock.stop()
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(plan.inputs)

@@ -19,7 +19,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError
 from tfpipe.training.backend import strategy_of
 from tfpipe.training.bench import batch_size_of
-from tfpipe.training.keras_internals import profiles_a_batch
+from tfpipe.training.keras_internals import profiles_a_batch, release_epoch_iterator
 from tfpipe.training.timing import StepClock
 
 PROBE_SECONDS = 1.0
@@ -192,6 +192,7 @@ def _time_steps(model: keras.Model, memory: tf.data.Dataset) -> float:
         callbacks=[timer],
         shuffle=False,
     )
+    release_epoch_iterator()  # the timer stopped fit: its input would outlive the probe
     return timer.step_seconds
 
 
