@@ -260,8 +260,14 @@ def _failure(error: Exception, path: fs.AnyPath) -> TfpipeError:
         name, message = raised[-1]
         kind = EncodeError if name == "EncodeError" else SourceError
         return kind(f"{message} (writing {str(path)!r} with Spark)")
+    text = str(error)
+    # The executor's Python exception is the first unindented line after its traceback,
+    # which can come after thousands of characters of Java and Python frames.
+    _, _, traceback = text.rpartition("Traceback (most recent call last):")
+    cause = next((line for line in traceback.splitlines() if line[:1].strip()), "")
     return TfpipeError(
-        f"the Spark job writing {str(path)!r} failed: {type(error).__name__}: {str(error)[:2000]}"
+        f"the Spark job writing {str(path)!r} failed: {cause + '; ' if cause else ''}"
+        f"{type(error).__name__}: {text[:2000]}"
     )
 
 
