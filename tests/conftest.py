@@ -25,11 +25,12 @@ from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
 def collect_garbage() -> Iterator[None]:
     """Frees what each test file left in reference cycles when the file ends.
 
-    Freeing an autotuned tf.data iterator can stall for seconds on a busy machine (its
-    autotuning thread can sleep out a timer that doubles up to 60 s), and Python's collector
-    freed the ones left in cycles at any later point, inside whichever test ran then: ~205 s
-    of stalls over 3 s in one full run. Collected per file: 3 such stalls, 47 s in all (one
-    run); per test, the collections cost more than the stalls they saved.
+    Freeing an autotuned tf.data iterator can block for up to 60 s on a busy machine: the
+    cancellation wakes its autotuning thread before marking itself done, and the thread sleeps
+    out the rest of its optimization period (a period that doubles up to 60 s). Python's
+    collector freed the ones left in cycles at any later point, inside whichever test ran then:
+    ~205 s of stalls over 3 s in one full run. Collected per file: 3 such stalls, 47 s in all
+    (one run); per test, the collections cost more than the stalls they saved.
     """
     yield
     gc.collect()
