@@ -28,7 +28,7 @@ import tfpipe.beam
 import tfpipe.cli.parser as cli
 from tfpipe.beam import runners
 from tfpipe.beam.encode import Encode, is_record
-from tfpipe.beam.shards import Plan, _write_shard, finish
+from tfpipe.beam.shards import Plan, finish, write_shard
 from tfpipe.errors import EncodeError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import ShardWriter, WriteOptions, writer_lock
@@ -337,7 +337,7 @@ def _temporary_shards(prefix: Path, first: int = 0, count: int = 2) -> list[Any]
 def _temporary_shard(prefix: Path, shard: int, count: int, x: int) -> Any:
     """Shard `shard` of `count`, 3 records {"x": x}, under its temporary name."""
     writer = ShardWriter(prefix, list(range(count + 1)), None, unique=True)
-    return _write_shard(writer, shard, [_X.encode({"x": x})] * 3)
+    return write_shard(writer, shard, [_X.encode({"x": x})] * 3)
 
 
 def _in_the_way(prefix: Path, shard: int, count: int) -> Path:

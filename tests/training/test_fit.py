@@ -32,7 +32,7 @@ from tfpipe.training.fit import (
 )
 from tfpipe.training.keras_internals import RELEASE_THREAD, RELEASE_WAIT_S, release_epoch_iterator
 from tfpipe.training.model_probe import model_state, probe_model
-from tfpipe.training.plan import _full_batch
+from tfpipe.training.plan import full_batch
 from tfpipe.training.report import FitReport
 
 SIZE = (16, 16)
@@ -369,7 +369,7 @@ def short_batch_first(count: int = 36, batch: int = 8) -> tf.data.Dataset:
 def test_report_takes_the_true_batch_size_not_the_first_batch() -> None:
     data = short_batch_first()
     assert [len(x) for x, _ in data] == [4, 8, 8, 8, 8]
-    batch, size = _full_batch(adapt(data))
+    batch, size = full_batch(adapt(data))
     assert size == 8 and len(batch[0]) == 8
     history = tfpipe.fit(tiny_cnn(), data, epochs=2, verbose=0)
     assert history.report.batch_size == 8

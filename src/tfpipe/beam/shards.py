@@ -91,7 +91,7 @@ def plan_ahead(options: WriteOptions, num_indices: int | None) -> Plan | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Written:
+class WrittenShard:
     """A shard written under its temporary name (`entry.file`) and a digest of its records:
     what the last step renames, and how it knows the shard once renamed."""
 
@@ -108,13 +108,14 @@ def _hashed(records: Iterable[bytes], digest: Any) -> Iterator[bytes]:
         yield record
 
 
-def _write_shard(writer: ShardWriter, shard: int, records: Iterable[bytes]) -> _Written:
+def write_shard(writer: ShardWriter, shard: int, records: Iterable[bytes]) -> WrittenShard:
+    """Writes one shard's records under its temporary name, digesting them as they go."""
     digest = hashlib.blake2b(digest_size=16)
     entry = writer.write_whole(shard, _hashed(records, digest))
-    return _Written(shard, entry, digest.hexdigest())
+    return WrittenShard(shard, entry, digest.hexdigest())
 
 
-def _holds(path: fs.AnyPath, written: _Written, compression: str | None) -> bool:
+def _holds(path: fs.AnyPath, written: WrittenShard, compression: str | None) -> bool:
     """Whether the file at `path` holds the records of `written`, the same bytes in order."""
     if not path.is_file() or path.stat().st_size != written.entry.num_bytes:
         return False
@@ -137,14 +138,14 @@ class WriteShard(beam.DoFn):
 
     def process(
         self, shard: tuple[int, Iterable[tuple[int, bytes]]], plan: Plan
-    ) -> Iterator[_Written]:
+    ) -> Iterator[WrittenShard]:
         index, keyed = shard
         self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
         writer = ShardWriter(
             self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
         )
         records = (record for _, record in sorted(keyed, key=lambda pair: pair[0]))
-        yield _write_shard(writer, index, records)
+        yield write_shard(writer, index, records)
 
 
 _Uses = tuple[int, tuple[str, ...]]
@@ -156,7 +157,7 @@ class Outcome:
     written, the examples skipped, the indices several examples share, the records encoded and
     (measured in the run) the plan."""
 
-    written: list[_Written] = dataclasses.field(default_factory=list)
+    written: list[WrittenShard] = dataclasses.field(default_factory=list)
     skipped: list[SkippedExample] = dataclasses.field(default_factory=list)
     shared: list[SharedIndex] = dataclasses.field(default_factory=list)
     records: int = 0
@@ -167,7 +168,7 @@ class Outcome:
             self.records += fact.count
             return
         kinds: dict[type, list[Any]] = {
-            _Written: self.written,
+            WrittenShard: self.written,
             SkippedExample: self.skipped,
             SharedIndex: self.shared,
             Plan: self.plans,
@@ -235,7 +236,7 @@ def _index(shared: SharedIndex) -> int:
 
 
 def finish(
-    written: list[_Written],
+    written: list[WrittenShard],
     skipped: list[SkippedExample],
     repeated: list[tuple[int, _Uses]],
     plan: Plan,
@@ -276,7 +277,7 @@ def finish(
         )
         for shard in range(plan.num_shards):
             if shard not in by_shard:
-                by_shard[shard] = _write_shard(writer, shard, [])
+                by_shard[shard] = write_shard(writer, shard, [])
         writer.shards += _commit(writer, path, by_shard, options.compression)
         info = dataset_info(path, schema, writer.shards, skipped, options)
         info.save()
@@ -287,7 +288,7 @@ def finish(
 def _commit(
     writer: ShardWriter,
     path: fs.AnyPath,
-    written: dict[int, _Written],
+    written: dict[int, WrittenShard],
     compression: str | None,
 ) -> list[ShardInfo]:
     """Renames every shard, in order, once all are known to be this write's. A shard whose

@@ -141,7 +141,7 @@ def prepare(
         train.kind == "PyDataset" and shuffle is not False and not distributed and not resumable
     )
     with naming(*inputs):
-        batch, size = _full_batch(train)
+        batch, size = full_batch(train)
     probe = _probe(model, batch, steps or train.steps, resumable is None, callbacks, checked)
     saver = None
     if resumable is not None:
@@ -366,7 +366,7 @@ def _resumable(source: Input, steps_per_epoch: int | None, model: keras.Model) -
     return Resumable(loader, "data", strategy_of(model))
 
 
-def _full_batch(source: Input) -> tuple[Any, int]:
+def full_batch(source: Input) -> tuple[Any, int]:
     """A batch of the input's true batch size, and that size, for the probe and the report.
 
     The first batch alone can be the short last one of an epoch (a non-deterministic pipeline
