@@ -18,17 +18,25 @@ QUICK_TESTS ?= tests/test_schema.py tests/sources/test_sources.py tests/records/
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e .
+# uv installs the versions pip resolves (the same 166 packages for .[dev], 2026-11-27) in a
+# third of the time: .[dev] into a new .venv took 52 s against pip's 172 s here, most of CI's
+# set-up. It comes from the package index like the rest.
+INSTALL := $(BIN)/uv pip install --python $(BIN)/python
+
+$(BIN)/uv: | $(BIN)/python
+	$(BIN)/pip install -q uv
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/uv
+	$(INSTALL) -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e ".[dev]"
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/uv
+	$(INSTALL) -e ".[dev]"
 	touch $@ $(VENV)/.installed
 
 # The benchmarks' peers (Grain, ArrayRecord, NVIDIA DALI): only `make bench` installs them.
-$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e ".[dev,bench]"
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/uv
+	$(INSTALL) -e ".[dev,bench]"
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
 
 demo: $(VENV)/.installed
