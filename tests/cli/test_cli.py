@@ -361,6 +361,8 @@ def test_demo_writes_and_reads_back_and_trains_above_chance(
     assert demo.accuracy > 0.6  # 3 classes: chance is 1/3
     assert "tfpipe.fit report" in printed and "for 40 epochs" in printed
     assert "validation" not in printed  # tested once after training: no advice to validate less
+    assert "starts over at each epoch" not in printed  # tfpipe.fit kept one input iterator
+    assert "Keras's work between epochs, one input iterator" in printed
 
 
 @pytest.mark.slow  # the demo fixture trains for 40 epochs

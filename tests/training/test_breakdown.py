@@ -244,6 +244,16 @@ def test_each_costly_part_gets_advice_with_its_figure(part: str, advice: str) ->
     assert len(breakdown.advice) == 1  # compute is what training is for: no advice
 
 
+def test_restarts_of_an_input_kept_for_the_run_get_no_advice_to_keep_it() -> None:
+    """tfpipe.fit repeats a finite input (one iterator for the run): what the epochs' starts
+    cost then is Keras's work between epochs, and "keep one iterator" would be wrong."""
+    measured = timings(compute=6.5, **{"epoch restarts": 3.0})
+    kept = Breakdown.build(measured, input_kept=True)
+    assert kept.advice == ()
+    assert kept["epoch restarts"].detail.endswith("Keras's work between epochs, one input iterator")
+    assert Breakdown.build(measured).advice[0].startswith("epoch restarts took 30% of the run")
+
+
 def test_tensorboard_logging_every_step_is_advised_to_log_less(tmp_path: Path) -> None:
     board = keras.callbacks.TensorBoard(str(tmp_path), update_freq=1)
     measured = timings(compute=7.0, TensorBoard=2.0)

@@ -133,8 +133,11 @@ class Breakdown:
         *,
         steps_per_execution: int = 1,
         input_stages: InputStages | None = None,
+        input_kept: bool = False,
     ) -> Breakdown:
-        """The parts of `timings`, largest first, and the advice for the costly ones."""
+        """The parts of `timings`, largest first, and the advice for the costly ones
+        (`input_kept`: the input was repeated, one iterator for the run, so epoch restarts are
+        Keras's own work between epochs, not the input's)."""
         wall = max(timings.wall_s, 1e-9)
         named = {n: s for n, s in timings.seconds.items() if n != UNEXPLAINED and s > 0}
         parts = tuple(
@@ -145,7 +148,7 @@ class Breakdown:
                         seconds,
                         seconds / wall,
                         callback=name not in _PHASES,
-                        detail=_detail(name, seconds, timings),
+                        detail=_detail(name, seconds, timings, input_kept),
                     )
                     for name, seconds in named.items()
                 ),
@@ -157,7 +160,7 @@ class Breakdown:
             line
             for part in parts
             if part.share >= ADVICE_SHARE
-            for line in [_advice(part, timings, steps_per_execution)]
+            for line in [_advice(part, timings, steps_per_execution, input_kept)]
             if line
         ]
         if input_stages is not None and input_stages.maps_share >= MAPS_SHARE:
@@ -199,7 +202,7 @@ class Breakdown:
         return [f"where the {self.wall_s:.2f} s of training went", *rows]
 
 
-def _detail(name: str, seconds: float, timings: Timings) -> str:
+def _detail(name: str, seconds: float, timings: Timings, input_kept: bool) -> str:
     """What a part was made of."""
     steps, executions = timings.steps, max(timings.executions, 1)
     if name == START_UP:
@@ -218,7 +221,9 @@ def _detail(name: str, seconds: float, timings: Timings) -> str:
     if name == VALIDATION:
         return f"{timings.validations} evaluation(s), its own input and compute"
     if name == RESTARTS:
-        return f"{max(timings.epochs - 1, 0)} later epoch(s) started, beyond compute"
+        started = f"{max(timings.epochs - 1, 0)} later epoch(s) started, beyond compute"
+        kept = ": Keras's work between epochs, one input iterator" if input_kept else ""
+        return started + kept
     if name == END:
         return "after the last hook: releasing the input's iterator"
     if name == OTHER_CALLBACKS:
@@ -258,7 +263,9 @@ def _backups(timings: Timings) -> int:
     return int(getattr(timings.callbacks.get(BACKUP_SAVES), "saves", 0))
 
 
-def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> str | None:
+def _advice(
+    part: BreakdownPart, timings: Timings, steps_per_execution: int, input_kept: bool
+) -> str | None:
     """What to do about a part that took at least `ADVICE_SHARE` of the run."""
     took = f"took {part.share:.0%} of the run ({part.seconds:.1f} s)"
     callback = timings.callbacks.get(part.name)
@@ -307,7 +314,7 @@ def _advice(part: BreakdownPart, timings: Timings, steps_per_execution: int) -> 
             else f"steps_per_execution is {steps_per_execution}: raise it further"
         )
         return f"host overhead between steps {took}, {per:.2f} ms per execution: {fix}"
-    if part.name == RESTARTS:
+    if part.name == RESTARTS and not input_kept:
         return (
             f"epoch restarts {took}: the input starts over at each epoch; keep one iterator "
             "for the run (repeat() the dataset and pass steps_per_epoch, as tfpipe.fit does "

@@ -160,12 +160,14 @@ class _Run:
         timings: every second of `model.fit` by part; None when not timed (`report=False`).
         cpu_busy: the share of this host's cores the process kept busy during training.
         notes: what the report adds (the passes of an input on the tf.data service).
+        input_kept: the input was repeated, one iterator for the run (no restart per epoch).
     """
 
     history: keras.callbacks.History
     timings: Timings | None
     cpu_busy: float
     notes: tuple[str, ...]
+    input_kept: bool
 
 
 def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
@@ -184,7 +186,7 @@ def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
     workarounds = workarounds_for_workers(model) if plan.multi_worker else contextlib.nullcontext()
     try:
         with workarounds, naming(*plan.inputs):
-            history, steps = _fit(model, plan, callbacks, passes, meter)
+            history, steps, kept = _fit(model, plan, callbacks, passes, meter)
     finally:
         if plan.probe.chosen:
             set_steps_per_execution(model, 1)
@@ -193,7 +195,7 @@ def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(plan.inputs)
     notes = _check_passes(plan.train, passes, plan.epochs * (steps or 0))
-    return _Run(history, timings, cpu_busy, notes)
+    return _Run(history, timings, cpu_busy, notes, kept)
 
 
 def _fit(
@@ -202,11 +204,11 @@ def _fit(
     callbacks: list[keras.callbacks.Callback],
     passes: PassCounter | None,
     meter: WaitMeter | None,
-) -> tuple[keras.callbacks.History, int | None]:
-    """Keras's `fit` over the plan's input, and the steps per epoch it ran: resumed from the
-    newest backup, split over the workers, or fed from this host (on the tf.data service
-    pass after pass, else one iterator for the run), timed by `meter` or prefetched to the
-    GPU."""
+) -> tuple[keras.callbacks.History, int | None, bool]:
+    """Keras's `fit` over the plan's input, the steps per epoch it ran, and whether the input
+    was repeated (one iterator for the run): resumed from the newest backup, split over the
+    workers, or fed from this host (on the tf.data service pass after pass, else one iterator
+    for the run), timed by `meter` or prefetched to the GPU."""
     train = plan.train
     if plan.resumable is not None and plan.saver is not None:
         history = fit_from(
@@ -217,12 +219,14 @@ def _fit(
             callbacks=callbacks,
             **plan.keras_kwargs,
         )
-        return history, plan.steps
+        return history, plan.steps, False
+    kept = False
     if passes is not None:
-        dataset, steps = passes.repeat(train.data), train.steps
+        dataset, steps = passes.repeat(train.data), train.steps  # a new service job a pass
         dataset = _feed(dataset, _accelerator(model), meter)
     elif plan.distributed is None:
         dataset, steps = _one_iterator(train, plan.steps, plan.probe.steps_per_execution)
+        kept = dataset is not train.data
         dataset = _feed(dataset, _accelerator(model), meter)
     else:
         dataset, steps = plan.distributed.dataset, _distributed_steps(plan.steps, plan.distributed)
@@ -233,7 +237,7 @@ def _fit(
         callbacks=callbacks,
         **plan.keras_kwargs,
     )
-    return history, steps
+    return history, steps, kept
 
 
 def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
@@ -274,6 +278,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
             timings,
             steps_per_execution=probe.steps_per_execution,
             input_stages=stages,
+            input_kept=run.input_kept,
         ),
     )
 
