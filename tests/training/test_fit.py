@@ -509,6 +509,22 @@ def test_a_delete_that_blocks_does_not_hold_up_the_release() -> None:
     assert freed.is_set() and not collector.is_alive()
 
 
+@pytest.mark.parametrize("repeated_by", ["fit", "the user"])
+def test_the_report_knows_when_one_iterator_read_the_whole_run(
+    repeated_by: str, short_probes: None
+) -> None:
+    """A finite dataset (repeated by tfpipe.fit) or one the user repeated (with
+    steps_per_epoch): Keras keeps one iterator, so the epoch restarts are its own work."""
+    data = arrays_dataset(count=40, batch=4)
+    if repeated_by == "the user":
+        history = tfpipe.fit(tiny_cnn(), data.repeat(), epochs=3, steps_per_epoch=10, verbose=0)
+    else:
+        history = tfpipe.fit(tiny_cnn(), data, epochs=3, verbose=0)
+    detail = history.report.breakdown["epoch restarts"].detail
+    assert detail.endswith("Keras's work between epochs, one input iterator"), detail
+    assert not [line for line in history.report.breakdown.advice if "starts over" in line]
+
+
 def test_batch_level_callbacks_keep_one_step_per_execution(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -226,7 +226,7 @@ def _fit(
         dataset = _feed(dataset, _accelerator(model), meter)
     elif plan.distributed is None:
         dataset, steps = _one_iterator(train, plan.steps, plan.probe.steps_per_execution)
-        kept = dataset is not train.data
+        kept = _endless(dataset)
         dataset = _feed(dataset, _accelerator(model), meter)
     else:
         dataset, steps = plan.distributed.dataset, _distributed_steps(plan.steps, plan.distributed)
@@ -394,6 +394,15 @@ def _one_iterator(
     ):
         return source.data.repeat(), source.steps
     return source.data, steps
+
+
+def _endless(data: Any) -> bool:
+    """Whether `data` is a tf.data dataset that never ends (repeated, by tfpipe.fit or its
+    user): Keras then reads it with one iterator for the whole run, across epochs."""
+    return (
+        isinstance(data, tf.data.Dataset)
+        and int(data.cardinality()) == tf.data.INFINITE_CARDINALITY
+    )
 
 
 def _accelerator(model: keras.Model) -> str | None:
