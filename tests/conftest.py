@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import importlib
 import os
 import random
@@ -17,23 +16,21 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from collection import collect_in_background, no_automatic_full_collections
 from probe_lengths import SHORT
 from tfpipe.sources.synthetic import make_image_dataframe, make_image_folder
+
+no_automatic_full_collections()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def collect_garbage() -> Iterator[None]:
-    """Frees what each test file left in reference cycles when the file ends.
-
-    Freeing an autotuned tf.data iterator can block for up to 60 s on a busy machine: the
-    cancellation wakes its autotuning thread before marking itself done, and the thread sleeps
-    out the rest of its optimization period (a period that doubles up to 60 s). Python's
-    collector freed the ones left in cycles at any later point, inside whichever test ran then:
-    ~205 s of stalls over 3 s in one full run. Collected per file: 3 such stalls, 47 s in all
-    (one run); per test, the collections cost more than the stalls they saved.
-    """
+    """Frees what each test file left in reference cycles when the file ends, in a thread of
+    its own: a full collection that frees an autotuned tf.data iterator can block for up to
+    60 s (see `collection`). One per file: per test, the collections cost more CPU than they
+    saved."""
     yield
-    gc.collect()
+    collect_in_background()
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ server a test starts is stopped in a `finally` (subprocesses by killing their pr
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import os
@@ -28,6 +27,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from collection import collect_now
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.training.bench import Throughput
 from tfpipe.training.report import FitReport
@@ -295,7 +295,7 @@ def test_a_loop_over_build_stops_when_a_worker_is_lost(records: str) -> None:
         assert time.monotonic() - start < 1 + 10
         message = str(raised.value)
         del raised  # its frames hold the stalled iterator: released while the servers run
-        gc.collect()
+        collect_now()
         found = re.search(
             r"worker\(s\) \['([\d.:]+)'\] of \[.+\] registered there no longer", message
         )
@@ -562,7 +562,7 @@ def _check_a_lost_worker_stops_fit(
     # The error's frames hold the stalled iterators: released here, while the dispatcher
     # answers (released after it was killed, they once delayed pytest's exit by ~40 s).
     del raised
-    gc.collect()
+    collect_now()
     print(f"{after_kill:.1f} s after the kill: {message}")
     assert dispatcher in message and repr([worker]) in message, message
     restart = f"`tfpipe service worker --dispatcher {dispatcher.removeprefix('grpc://')} --port"

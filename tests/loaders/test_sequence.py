@@ -3,7 +3,6 @@ with threads and processes, multi-output labels, errors from workers, argument c
 
 from __future__ import annotations
 
-import gc
 import multiprocessing
 import os
 import pickle
@@ -22,6 +21,7 @@ import pandas as pd
 import pytest
 
 import tfpipe
+from collection import collect_now
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.loaders.workers import WatchedPool, live_sentinels
 
@@ -147,7 +147,7 @@ def test_fit_sees_every_example_once_per_epoch(workers: int, processes: bool) ->
         assert sorted(order) == list(range(COUNT))
     assert len({tuple(o) for o in orders}) == 3
     if processes:
-        gc.collect()
+        collect_now()
         multiprocessing.active_children()
         assert zombie_children() == []
 

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from collection import collect_now, join_background_collections
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.training import model_probe
@@ -30,7 +31,7 @@ from tfpipe.training.fit import (
     _one_iterator,
     _prefetch_to_device,
 )
-from tfpipe.training.keras_internals import RELEASE_THREAD, RELEASE_WAIT_S, release_epoch_iterator
+from tfpipe.training.keras_internals import RELEASE_WAIT_S, release_epoch_iterator
 from tfpipe.training.model_probe import model_state, probe_model
 from tfpipe.training.plan import full_batch
 from tfpipe.training.report import FitReport
@@ -457,8 +458,7 @@ def test_fit_leaves_no_iterator_of_its_input_alive(report: bool, short_probes: N
     """Keras's `fit` stopped by `steps_per_epoch` (and the model probe, by `stop_training`)
     left its tf.data iterator in a reference cycle, alive until a later garbage collection."""
     data = arrays_dataset(count=40, batch=4)
-    _join_release_threads()  # a collection still running in one makes gc.collect() a no-op
-    gc.collect()
+    collect_now()
     gc.disable()
     try:
         tfpipe.fit(tiny_cnn(), data, epochs=2, verbose=0, report=report)
@@ -466,12 +466,6 @@ def test_fit_leaves_no_iterator_of_its_input_alive(report: bool, short_probes: N
     finally:
         gc.enable()
     assert left == []
-
-
-def _join_release_threads() -> None:
-    for thread in threading.enumerate():
-        if thread.name == RELEASE_THREAD:
-            thread.join(90)  # TensorFlow's stalled delete ends within its 60 s period
 
 
 @pytest.mark.fault(
@@ -494,7 +488,7 @@ def test_a_delete_that_blocks_does_not_hold_up_the_release() -> None:
             time.sleep(3 * RELEASE_WAIT_S)
             freed.set()
 
-    _join_release_threads()
+    join_background_collections()
     gc.disable()  # no automatic collection may free it first, on this thread
     try:
         SlowToFree()
