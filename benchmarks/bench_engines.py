@@ -7,8 +7,8 @@ show) are written at two sizes, 10^4 and 10^5 examples (TFPIPE_BENCH_SIZES=10000
 - a hand-written loop (`tf.train.Example`, `tf.io.TFRecordWriter`, one process): the
   baseline written by hand;
 - `write_tfrecords` (1 and 2 worker threads);
-- `tfpipe.beam` on the DirectRunner (1 and 2 worker processes) and on Dask (a `LocalCluster`
-  of 1 and 2 worker processes, one thread each);
+- `tfpipe.beam` on the DirectRunner (1 worker: in the process; 2 worker processes) and on
+  Dask (a `LocalCluster` of 1 and 2 worker processes, one thread each);
 - `tfpipe.spark` on `local[1]` and `local[2]`.
 
 The source makes each example's pixels from its index on the worker that reads it (a seeded

@@ -37,6 +37,7 @@ from tfpipe.sources.synthetic import make_image_folder
 # One process: a DirectRunner with worker processes takes ~30 s to start (each imports
 # TensorFlow); `tfpipe write --runner direct` uses them, tested in test_pipeline_options.
 IN_PROCESS = ["--direct_running_mode=in_memory"]
+PROCESSES = ["--direct_running_mode=multi_processing"]  # one worker runs in-process otherwise
 _X = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
 
 
@@ -205,7 +206,9 @@ def test_an_example_the_source_cannot_give_fails_the_run_naming_it(tmp_path: Pat
         match=r"^label: class index 7 is out of range \[0, 2\) of the source's classes in "
         r"example 6 .*\(writing '.*train' with Beam\)$",
     ):
-        tfpipe.beam.write_tfrecords(source, tmp_path / "train", schema(["dog", "cat"]), workers=1)
+        tfpipe.beam.write_tfrecords(
+            source, tmp_path / "train", schema(["dog", "cat"]), workers=1, args=PROCESSES
+        )
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
 
 
@@ -228,7 +231,7 @@ def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(tmp_path: 
             return {"x": index}
 
     with pytest.raises(TfpipeError) as raised:
-        tfpipe.beam.write_tfrecords(Failing(), tmp_path / "train", workers=1)
+        tfpipe.beam.write_tfrecords(Failing(), tmp_path / "train", workers=1, args=PROCESSES)
     assert type(raised.value) is TfpipeError
     assert str(raised.value).startswith(
         f"the Beam pipeline writing {str(tmp_path / 'train')!r} failed: RuntimeError: the disk "
@@ -505,6 +508,10 @@ def test_pipeline_options() -> None:
     direct = tfpipe.beam.pipeline_options("direct", workers=3).get_all_options()
     assert direct["runner"] == "DirectRunner"
     assert (direct["direct_num_workers"], direct["direct_running_mode"]) == (3, "multi_processing")
+    one = tfpipe.beam.pipeline_options("direct", workers=1).get_all_options()
+    assert (one["direct_num_workers"], one["direct_running_mode"]) == (1, "in_memory")
+    one_process = tfpipe.beam.pipeline_options("direct", PROCESSES, workers=1).get_all_options()
+    assert one_process["direct_running_mode"] == "multi_processing"
     given = tfpipe.beam.pipeline_options("direct", IN_PROCESS).get_all_options()
     assert given["direct_running_mode"] == "in_memory"
     assert given["direct_num_workers"] == os.cpu_count()
