@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     test = test.as_supervised("image", "label")
     print("training pipeline:", train.explain(), sep="\n")
 
+    keras.utils.set_random_seed(0)  # the same initial weights in every run
     model = build_model(len(source.class_names))
     # tfpipe.fit tells Keras the epoch length from the metadata (no "input ran out of data"),
     # keeps the shuffle in the pipeline and, with report=True, times input and model apart.

@@ -105,7 +105,7 @@ def test_segmentation_refuses_an_image_without_its_mask(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("short_probes")
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
 def test_land_use_folder_learns(tmp_path: Path) -> None:
     metrics = load("land_use_folder").main(["--workdir", str(tmp_path), "--epochs", "2"])
     assert (tmp_path / "records" / "train.json").is_file()
@@ -114,7 +114,7 @@ def test_land_use_folder_learns(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("short_probes")
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
 def test_plain_tf_records_are_read_through_an_inferred_schema(tmp_path: Path) -> None:
     module = load("plain_tf_records")
     metrics = module.main(["--workdir", str(tmp_path)])
