@@ -214,11 +214,15 @@ def test_an_example_the_source_cannot_give_fails_the_run_naming_it(tmp_path: Pat
 
 @pytest.mark.slow
 @pytest.mark.fault(
-    "a source that raises an unexpected error (RuntimeError) in a Beam worker process",
+    "a source that raises an unexpected error (RuntimeError) in a Beam worker process, or in "
+    "this process (workers=1)",
     reader="tfpipe.beam.write_tfrecords",
     outcome="TfpipeError naming the prefix and the error (the worker's last exception line)",
 )
-def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("args", [PROCESSES, []], ids=["worker process", "in this process"])
+def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(
+    tmp_path: Path, args: list[str]
+) -> None:
     class Failing:  # defined here, so that it is pickled by value to the worker process
         schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
 
@@ -231,7 +235,7 @@ def test_any_other_failure_in_a_worker_names_the_prefix_and_the_error(tmp_path: 
             return {"x": index}
 
     with pytest.raises(TfpipeError) as raised:
-        tfpipe.beam.write_tfrecords(Failing(), tmp_path / "train", workers=1, args=PROCESSES)
+        tfpipe.beam.write_tfrecords(Failing(), tmp_path / "train", workers=1, args=args)
     assert type(raised.value) is TfpipeError
     assert str(raised.value).startswith(
         f"the Beam pipeline writing {str(tmp_path / 'train')!r} failed: RuntimeError: the disk "
