@@ -330,9 +330,9 @@ def test_an_index_that_is_not_an_int_from_0_fails_naming_the_example(index: Any)
 def test_numpy_indices_are_taken_as_ints() -> None:
     examples = [tfpipe.beam.SourceExample(np.int64(k), f"a{k}", {"x": k}) for k in (1, 0)]
     encode = Encode(_X, WriteOptions(shuffle=False, workers=1))
-    records = list(filter(is_record, encode.process(examples)))
-    assert records == [(1, _X.encode({"x": 1})), (0, _X.encode({"x": 0}))]
-    assert all(type(key) is int for key, _ in records)  # sorted with the int 1 of others
+    (batch,) = filter(is_record, encode.process(examples))
+    assert batch.pairs == [(1, _X.encode({"x": 1})), (0, _X.encode({"x": 0}))]
+    assert all(type(key) is int for key, _ in batch.pairs)  # sorted with the int 1 of others
 
 
 def _temporary_shards(prefix: Path, first: int = 0, count: int = 2) -> list[Any]:
@@ -581,6 +581,29 @@ def test_only_tfpipe_beam_uses_beam_and_its_hint_names_the_extra(
     monkeypatch.delitem(sys.modules, "tfpipe.beam")
     with pytest.raises(ImportError, match=r"pip install 'tfpipe\[beam\]'"):
         importlib.import_module("tfpipe.beam")
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_write_tfrecords_skips_what_write_tfrecords_skips(tmp_path: Path, shuffle: bool) -> None:
+    """`tfpipe.beam.write_tfrecords` reads and encodes each range in one step: an example its
+    source cannot give is skipped, counted and listed as `tfpipe.write_tfrecords` does."""
+    source = _OneUnreadable(tfpipe.from_arrays({"x": np.arange(300)}, _X), 270)
+    options = {"num_shards": 3, "shuffle": shuffle, "on_error": "skip"}
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 300"):
+        info = tfpipe.beam.write_tfrecords(
+            source, tmp_path / "beam" / "train", workers=1, args=IN_PROCESS, **options
+        )
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 300"):
+        local = tfpipe.write_tfrecords(
+            source, tmp_path / "local" / "train", progress=False, **options
+        )
+    assert info.skipped == local.skipped and info.num_examples == 299
+    if shuffle:  # another random order (a hash, not a permutation): the same records
+        assert collections.Counter(_records(tmp_path / "beam" / "train")) == collections.Counter(
+            _records(tmp_path / "local" / "train")
+        )
+    else:
+        assert _shards(tmp_path / "beam" / "train") == _shards(tmp_path / "local" / "train")
 
 
 @pytest.mark.parametrize("compression", [None, "gzip"])

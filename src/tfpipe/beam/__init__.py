@@ -7,12 +7,15 @@ a cluster). An optional extra: `pip install 'tfpipe[beam]'` (`'tfpipe[dask]'` fo
         ▼
     WriteTFRecords(prefix, schema)
         index // 32 ──GroupByKey──▶ batches of examples
-        encode (schema.encode, on the workers) ──▶ (key, record) or a skipped example,
-            split by filters; key: a seeded hash
+        encode (schema.encode, on the workers) ──▶ a batch of (key, record) pairs, skipped
+            examples, split by filters; key: a seeded hash
         examples and bytes ──▶ the number of shards (as write_tfrecords plans it)
         shard = key range ──GroupByKey──▶ records sorted by key ──▶ .<shard>.tmp-<token>
-        indices ──CombinePerKey──▶ any index two examples share
+        an index two examples share: found in its batch (a range of indices), fails the run
         one last step (locked): rename every shard, write <prefix>.json last, remove stale files
+
+`tfpipe.beam.write_tfrecords` runs the same steps, with each range of indices read and
+encoded in one step (`ReadAndWrite`): no element per example anywhere in the pipeline.
 
 Shards are renamed only when every one of them is written, by one last step, so a failed
 run leaves hidden temporary files at most: no shard and no metadata that looks complete.

@@ -12,7 +12,7 @@ import numpy as np
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from tfpipe import fs
-from tfpipe.beam.transforms import ReadSource, WriteTFRecords
+from tfpipe.beam.transforms import ReadAndWrite, ReadSource, WriteTFRecords
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import (
@@ -148,7 +148,7 @@ def write_tfrecords(
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
         pipeline = beam.Pipeline(options=options)
-        _ = pipeline | "ReadSource" >> ReadSource(source, schema) | "Write" >> write
+        _ = pipeline | "Write" >> ReadAndWrite(ReadSource(source, schema), write)
         try:
             _run(pipeline)
         except TfpipeError:

@@ -16,7 +16,7 @@ import apache_beam as beam
 import tensorflow as tf
 
 from tfpipe import fs
-from tfpipe.beam.encode import KEY_SPACE, Encoded, SharedIndex
+from tfpipe.beam.encode import KEY_SPACE, Encoded, Records, SharedIndex
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.compression import tf_compression
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
@@ -51,6 +51,25 @@ class Plan:
         if self.bounds is None:
             return key * self.num_shards // KEY_SPACE
         return bisect.bisect_right(self.bounds, key) - 1
+
+
+def by_shard(batch: Records, plan: Plan) -> Iterator[tuple[int, Records]]:
+    """The records of a batch cut by the shard each goes to: one element per shard."""
+    shards: dict[int, list[tuple[int, bytes]]] = {}
+    for pair in batch.pairs:
+        shards.setdefault(plan.shard_of(pair[0]), []).append(pair)
+    for shard, pairs in shards.items():
+        yield shard, Records(pairs)
+
+
+def batch_totals(batch: Records) -> tuple[int, int, int, int]:
+    """A batch's records, skipped examples (none), bytes and largest key, for `sum_totals`."""
+    return (
+        len(batch.pairs),
+        0,
+        sum(len(record) for _, record in batch.pairs),
+        max(key for key, _ in batch.pairs),
+    )
 
 
 def sum_totals(values: Iterable[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
@@ -136,16 +155,19 @@ class WriteShard(beam.DoFn):
         self.path = path
         self.options = options
 
-    def process(
-        self, shard: tuple[int, Iterable[tuple[int, bytes]]], plan: Plan
-    ) -> Iterator[WrittenShard]:
-        index, keyed = shard
+    def process(self, shard: tuple[int, Iterable[Records]], plan: Plan) -> Iterator[WrittenShard]:
+        index, batches = shard
+        keyed = [pair for batch in batches for pair in batch.pairs]
         self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
         writer = ShardWriter(
             self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
         )
-        records = (record for _, record in sorted(keyed, key=lambda pair: pair[0]))
+        records = (record for _, record in sorted(keyed, key=_key))
         yield write_shard(writer, index, records)
+
+
+def _key(pair: tuple[int, bytes]) -> int:
+    return pair[0]
 
 
 _Uses = tuple[int, tuple[str, ...]]

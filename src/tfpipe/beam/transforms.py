@@ -8,10 +8,20 @@ from typing import Any
 
 import apache_beam as beam
 
-from tfpipe.beam.encode import KEY_SPACE, Encode, ReadRange, chunk_of, is_fact, is_record
+from tfpipe.beam.encode import (
+    KEY_SPACE,
+    Encode,
+    ReadAndEncode,
+    ReadRange,
+    chunk_of,
+    is_fact,
+    is_record,
+)
 from tfpipe.beam.shards import (
     Facts,
     WriteShard,
+    batch_totals,
+    by_shard,
     commit,
     make_plan,
     plan_ahead,
@@ -71,13 +81,17 @@ class ReadSource(beam.PTransform):
         self.examples_per_range = examples_per_range
 
     def expand(self, pbegin: Any) -> Any:
-        total, size = len(self.source), self.examples_per_range
-        ranges = [(start, min(start + size, total)) for start in range(0, total, size)]
         return (
             pbegin
-            | "Ranges" >> beam.Create(ranges, reshuffle=True)  # spread over the workers
+            | "Ranges" >> self.ranges()
             | "Read" >> beam.ParDo(ReadRange(self.source, self.schema))
         )
+
+    def ranges(self) -> beam.PTransform:
+        """The source's index ranges, (start, stop) each, reshuffled over the workers."""
+        total, size = len(self.source), self.examples_per_range
+        ranges = [(start, min(start + size, total)) for start in range(0, total, size)]
+        return beam.Create(ranges, reshuffle=True)
 
 
 class WriteTFRecords(beam.PTransform):
@@ -161,18 +175,25 @@ class WriteTFRecords(beam.PTransform):
         self.num_indices: int | None = None
 
     def expand(self, examples: Any) -> Any:
-        options = self.options
-        # One output split by filters, batches grouped by key, and no side input when the plan
-        # is known (nor a combine's default, that is one): a multi-output ParDo and
-        # BatchElements are what Beam's DaskRunner runs wrong (every output gets every
-        # element; last batches lost), and it computes a side input again in each task.
+        # Batches grouped by key: BatchElements is what Beam's DaskRunner runs wrong (last
+        # batches lost).
         encoded = (
             examples
             | "ByChunk" >> beam.Map(chunk_of)
             | "Batch" >> beam.GroupByKey()
             | "Batches" >> beam.Values()
-            | "Encode" >> beam.ParDo(Encode(self.schema, options))
+            | "Encode" >> beam.ParDo(Encode(self.schema, self.options))
         )
+        return self.write_encoded(encoded)
+
+    def write_encoded(self, encoded: Any) -> Any:
+        """The steps after encoding: a PCollection of `Records` batches and facts written as
+        shards, then the last step (see the class)."""
+        options = self.options
+        # One output split by filters, and no side input when the plan is known (nor a
+        # combine's default, that is one): a multi-output ParDo is what Beam's DaskRunner runs
+        # wrong (every output gets every element), and it computes a side input again in
+        # each task. Records move in batches, shard by shard: one element per batch.
         records = encoded | "Records" >> beam.Filter(is_record)
         facts = [encoded | "Facts" >> beam.Filter(is_fact)]
         known = plan_ahead(options, self.num_indices)
@@ -183,7 +204,7 @@ class WriteTFRecords(beam.PTransform):
             plan = beam.pvalue.AsSingleton(measured)
         written = (
             records
-            | "ToShards" >> beam.Map(lambda pair, plan: (plan.shard_of(pair[0]), pair), plan)
+            | "ToShards" >> beam.FlatMap(by_shard, plan)
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), plan)
         )
@@ -196,7 +217,7 @@ class WriteTFRecords(beam.PTransform):
 
     def _measure(self, records: Any, facts: Any) -> Any:
         """The plan from every record's size, in the run (one element)."""
-        sizes = records | "Sizes" >> beam.Map(lambda pair: (1, 0, len(pair[1]), pair[0]))
+        sizes = records | "Sizes" >> beam.Map(batch_totals)
         skips = (
             facts
             | "Skips" >> beam.Filter(lambda fact: isinstance(fact, SkippedExample))
@@ -208,3 +229,28 @@ class WriteTFRecords(beam.PTransform):
             | "Totals" >> beam.CombineGlobally(sum_totals).without_defaults()
             | "Plan" >> beam.Map(make_plan, self.options)
         )
+
+
+class ReadAndWrite(beam.PTransform):
+    """`ReadSource(source) | WriteTFRecords(...)` as one read and encode step per range of
+    indices: the same shards and metadata, without an element per example between reading
+    and encoding (what `tfpipe.beam.write_tfrecords` runs).
+
+    Examples:
+        >>> with beam.Pipeline() as p:
+        ...     _ = p | ReadAndWrite(ReadSource(src), WriteTFRecords("out/train", src.schema))
+    """
+
+    def __init__(self, read: ReadSource, write: WriteTFRecords) -> None:
+        super().__init__()
+        self.read = read
+        self.write = write
+
+    def expand(self, pbegin: Any) -> Any:
+        read, write = self.read, self.write
+        encoded = (
+            pbegin
+            | "Ranges" >> read.ranges()
+            | "ReadAndEncode" >> beam.ParDo(ReadAndEncode(read.source, write.schema, write.options))
+        )
+        return write.write_encoded(encoded)
