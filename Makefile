@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Test processes (pytest-xdist): the suite waits on subprocesses and servers much of the time
-# (two processes kept 1.16 of 2 cores busy), so three finish it sooner even on 2 cores (875 ->
-# 588 s, 2026-11-27); each file stays in one process, so its module fixtures (a demo run, killed
-# training runs) are made once, and tests/conftest.py hands out the longest files first.
-TEST_WORKERS ?= 3
+# (two processes kept 1.16 of 2 cores busy), so more finish it sooner even on 2 cores: three
+# took 875 -> 588 s (2026-11-27), four 422 -> 384 s (1.67 -> 1.75 cores busy, 2026-11-28);
+# each file stays in one process, so its module fixtures (a demo run, killed training runs)
+# are made once, and tests/conftest.py hands out the longest files first.
+TEST_WORKERS ?= 4
 
 # The quick check's tests: the files of the flow's core (schema, sources, writer, the command,
 # the public API) without those marked slow; seconds each. `make test` runs every file.
