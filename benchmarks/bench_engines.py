@@ -2,7 +2,8 @@
 
 Raw-pixel records (32x32x3 uint8 arrays, stored raw: no codec, so the engines' own costs
 show) are written at two sizes, 10^4 and 10^5 examples (TFPIPE_BENCH_SIZES=10000,100000,
-1000000 for more), 8 shards, `shuffle=False`, by:
+1000000 for more), 8 shards, `shuffle=False` (`TFPIPE_BENCH_SHUFFLE=1`: `shuffle=True`, the
+default, in `engines-shuffled.json`; the hand-written loop stays in order), by:
 
 - a hand-written loop (`tf.train.Example`, `tf.io.TFRecordWriter`, one process): the
   baseline written by hand;
@@ -57,6 +58,7 @@ SIZES = tuple(
 # Runs of each case at each size: TFPIPE_BENCH_REPEATS=1 when time is short (say so).
 RUNS = 1 if QUICK else int(os.environ.get("TFPIPE_BENCH_REPEATS", REPEATS))
 SHAPE = (32, 32, 3)
+SHUFFLE = os.environ.get("TFPIPE_BENCH_SHUFFLE") == "1"
 SHARDS = 8
 GOAL_SLOPE_RATIO = 1.5
 GOAL_SPEEDUP = 1.6
@@ -107,7 +109,7 @@ def _local(n: int, prefix: Path, workers: int) -> None:
     import tfpipe
 
     tfpipe.write_tfrecords(
-        Generated(n), prefix, num_shards=SHARDS, shuffle=False, workers=workers, progress=False
+        Generated(n), prefix, num_shards=SHARDS, shuffle=SHUFFLE, workers=workers, progress=False
     )
 
 
@@ -115,7 +117,7 @@ def _beam_direct(n: int, prefix: Path, workers: int) -> None:
     import tfpipe.beam
 
     tfpipe.beam.write_tfrecords(
-        Generated(n), prefix, num_shards=SHARDS, shuffle=False, workers=workers
+        Generated(n), prefix, num_shards=SHARDS, shuffle=SHUFFLE, workers=workers
     )
 
 
@@ -129,7 +131,7 @@ def _beam_dask(n: int, prefix: Path, workers: int) -> None:
     ) as cluster:
         args = [f"--dask_client_address={cluster.scheduler_address}"]
         tfpipe.beam.write_tfrecords(
-            Generated(n), prefix, num_shards=SHARDS, shuffle=False, runner="dask", args=args
+            Generated(n), prefix, num_shards=SHARDS, shuffle=SHUFFLE, runner="dask", args=args
         )
 
 
@@ -139,7 +141,7 @@ def _spark(n: int, prefix: Path, workers: int) -> None:
     session = tfpipe.spark.session(f"local[{workers}]")
     try:
         tfpipe.spark.write_tfrecords(
-            Generated(n), prefix, num_shards=SHARDS, shuffle=False, spark=session
+            Generated(n), prefix, num_shards=SHARDS, shuffle=SHUFFLE, spark=session
         )
     finally:
         session.stop()
@@ -281,13 +283,13 @@ def main() -> None:
         "sizes": SIZES,
         "repeats": repeats,
         "quick": QUICK,
+        "shuffle": SHUFFLE,
         "goals": {"slope_vs_write_tfrecords_max": GOAL_SLOPE_RATIO, "speedup_min": GOAL_SPEEDUP},
         "rows": rows,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"engines{'-quick' if QUICK else ''}.json").write_text(
-        json.dumps(report, indent=1) + "\n"
-    )
+    name = f"engines{'-shuffled' if SHUFFLE else ''}{'-quick' if QUICK else ''}"
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
     _print(rows)
 
 

@@ -606,6 +606,21 @@ def test_write_tfrecords_skips_what_write_tfrecords_skips(tmp_path: Path, shuffl
         assert _shards(tmp_path / "beam" / "train") == _shards(tmp_path / "local" / "train")
 
 
+@pytest.mark.fault(
+    "an example the source cannot give in a Beam write in order (each shard read, encoded "
+    "and written by one step), with on_error='raise'",
+    reader="tfpipe.beam.write_tfrecords",
+    outcome="EncodeError naming the example; no metadata, no shard under its final name",
+)
+def test_a_shard_written_in_one_step_fails_naming_the_example(tmp_path: Path) -> None:
+    source = _OneUnreadable(tfpipe.from_arrays({"x": np.arange(300)}, _X), 170)
+    with pytest.raises(EncodeError, match=r"cannot read example 170 .* is gone"):
+        tfpipe.beam.write_tfrecords(
+            source, tmp_path / "train", num_shards=3, shuffle=False, workers=1, args=IN_PROCESS
+        )
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
+
+
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_beam_records_the_digests_write_tfrecords_records(
     tmp_path: Path, compression: str | None

@@ -15,7 +15,8 @@ a cluster). An optional extra: `pip install 'tfpipe[beam]'` (`'tfpipe[dask]'` fo
         one last step (locked): rename every shard, write <prefix>.json last, remove stale files
 
 `tfpipe.beam.write_tfrecords` runs the same steps, with each range of indices read and
-encoded in one step (`ReadAndWrite`): no element per example anywhere in the pipeline.
+encoded in one step (`ReadAndWrite`): no element per example anywhere in the pipeline. In
+order (`shuffle=False`), each shard is read, encoded and written by one step: no shuffle.
 
 Shards are renamed only when every one of them is written, by one last step, so a failed
 run leaves hidden temporary files at most: no shard and no metadata that looks complete.

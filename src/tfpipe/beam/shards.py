@@ -16,12 +16,13 @@ import apache_beam as beam
 import tensorflow as tf
 
 from tfpipe import fs
-from tfpipe.beam.encode import KEY_SPACE, Encoded, Records, SharedIndex
+from tfpipe.beam.encode import KEY_SPACE, BatchEncoding, Encoded, Records, SharedIndex
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.compression import tf_compression
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import metadata_path
 from tfpipe.records.writer import (
+    Encoder,
     ShardWriter,
     WriteOptions,
     check_not_all_skipped,
@@ -164,6 +165,52 @@ class WriteShard(beam.DoFn):
         )
         records = (record for _, record in sorted(keyed, key=_key))
         yield write_shard(writer, index, records)
+
+
+class WriteSourceShard(beam.DoFn):
+    """Reads, encodes and writes one shard of a source, in order (on a worker). With
+    `shuffle=False` and the shards planned before the run, shard k holds the indices
+    [bounds[k], bounds[k + 1]): its records need no shuffle. Gives the shard's skipped
+    examples, its `Encoded` count and the `WrittenShard`."""
+
+    def __init__(
+        self, source: Any, schema: Schema, path: fs.AnyPath, options: WriteOptions, step: int
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.schema = schema
+        self.path = path
+        self.step = step  # indices encoded at a time
+        self.encoding = BatchEncoding(options)
+
+    def setup(self) -> None:
+        options = self.encoding.options
+        skip = options.on_error == "skip"
+        self.encoder = Encoder(self.source, self.schema, skip, options.check_copies)
+
+    def process(self, shard: tuple[int, tuple[int, int]], plan: Plan) -> Iterator[Any]:
+        index, (start, stop) = shard
+        facts: list[Any] = []
+
+        def records() -> Iterator[bytes]:
+            for first in range(start, stop, self.step):
+                indices = range(first, min(first + self.step, stop))
+                for item in self.encoding(self.encoder, indices):
+                    if isinstance(item, Records):
+                        yield from (record for _, record in item.pairs)
+                    else:
+                        facts.append(item)
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
+        writer = ShardWriter(
+            self.path,
+            list(range(plan.num_shards + 1)),
+            self.encoding.options.compression,
+            unique=True,
+        )
+        written = write_shard(writer, index, records())
+        yield from facts
+        yield written
 
 
 def _key(pair: tuple[int, bytes]) -> int:

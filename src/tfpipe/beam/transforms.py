@@ -3,6 +3,7 @@ and `WriteTFRecords` (a PCollection of them written as `write_tfrecords` writes)
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -19,7 +20,9 @@ from tfpipe.beam.encode import (
 )
 from tfpipe.beam.shards import (
     Facts,
+    Plan,
     WriteShard,
+    WriteSourceShard,
     batch_totals,
     by_shard,
     commit,
@@ -208,11 +211,16 @@ class WriteTFRecords(beam.PTransform):
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), plan)
         )
+        return self.commit([*facts, written], known)
+
+    def commit(self, facts: list[Any], known: Plan | None) -> Any:
+        """The last step, once every fact of the run (`facts`: PCollections) is in: the one
+        `DatasetInfo`. `known`: the plan made before the run, else measured in it."""
         return (
-            [*facts, written]
+            facts
             | "AllFacts" >> beam.Flatten()
             | "Outcome" >> beam.CombineGlobally(Facts()).without_defaults()
-            | "Commit" >> beam.Map(commit, known, self.path, self.schema, options, self.lock)
+            | "Commit" >> beam.Map(commit, known, self.path, self.schema, self.options, self.lock)
         )
 
     def _measure(self, records: Any, facts: Any) -> Any:
@@ -234,7 +242,9 @@ class WriteTFRecords(beam.PTransform):
 class ReadAndWrite(beam.PTransform):
     """`ReadSource(source) | WriteTFRecords(...)` as one read and encode step per range of
     indices: the same shards and metadata, without an element per example between reading
-    and encoding (what `tfpipe.beam.write_tfrecords` runs).
+    and encoding (what `tfpipe.beam.write_tfrecords` runs). In order (`shuffle=False`) with
+    `num_shards` given, each shard is one step that reads, encodes and writes its indices:
+    no record crosses a shuffle.
 
     Examples:
         >>> with beam.Pipeline() as p:
@@ -248,6 +258,20 @@ class ReadAndWrite(beam.PTransform):
 
     def expand(self, pbegin: Any) -> Any:
         read, write = self.read, self.write
+        known = plan_ahead(write.options, len(read.source))
+        if known is not None and known.bounds is not None:  # in order, the shards planned
+            shards = list(enumerate(itertools.pairwise(known.bounds)))
+            step = read.examples_per_range
+            written = (
+                pbegin
+                | "Shards" >> beam.Create(shards, reshuffle=True)
+                | "WriteShards"
+                >> beam.ParDo(
+                    WriteSourceShard(read.source, write.schema, write.path, write.options, step),
+                    known,
+                )
+            )
+            return write.commit([written], known)
         encoded = (
             pbegin
             | "Ranges" >> read.ranges()
