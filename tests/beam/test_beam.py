@@ -29,6 +29,7 @@ import tfpipe.cli.parser as cli
 from tfpipe.beam import runners
 from tfpipe.beam.encode import Encode, is_record
 from tfpipe.beam.shards import Plan, finish, write_shard
+from tfpipe.beam.transforms import ReadAndWrite
 from tfpipe.errors import EncodeError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import ShardWriter, WriteOptions, writer_lock
@@ -604,6 +605,24 @@ def test_write_tfrecords_skips_what_write_tfrecords_skips(tmp_path: Path, shuffl
         )
     else:
         assert _shards(tmp_path / "beam" / "train") == _shards(tmp_path / "local" / "train")
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_an_ordered_write_sends_no_record_through_a_shuffle(tmp_path: Path, shuffle: bool) -> None:
+    """In order with the shards planned, each shard is read, encoded and written in one step;
+    shuffled, the records of each batch cross the shard shuffle to their shard's step."""
+    source = tfpipe.from_arrays({"x": np.arange(40)}, _X)
+    write = tfpipe.beam.WriteTFRecords(tmp_path / "train", _X, num_shards=3, shuffle=shuffle)
+    pipeline = beam.Pipeline()
+    _ = pipeline | "Write" >> ReadAndWrite(tfpipe.beam.ReadSource(source), write)
+    steps = {
+        name.split("/")[1]
+        for name in (t.unique_name for t in pipeline.to_runner_api().components.transforms.values())
+        if name.count("/") >= 1
+    }
+    shuffled_steps = {"ReadAndEncode", "ToShards", "GroupShards"}
+    assert shuffled_steps <= steps if shuffle else not shuffled_steps & steps
+    assert "WriteShards" in steps
 
 
 @pytest.mark.fault(

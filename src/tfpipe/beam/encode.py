@@ -172,6 +172,11 @@ class BatchEncoding:
         self.skipped.inc()
         return skipped
 
+    def encoder(self, source: Any, schema: Schema) -> Encoder:
+        """The writer's `Encoder` of `source`, skipping or raising as `on_error` says."""
+        options = self.options
+        return Encoder(source, schema, options.on_error == "skip", options.check_copies)
+
 
 class Encode(beam.DoFn):
     """Encodes a batch of `SourceExample`s (on a worker): what `BatchEncoding` gives, and the
@@ -207,9 +212,7 @@ class ReadAndEncode(beam.DoFn):
         self.encoding = BatchEncoding(options)
 
     def setup(self) -> None:
-        options = self.encoding.options
-        skip = options.on_error == "skip"
-        self.encoder = Encoder(self.source, self.schema, skip, options.check_copies)
+        self.encoder = self.encoding.encoder(self.source, self.schema)
 
     def process(self, bounds: tuple[int, int]) -> Iterator[Any]:
         yield from self.encoding(self.encoder, range(*bounds))

@@ -22,7 +22,6 @@ from tfpipe.format.compression import tf_compression
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import metadata_path
 from tfpipe.records.writer import (
-    Encoder,
     ShardWriter,
     WriteOptions,
     check_not_all_skipped,
@@ -184,9 +183,7 @@ class WriteSourceShard(beam.DoFn):
         self.encoding = BatchEncoding(options)
 
     def setup(self) -> None:
-        options = self.encoding.options
-        skip = options.on_error == "skip"
-        self.encoder = Encoder(self.source, self.schema, skip, options.check_copies)
+        self.encoder = self.encoding.encoder(self.source, self.schema)
 
     def process(self, shard: tuple[int, tuple[int, int]], plan: Plan) -> Iterator[Any]:
         index, (start, stop) = shard

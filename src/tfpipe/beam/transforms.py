@@ -86,11 +86,11 @@ class ReadSource(beam.PTransform):
     def expand(self, pbegin: Any) -> Any:
         return (
             pbegin
-            | "Ranges" >> self.ranges()
+            | "Ranges" >> self._ranges()
             | "Read" >> beam.ParDo(ReadRange(self.source, self.schema))
         )
 
-    def ranges(self) -> beam.PTransform:
+    def _ranges(self) -> beam.PTransform:
         """The source's index ranges, (start, stop) each, reshuffled over the workers."""
         total, size = len(self.source), self.examples_per_range
         ranges = [(start, min(start + size, total)) for start in range(0, total, size)]
@@ -187,9 +187,9 @@ class WriteTFRecords(beam.PTransform):
             | "Batches" >> beam.Values()
             | "Encode" >> beam.ParDo(Encode(self.schema, self.options))
         )
-        return self.write_encoded(encoded)
+        return self._write_encoded(encoded)
 
-    def write_encoded(self, encoded: Any) -> Any:
+    def _write_encoded(self, encoded: Any) -> Any:
         """The steps after encoding: a PCollection of `Records` batches and facts written as
         shards, then the last step (see the class)."""
         options = self.options
@@ -211,9 +211,9 @@ class WriteTFRecords(beam.PTransform):
             | "GroupShards" >> beam.GroupByKey()
             | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), plan)
         )
-        return self.commit([*facts, written], known)
+        return self._commit([*facts, written], known)
 
-    def commit(self, facts: list[Any], known: Plan | None) -> Any:
+    def _commit(self, facts: list[Any], known: Plan | None) -> Any:
         """The last step, once every fact of the run (`facts`: PCollections) is in: the one
         `DatasetInfo`. `known`: the plan made before the run, else measured in it."""
         return (
@@ -271,10 +271,10 @@ class ReadAndWrite(beam.PTransform):
                     known,
                 )
             )
-            return write.commit([written], known)
+            return write._commit([written], known)
         encoded = (
             pbegin
-            | "Ranges" >> read.ranges()
+            | "Ranges" >> read._ranges()
             | "ReadAndEncode" >> beam.ParDo(ReadAndEncode(read.source, write.schema, write.options))
         )
-        return write.write_encoded(encoded)
+        return write._write_encoded(encoded)
