@@ -53,6 +53,7 @@ from tfpipe.records.writer import (
     shard_bounds,
     warn_skipped,
     writer_lock,
+    written_order,
 )
 from tfpipe.schema import Schema
 
@@ -227,9 +228,7 @@ def _check_columns(df: Any, schema: Schema, origin_column: str | None) -> list[s
 def _positions(total: int, options: WriteOptions) -> np.ndarray:
     """Where each index goes in the written order: `write_tfrecords`' own (its permutation of
     `seed` with shuffle, the indices in order without)."""
-    if not options.shuffle:
-        return np.arange(total)
-    order = np.random.default_rng(options.seed).permutation(total)
+    order = written_order(total, options.shuffle, options.seed)
     positions = np.empty(total, np.int64)
     positions[order] = np.arange(total)
     return positions

@@ -26,7 +26,7 @@ from apache_beam.metrics.metric import MetricsFilter
 import tfpipe
 import tfpipe.beam
 import tfpipe.cli.parser as cli
-from tfpipe.beam import runners
+from tfpipe.beam import runners, shards
 from tfpipe.beam.encode import Encode, is_record
 from tfpipe.beam.shards import Plan, finish, write_shard
 from tfpipe.beam.transforms import ReadAndWrite
@@ -99,9 +99,7 @@ def test_beam_writes_what_write_tfrecords_writes(written: dict[str, Path]) -> No
     assert [s.file for s in beam.shards] == [s.file for s in local.shards]
     assert [f.stat().st_size for f in beam.files] == [s.num_bytes for s in beam.shards]
     assert (beam.shuffled, beam.seed, beam.compression) == (True, 0, None)
-    assert collections.Counter(_records(written["beam"])) == collections.Counter(
-        _records(written["local"])
-    )
+    assert _shards(written["beam"]) == _shards(written["local"])  # the same permutation
     assert sorted(p.name for p in written["beam"].parent.iterdir()) == [
         *(s.file for s in beam.shards),
         "train.json",
@@ -584,12 +582,18 @@ def test_only_tfpipe_beam_uses_beam_and_its_hint_names_the_extra(
         importlib.import_module("tfpipe.beam")
 
 
-@pytest.mark.parametrize("shuffle", [False, True])
-def test_write_tfrecords_skips_what_write_tfrecords_skips(tmp_path: Path, shuffle: bool) -> None:
-    """`tfpipe.beam.write_tfrecords` reads and encodes each range in one step: an example its
-    source cannot give is skipped, counted and listed as `tfpipe.write_tfrecords` does."""
+@pytest.mark.parametrize(
+    ("shuffle", "planned_limit"), [(False, 0), (True, shards.PLANNED_ORDER_LIMIT), (True, 299)]
+)
+def test_write_tfrecords_skips_what_write_tfrecords_skips(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: bool, planned_limit: int
+) -> None:
+    """`tfpipe.beam.write_tfrecords` writes each planned shard in one step, or (shuffled above
+    the limit) reads and encodes each range in one step: an example its source cannot give
+    is skipped, counted and listed as `tfpipe.write_tfrecords` does."""
+    monkeypatch.setattr(shards, "PLANNED_ORDER_LIMIT", planned_limit)
     source = _OneUnreadable(tfpipe.from_arrays({"x": np.arange(300)}, _X), 270)
-    options = {"num_shards": 3, "shuffle": shuffle, "on_error": "skip"}
+    options = {"num_shards": 3, "shuffle": shuffle, "seed": 3, "on_error": "skip"}
     with pytest.warns(TfpipeWarning, match="skipped 1 of 300"):
         info = tfpipe.beam.write_tfrecords(
             source, tmp_path / "beam" / "train", workers=1, args=IN_PROCESS, **options
@@ -599,7 +603,7 @@ def test_write_tfrecords_skips_what_write_tfrecords_skips(tmp_path: Path, shuffl
             source, tmp_path / "local" / "train", progress=False, **options
         )
     assert info.skipped == local.skipped and info.num_examples == 299
-    if shuffle:  # another random order (a hash, not a permutation): the same records
+    if len(source) > planned_limit:  # another random order (a hash): the same records
         assert collections.Counter(_records(tmp_path / "beam" / "train")) == collections.Counter(
             _records(tmp_path / "local" / "train")
         )
@@ -607,10 +611,15 @@ def test_write_tfrecords_skips_what_write_tfrecords_skips(tmp_path: Path, shuffl
         assert _shards(tmp_path / "beam" / "train") == _shards(tmp_path / "local" / "train")
 
 
-@pytest.mark.parametrize("shuffle", [False, True])
-def test_an_ordered_write_sends_no_record_through_a_shuffle(tmp_path: Path, shuffle: bool) -> None:
-    """In order with the shards planned, each shard is read, encoded and written in one step;
-    shuffled, the records of each batch cross the shard shuffle to their shard's step."""
+@pytest.mark.parametrize(
+    ("shuffle", "planned_limit"), [(False, 0), (True, shards.PLANNED_ORDER_LIMIT), (True, 39)]
+)
+def test_a_planned_write_sends_no_record_through_a_shuffle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: bool, planned_limit: int
+) -> None:
+    """With the shards planned, each shard is read, encoded and written in one step; shuffled
+    above the limit, the records of each batch cross the shard shuffle to their shard's step."""
+    monkeypatch.setattr(shards, "PLANNED_ORDER_LIMIT", planned_limit)
     source = tfpipe.from_arrays({"x": np.arange(40)}, _X)
     write = tfpipe.beam.WriteTFRecords(tmp_path / "train", _X, num_shards=3, shuffle=shuffle)
     pipeline = beam.Pipeline()
@@ -621,7 +630,8 @@ def test_an_ordered_write_sends_no_record_through_a_shuffle(tmp_path: Path, shuf
         if name.count("/") >= 1
     }
     shuffled_steps = {"ReadAndEncode", "ToShards", "GroupShards"}
-    assert shuffled_steps <= steps if shuffle else not shuffled_steps & steps
+    through_shuffle = shuffle and len(source) > planned_limit
+    assert shuffled_steps <= steps if through_shuffle else not shuffled_steps & steps
     assert "WriteShards" in steps
 
 

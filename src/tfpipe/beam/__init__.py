@@ -14,9 +14,10 @@ a cluster). An optional extra: `pip install 'tfpipe[beam]'` (`'tfpipe[dask]'` fo
         an index two examples share: found in its batch (a range of indices), fails the run
         one last step (locked): rename every shard, write <prefix>.json last, remove stale files
 
-`tfpipe.beam.write_tfrecords` runs the same steps, with each range of indices read and
-encoded in one step (`ReadAndWrite`): no element per example anywhere in the pipeline. In
-order (`shuffle=False`), each shard is read, encoded and written by one step: no shuffle.
+`tfpipe.beam.write_tfrecords` plans the shards before the run, as `write_tfrecords` plans
+them (`ReadAndWrite`): each shard is read, encoded and written by one step, its examples
+those of `write_tfrecords`' order (its seeded permutation with shuffle): the same bytes, and
+no record crosses a shuffle.
 
 Shards are renamed only when every one of them is written, by one last step, so a failed
 run leaves hidden temporary files at most: no shard and no metadata that looks complete.

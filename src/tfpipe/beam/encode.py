@@ -152,7 +152,7 @@ class BatchEncoding:
         self.skipped = Metrics.counter("tfpipe", "skipped_examples")
         self.encoded = Metrics.counter("tfpipe", "encoded_examples")
 
-    def __call__(self, encoder: Encoder, indices: Sequence[int]) -> Iterator[Any]:
+    def __call__(self, encoder: Encoder, indices: Sequence[int] | np.ndarray) -> Iterator[Any]:
         pairs = []
         for index, result in zip(indices, encoder(np.asarray(indices, np.int64)), strict=True):
             if isinstance(result, SkippedExample):

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from tfpipe import fs
@@ -25,6 +24,7 @@ from tfpipe.records.writer import (
     shards_for,
     warn_skipped,
     writer_lock,
+    written_order,
 )
 from tfpipe.schema import Schema
 
@@ -143,7 +143,6 @@ def write_tfrecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
     write.lock = False  # held here, for the whole run
-    write.num_indices = len(source)
     check_num_shards(write.options, len(source))
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
@@ -169,7 +168,7 @@ def _planned_shards(source: Any, schema: Schema, shuffle: bool, seed: int) -> in
     it). None when any other error stops the estimate: the run measures the sizes, and
     raises that error where it names the prefix."""
     total = len(source)
-    order = np.random.default_rng(seed).permutation(total) if shuffle else np.arange(total)
+    order = written_order(total, shuffle, seed)
     encoder = Encoder(source, schema, skip=True, check_copies=False)
     try:
         head = encoder(order[:CHUNK])

@@ -8,11 +8,14 @@ import bisect
 import collections
 import contextlib
 import dataclasses
+import functools
 import hashlib
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
+import numpy as np
 import tensorflow as tf
 
 from tfpipe import fs
@@ -29,6 +32,7 @@ from tfpipe.records.writer import (
     plan_shards,
     shard_bounds,
     writer_lock,
+    written_order,
 )
 from tfpipe.schema import Schema
 
@@ -40,12 +44,18 @@ SHOWN_REPEATED = 3
 class Plan:
     """How records are cut into shards. With shuffle, by their keys (hashes): shard k holds the
     k-th of `num_shards` equal ranges of [0, 2**64). Without, the key is the index and shard k
-    holds the indices [bounds[k], bounds[k + 1]): the positions `write_tfrecords` puts there."""
+    holds the indices [bounds[k], bounds[k + 1]): the positions `write_tfrecords` puts there.
+    A source's shards planned before the run (`source_plan`) hold positions [bounds[k],
+    bounds[k + 1]) of `written_order`, shuffled or not."""
 
     num_shards: int
     num_records: int
     num_skipped: int
     bounds: tuple[int, ...] | None = None
+
+    def ranges(self) -> list[tuple[int, tuple[int, int]]]:
+        """Each shard with its [bounds[k], bounds[k + 1]) (none without bounds)."""
+        return list(enumerate(itertools.pairwise(self.bounds or ())))
 
     def shard_of(self, key: int) -> int:
         if self.bounds is None:
@@ -96,15 +106,26 @@ def make_plan(totals: tuple[int, int, int, int], options: WriteOptions) -> Plan:
     return Plan(num_shards, records, skipped, bounds)
 
 
-def plan_ahead(options: WriteOptions, num_indices: int | None) -> Plan | None:
-    """The shards, planned before the run when they can be: `num_shards` given, and with
-    shuffle=False the indices known to be [0, num_indices) (those of a source). Counts are
-    left at 0: the last step counts the examples (`commit`). None: the run measures them."""
-    if options.num_shards is None:
+def plan_ahead(options: WriteOptions) -> Plan | None:
+    """The shards of keyed records, planned before the run when they can be: shuffled, with
+    `num_shards` given. Counts are left at 0: the last step counts the examples (`commit`).
+    None: the run measures them (without shuffle, the largest index too)."""
+    if options.num_shards is None or not options.shuffle:
         return None
-    if options.shuffle:
-        return Plan(options.num_shards, 0, 0)
-    if not num_indices:
+    return Plan(options.num_shards, 0, 0)
+
+
+PLANNED_ORDER_LIMIT = 2**26
+"""The most examples whose shards a shuffled `source_plan` plans: each worker holds the
+permutation (8 bytes per example). Above, records are shuffled by key through the runner."""
+
+
+def source_plan(options: WriteOptions, num_indices: int) -> Plan | None:
+    """The shards of a source's `num_indices` examples, planned before the run so that each
+    is read, encoded and written by one step (`WriteSourceShard`): shard k holds positions
+    [bounds[k], bounds[k + 1]) of `written_order`, as `write_tfrecords` writes them. None
+    without `num_shards`, or shuffled above PLANNED_ORDER_LIMIT examples."""
+    if options.num_shards is None or (options.shuffle and num_indices > PLANNED_ORDER_LIMIT):
         return None
     return Plan(options.num_shards, 0, 0, tuple(shard_bounds(num_indices, options.num_shards)))
 
@@ -167,10 +188,10 @@ class WriteShard(beam.DoFn):
 
 
 class WriteSourceShard(beam.DoFn):
-    """Reads, encodes and writes one shard of a source, in order (on a worker). With
-    `shuffle=False` and the shards planned before the run, shard k holds the indices
-    [bounds[k], bounds[k + 1]): its records need no shuffle. Gives the shard's skipped
-    examples, its `Encoded` count and the `WrittenShard`."""
+    """Reads, encodes and writes one shard of a source (on a worker): positions [start, stop)
+    of `written_order` (`source_plan`), the permutation drawn once per worker process. Its
+    records need no shuffle. Gives the shard's skipped examples, its `Encoded` count and the
+    `WrittenShard`."""
 
     def __init__(
         self, source: Any, schema: Schema, path: fs.AnyPath, options: WriteOptions, step: int
@@ -180,10 +201,13 @@ class WriteSourceShard(beam.DoFn):
         self.schema = schema
         self.path = path
         self.step = step  # indices encoded at a time
-        self.encoding = BatchEncoding(options)
+        self.options = options
+        # The records' order is the plan's: none needs a key.
+        self.encoding = BatchEncoding(dataclasses.replace(options, shuffle=False))
 
     def setup(self) -> None:
         self.encoder = self.encoding.encoder(self.source, self.schema)
+        self.order = _order(len(self.source), self.options.shuffle, self.options.seed)
 
     def process(self, shard: tuple[int, tuple[int, int]], plan: Plan) -> Iterator[Any]:
         index, (start, stop) = shard
@@ -191,7 +215,7 @@ class WriteSourceShard(beam.DoFn):
 
         def records() -> Iterator[bytes]:
             for first in range(start, stop, self.step):
-                indices = range(first, min(first + self.step, stop))
+                indices = self.order[first : min(first + self.step, stop)]
                 for item in self.encoding(self.encoder, indices):
                     if isinstance(item, Records):
                         yield from (record for _, record in item.pairs)
@@ -202,12 +226,20 @@ class WriteSourceShard(beam.DoFn):
         writer = ShardWriter(
             self.path,
             list(range(plan.num_shards + 1)),
-            self.encoding.options.compression,
+            self.options.compression,
             unique=True,
         )
         written = write_shard(writer, index, records())
         yield from facts
         yield written
+
+
+@functools.lru_cache(maxsize=1)
+def _order(total: int, shuffle: bool, seed: int) -> np.ndarray:
+    """`written_order`, once per worker process (read only: shared by its steps)."""
+    order = written_order(total, shuffle, seed)
+    order.flags.writeable = False
+    return order
 
 
 def _key(pair: tuple[int, bytes]) -> int:

@@ -3,7 +3,6 @@ and `WriteTFRecords` (a PCollection of them written as `write_tfrecords` writes)
 
 from __future__ import annotations
 
-import itertools
 import os
 from typing import Any
 
@@ -28,6 +27,7 @@ from tfpipe.beam.shards import (
     commit,
     make_plan,
     plan_ahead,
+    source_plan,
     sum_totals,
 )
 from tfpipe.errors import SchemaError
@@ -107,11 +107,12 @@ class WriteTFRecords(beam.PTransform):
     of keys, sorted by key, so the shards in order are one global random order that no
     machine holds in memory (a shard's records are sorted in one worker's memory: ~128 MiB by
     default). It is not the permutation `write_tfrecords` draws for the same seed: the same
-    examples in another random order. With `shuffle=False` the order is by index: shard k of
-    n holds the indices [round(k·N/n), round((k+1)·N/n)), N the largest index + 1. With the
-    same `num_shards` these are the shards `write_tfrecords` writes (the default count can
-    differ above ~128 MiB: Beam measures every record, `write_tfrecords` its first 32); indices
-    with gaps can leave shards empty.
+    examples in another random order (`tfpipe.beam.write_tfrecords` writes that permutation).
+    With `shuffle=False` the order is by index: shard k of n holds the indices
+    [round(k·N/n), round((k+1)·N/n)), N the largest index + 1. With the same `num_shards` these
+    are the shards `write_tfrecords` writes (the default count can differ above ~128 MiB: Beam
+    measures every record, `write_tfrecords` its first 32); indices with gaps can leave shards
+    empty.
 
     The output is one `DatasetInfo`, once the metadata is saved. Counters "tfpipe" /
     "encoded_examples" and "skipped_examples" count examples in the runner's metrics. Two
@@ -173,9 +174,6 @@ class WriteTFRecords(beam.PTransform):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
         self.schema = schema
         self.lock = True  # False: the caller holds the prefix's lock for the whole run
-        # The indices are [0, num_indices) (a source's): with num_shards, the shards are
-        # planned before the run.
-        self.num_indices: int | None = None
 
     def expand(self, examples: Any) -> Any:
         # Batches grouped by key: BatchElements is what Beam's DaskRunner runs wrong (last
@@ -199,7 +197,7 @@ class WriteTFRecords(beam.PTransform):
         # each task. Records move in batches, shard by shard: one element per batch.
         records = encoded | "Records" >> beam.Filter(is_record)
         facts = [encoded | "Facts" >> beam.Filter(is_fact)]
-        known = plan_ahead(options, self.num_indices)
+        known = plan_ahead(options)
         plan: Any = known
         if known is None:
             measured = self._measure(records, facts[0])
@@ -240,11 +238,12 @@ class WriteTFRecords(beam.PTransform):
 
 
 class ReadAndWrite(beam.PTransform):
-    """`ReadSource(source) | WriteTFRecords(...)` as one read and encode step per range of
-    indices: the same shards and metadata, without an element per example between reading
-    and encoding (what `tfpipe.beam.write_tfrecords` runs). In order (`shuffle=False`) with
-    `num_shards` given, each shard is one step that reads, encodes and writes its indices:
-    no record crosses a shuffle.
+    """`ReadSource(source) | WriteTFRecords(...)` in fewer steps (what
+    `tfpipe.beam.write_tfrecords` runs). With `num_shards` given, each shard is one step that
+    reads, encodes and writes its examples, those `write_tfrecords` puts there (its seeded
+    permutation with shuffle): the same bytes, and no record crosses a shuffle. Else (or
+    shuffled above PLANNED_ORDER_LIMIT examples), each range of indices is read and encoded
+    in one step, and the records are shuffled by key as `WriteTFRecords` shuffles them.
 
     Examples:
         >>> with beam.Pipeline() as p:
@@ -258,13 +257,12 @@ class ReadAndWrite(beam.PTransform):
 
     def expand(self, pbegin: Any) -> Any:
         read, write = self.read, self.write
-        known = plan_ahead(write.options, len(read.source))
-        if known is not None and known.bounds is not None:  # in order, the shards planned
-            shards = list(enumerate(itertools.pairwise(known.bounds)))
+        known = source_plan(write.options, len(read.source))
+        if known is not None:
             step = read.examples_per_range
             written = (
                 pbegin
-                | "Shards" >> beam.Create(shards, reshuffle=True)
+                | "Shards" >> beam.Create(known.ranges(), reshuffle=True)
                 | "WriteShards"
                 >> beam.ParDo(
                     WriteSourceShard(read.source, write.schema, write.path, write.options, step),

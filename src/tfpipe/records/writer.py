@@ -237,6 +237,19 @@ def shards_for(total: int, head: Sequence[bytes | SkippedExample]) -> int:
     return plan_shards(total, sum(sample) / max(len(sample), 1) * total)
 
 
+def written_order(total: int, shuffle: bool, seed: int) -> np.ndarray:
+    """The indices of a source of `total` examples in the order `write_tfrecords` writes them:
+    one global permutation drawn with `seed` (8 bytes per example), or 0..total-1.
+
+    Examples:
+        >>> written_order(5, shuffle=False, seed=0).tolist()
+        [0, 1, 2, 3, 4]
+    """
+    if shuffle:
+        return np.random.default_rng(seed).permutation(total)
+    return np.arange(total)
+
+
 def shard_bounds(total: int, num_shards: int) -> list[int]:
     """Where each of `num_shards` shards of `total` positions of the order starts, and the end:
     shard k holds positions [bounds[k], bounds[k + 1]), as even as can be."""
@@ -606,11 +619,7 @@ def write_tfrecords(
 def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions) -> DatasetInfo:
     """The write itself, while this process holds the prefix's lock."""
     total = len(source)
-    order = (
-        np.random.default_rng(options.seed).permutation(total)
-        if options.shuffle
-        else np.arange(total)
-    )
+    order = written_order(total, options.shuffle, options.seed)
     encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
     chunks = (order[start : start + CHUNK] for start in range(0, total, CHUNK))
     head, seconds, check = encoder.timed(next(chunks))
