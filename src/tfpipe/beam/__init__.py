@@ -22,7 +22,8 @@ no record crosses a shuffle.
 Shards are renamed only when every one of them is written, by one last step, so a failed
 run leaves hidden temporary files at most: no shard and no metadata that looks complete.
 That step renames a shard whose temporary file is gone (renamed by an earlier attempt of the
-step) only if the final file holds the same records (a digest): else another write removed it.
+step) only if the final file is the one it wrote (its size and CRC-32C): else another write
+removed it.
 
 The modules: `encode` (examples read and encoded on the workers), `shards` (the shards
 planned, written and renamed), `transforms` (`ReadSource`, `WriteTFRecords`) and `runners`

@@ -5,23 +5,20 @@ metadata (`finish`)."""
 from __future__ import annotations
 
 import bisect
-import collections
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import apache_beam as beam
 import numpy as np
-import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.beam.encode import KEY_SPACE, BatchEncoding, Encoded, Records, SharedIndex
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
-from tfpipe.format.compression import tf_compression
+from tfpipe.format.frames import file_crc32c
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import metadata_path
 from tfpipe.records.writer import (
@@ -132,40 +129,26 @@ def source_plan(options: WriteOptions, num_indices: int) -> Plan | None:
 
 @dataclasses.dataclass(frozen=True)
 class WrittenShard:
-    """A shard written under its temporary name (`entry.file`) and a digest of its records:
-    what the last step renames, and how it knows the shard once renamed."""
+    """A shard written under its temporary name (`entry.file`, with the file's size and
+    CRC-32C): what the last step renames, and how it knows the shard once renamed."""
 
     shard: int
     entry: ShardInfo
-    digest: str
-
-
-def _hashed(records: Iterable[bytes], digest: Any) -> Iterator[bytes]:
-    """The records, each added to `digest` (its length, then its bytes) as it passes."""
-    for record in records:
-        digest.update(len(record).to_bytes(8, "little"))
-        digest.update(record)
-        yield record
 
 
 def write_shard(writer: ShardWriter, shard: int, records: Iterable[bytes]) -> WrittenShard:
-    """Writes one shard's records under its temporary name, digesting them as they go."""
-    digest = hashlib.blake2b(digest_size=16)
-    entry = writer.write_whole(shard, _hashed(records, digest))
-    return WrittenShard(shard, entry, digest.hexdigest())
+    """Writes one shard's records under its temporary name."""
+    return WrittenShard(shard, writer.write_whole(shard, records))
 
 
-def _holds(path: fs.AnyPath, written: WrittenShard, compression: str | None) -> bool:
-    """Whether the file at `path` holds the records of `written`, the same bytes in order."""
-    if not path.is_file() or path.stat().st_size != written.entry.num_bytes:
-        return False
-    digest = hashlib.blake2b(digest_size=16)
-    records = tf.data.TFRecordDataset(str(path), tf_compression(compression))
-    try:
-        collections.deque(_hashed(records.as_numpy_iterator(), digest), maxlen=0)
-    except tf.errors.OpError:  # not a TFRecord file (with this compression)
-        return False
-    return digest.hexdigest() == written.digest
+def _holds(path: fs.AnyPath, written: WrittenShard) -> bool:
+    """Whether the file at `path` is the one `written` names: its size and CRC-32C."""
+    entry = written.entry
+    return (
+        path.is_file()
+        and path.stat().st_size == entry.num_bytes
+        and (file_crc32c(path) == entry.crc32c)
+    )
 
 
 class WriteShard(beam.DoFn):
@@ -376,7 +359,7 @@ def finish(
         for shard in range(plan.num_shards):
             if shard not in by_shard:
                 by_shard[shard] = write_shard(writer, shard, [])
-        writer.shards += _commit(writer, path, by_shard, options.compression)
+        writer.shards += _commit(writer, path, by_shard)
         info = dataset_info(path, schema, writer.shards, skipped, options)
         info.save()
         writer.remove_stale(every_writer=True)
@@ -387,7 +370,6 @@ def _commit(
     writer: ShardWriter,
     path: fs.AnyPath,
     written: dict[int, WrittenShard],
-    compression: str | None,
 ) -> list[ShardInfo]:
     """Renames every shard, in order, once all are known to be this write's. A shard whose
     temporary file is gone must hold its records under its final name already: an earlier
@@ -400,7 +382,7 @@ def _commit(
         final = writer.final_path(shard)
         if (writer.directory / item.entry.file).exists():
             continue
-        if not _holds(final, item, compression):
+        if not _holds(final, item):
             raise TfpipeError(
                 f"WriteTFRecords({str(path)!r}): the temporary file of shard {shard} "
                 f"({item.entry.file}) is gone and {final.name} does not hold its records: "
