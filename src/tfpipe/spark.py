@@ -1,23 +1,27 @@
 """Writing TFRecord datasets with Apache Spark: the shards and metadata `write_tfrecords`
 writes, encoded on Spark's executors. An optional extra: `pip install 'tfpipe[spark]'`.
 
-    DataFrame rows (zipWithIndex) or a tfpipe source's index ranges (a few tasks per core)
-        ──mapPartitions──▶ Encoder (tfpipe's, on the executors) ──▶ a Batch per 256 examples:
-        their records, their positions in write_tfrecords' order (its seeded permutation)
-        and the examples skipped among them
+    DataFrame rows (zipWithIndex) ──mapPartitions──▶ Encoder (tfpipe's, on the executors)
+        ──▶ a Batch per 256 examples: their records, their positions in write_tfrecords'
+        order (its seeded permutation) and the examples skipped among them
     [without num_shards: the batches persisted, one pass sums the records' sizes]
     batches ──flatMap──▶ a part per shard ──partitionBy(shard)──▶ one task per shard sorts
         its parts' records by position, writes .<shard>.tmp-<pid>-<random> and returns its
         ShardInfo and the skipped examples its parts carried
+    a tfpipe source: one task per shard reads, encodes and writes the examples
+        write_tfrecords puts there (the order broadcast): no record crosses a shuffle
     driver (the prefix locked): renames the shards its successful tasks named, in order,
         writes <prefix>.json last, removes the temporary files of failed attempts
 
 Spark's costs are per element and per task, not per byte: a Batch moves 256 records as one
 element, and with `num_shards` the whole write is one job (encode, shuffle, write) with no
-extra pass for the skipped examples. Each task first takes the worker's imports out of the
-garbage collector's reach (`gc.freeze`): PySpark's daemon collects after every task, which
-cost ~0.2 s of CPU per task with TensorFlow loaded. A shard's task holds that shard's
-records in memory to sort them (~128 MiB with the default `num_shards`).
+extra pass for the skipped examples. A source's shards are planned as `write_tfrecords`
+plans them (from its first 32 examples) and written in one job. Each task first takes the
+worker's imports out of the garbage collector's reach (`gc.freeze`): PySpark's daemon
+collects after every task, which cost ~0.2 s of CPU per task with TensorFlow loaded. A
+DataFrame shard's task holds that shard's records in memory to sort them (~128 MiB with the
+default `num_shards`); a source's shard is written as it is encoded, and its tasks are as
+many as the shards (give `num_shards` >= the executors' cores).
 
 A task retried by Spark writes a temporary file of its own (a random token): only the files
 the driver receives from the successful attempts are renamed, so no record is written twice.
@@ -49,6 +53,7 @@ from tfpipe.records.writer import (
     check_prefix,
     check_source,
     dataset_info,
+    estimated_shards,
     plan_shards,
     shard_bounds,
     warn_skipped,
@@ -67,11 +72,6 @@ except ImportError as e:
 
 __all__ = ["session", "write_tfrecords"]
 
-EXAMPLES_PER_RANGE = 256
-# A source's ranges go to a few tasks per core, each up to RANGES_PER_TASK ranges: every task
-# costs Spark tens of milliseconds of CPU (its JVM and Python worker), whatever its size.
-TASKS_PER_CORE = 4
-RANGES_PER_TASK = 16
 # Examples encoded into one element (`_Batch`) that Spark moves and stores.
 EXAMPLES_PER_BATCH = 256
 # The last line of an executor's traceback that raised one of tfpipe's errors.
@@ -155,18 +155,6 @@ def _encode_rows(
     return encode
 
 
-def _encode_ranges(source: Any, schema: Schema, options: WriteOptions, positions: Any) -> Any:
-    """The task that encodes ranges of a source's indices."""
-
-    def encode(ranges: Iterable[tuple[int, int]]) -> Iterator[_Batch]:
-        _keep_imports_out_of_gc()
-        encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
-        for bounds in ranges:
-            yield from _batches(encoder, list(range(*bounds)), positions.value)
-
-    return encode
-
-
 def _by_shard(bounds: list[int]) -> Any:
     """Splits a batch into a part per shard its positions fall in, keyed by the shard; its
     skipped examples ride with the first part (shard 0's when it has no record)."""
@@ -205,10 +193,41 @@ def _write_shards(path: fs.AnyPath, num_shards: int, compression: str | None) ->
     return write
 
 
-def _encode_tasks(ranges: int, cores: int) -> int:
-    """How many tasks encode a source's `ranges` on `cores` cores: TASKS_PER_CORE per core,
-    more when a task would hold over RANGES_PER_TASK ranges, never more than the ranges."""
-    return min(ranges, max(TASKS_PER_CORE * cores, -(-ranges // RANGES_PER_TASK)))
+def _write_source_shards(
+    source: Any,
+    schema: Schema,
+    options: WriteOptions,
+    path: fs.AnyPath,
+    bounds: list[int],
+    order: Any,
+) -> Any:
+    """The task that reads, encodes and writes shard k of a source (partition k): positions
+    [bounds[k], bounds[k + 1]) of `order` (broadcast), under a temporary name of its own
+    attempt; it returns the shard's entry and the examples skipped in it."""
+    num_shards = len(bounds) - 1
+
+    def write(
+        shard: int, _: Iterator[int]
+    ) -> Iterator[tuple[int, ShardInfo, list[SkippedExample]]]:
+        _keep_imports_out_of_gc()
+        encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
+        indices = order.value[bounds[shard] : bounds[shard + 1]]
+        skipped: list[SkippedExample] = []
+
+        def records() -> Iterator[bytes]:
+            for start in range(0, len(indices), CHUNK):
+                for result in encoder(indices[start : start + CHUNK]):
+                    if isinstance(result, SkippedExample):
+                        skipped.append(result)
+                    else:
+                        yield result
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = ShardWriter(path, list(range(num_shards + 1)), options.compression, unique=True)
+        entry = writer.write_whole(shard, records())
+        yield shard, entry, skipped
+
+    return write
 
 
 def _check_columns(df: Any, schema: Schema, origin_column: str | None) -> list[str]:
@@ -225,12 +244,10 @@ def _check_columns(df: Any, schema: Schema, origin_column: str | None) -> list[s
     return list(dict.fromkeys(wanted))
 
 
-def _positions(total: int, options: WriteOptions) -> np.ndarray:
-    """Where each index goes in the written order: `write_tfrecords`' own (its permutation of
-    `seed` with shuffle, the indices in order without)."""
-    order = written_order(total, options.shuffle, options.seed)
-    positions = np.empty(total, np.int64)
-    positions[order] = np.arange(total)
+def _positions(order: np.ndarray) -> np.ndarray:
+    """Where each index goes in the written order (`written_order`: `write_tfrecords`' own)."""
+    positions = np.empty(len(order), np.int64)
+    positions[order] = np.arange(len(order))
     return positions
 
 
@@ -310,8 +327,9 @@ def write_tfrecords(
             where every executor can write.
         schema: the schema of the records. Defaults to `source.schema` (a DataFrame needs
             one).
-        num_shards: the number of shards. Defaults to ~128 MiB per shard (from every
-            record's size), and never fewer than min(8, number of examples).
+        num_shards: the number of shards. Defaults to ~128 MiB per shard (a DataFrame's
+            from every record's size, a source's as `write_tfrecords` plans it), and never
+            fewer than min(8, number of examples).
         compression: None or "gzip" (or "zlib"). Defaults to None.
         shuffle: write the examples in `write_tfrecords`' random order. Defaults to True.
         seed: the seed of that order. Defaults to 0.
@@ -355,50 +373,91 @@ def write_tfrecords(
     check_num_shards(options, total)
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
-        order = _positions(total, options)
-        positions = spark.sparkContext.broadcast(order)
+        order = written_order(total, options.shuffle, options.seed)
+        positions = _positions(order)
         try:
             if source is None:
-                encoded = rows.mapPartitions(
-                    _encode_rows(schema, options, origin_column, positions)
+                written, num_shards = _write_rows(
+                    rows, origin_column, positions, path, schema, options, spark
                 )
             else:
-                ranges = [
-                    (start, min(start + EXAMPLES_PER_RANGE, total))
-                    for start in range(0, total, EXAMPLES_PER_RANGE)
-                ]
-                encoded = spark.sparkContext.parallelize(
-                    ranges, _encode_tasks(len(ranges), spark.sparkContext.defaultParallelism)
-                ).mapPartitions(_encode_ranges(source, schema, options, positions))
-            info = _write(encoded, order, path, schema, options)
+                num_shards = options.num_shards or estimated_shards(source, schema, order)
+                written = _write_source(source, order, num_shards, path, schema, options, spark)
+            info = _commit(written, num_shards, positions, path, schema, options)
         except TfpipeError:
             raise
         except Exception as e:
             raise _failure(e, path) from e
-        finally:
-            positions.destroy()
     if info.skipped:
         warn_skipped(list(info.skipped), total)
     return info
 
 
-def _write(
-    encoded: Any, positions: np.ndarray, path: fs.AnyPath, schema: Schema, options: WriteOptions
-) -> DatasetInfo:
-    """Writes the shards on the executors (in one job when `num_shards` is given), then
-    renames them, saves the metadata and removes stale files here, on the driver."""
+_Written = list[tuple[int, ShardInfo, list[SkippedExample]]]
+
+
+def _write_source(
+    source: Any,
+    order: np.ndarray,
+    num_shards: int,
+    path: fs.AnyPath,
+    schema: Schema,
+    options: WriteOptions,
+    spark: Any,
+) -> _Written:
+    """Writes a source's shards, each read, encoded and written by one task (so no record
+    crosses a shuffle): the positions `write_tfrecords` puts in it, `order` broadcast."""
+    broadcast = spark.sparkContext.broadcast(order)
+    try:
+        bounds = shard_bounds(len(order), num_shards)
+        write = _write_source_shards(source, schema, options, path, bounds, broadcast)
+        shards = spark.sparkContext.parallelize(range(num_shards), num_shards)
+        return shards.mapPartitionsWithIndex(write).collect()
+    finally:
+        broadcast.destroy()
+
+
+def _write_rows(
+    rows: Any,
+    origin_column: str | None,
+    positions: np.ndarray,
+    path: fs.AnyPath,
+    schema: Schema,
+    options: WriteOptions,
+    spark: Any,
+) -> tuple[_Written, int]:
+    """Writes a DataFrame's shards: its partitions encoded where they are, each record sent
+    to its shard's task (in one job when `num_shards` is given; else the records' sizes are
+    measured first). Gives the shards written and how many."""
     total = len(positions)
-    if options.num_shards:
-        num_shards = options.num_shards
-        written = _write_job(encoded, path, shard_bounds(total, num_shards), options.compression)
-    else:
+    broadcast = spark.sparkContext.broadcast(positions)
+    try:
+        encoded = rows.mapPartitions(_encode_rows(schema, options, origin_column, broadcast))
+        if options.num_shards:
+            bounds = shard_bounds(total, options.num_shards)
+            return _write_job(encoded, path, bounds, options.compression), options.num_shards
         encoded = encoded.persist(StorageLevel.MEMORY_AND_DISK)  # measured, then written
         try:
             num_shards = _planned_shards(encoded, positions)
             bounds = shard_bounds(total, num_shards)
-            written = _write_job(encoded, path, bounds, options.compression)
+            return _write_job(encoded, path, bounds, options.compression), num_shards
         finally:
             encoded.unpersist()
+    finally:
+        broadcast.destroy()
+
+
+def _commit(
+    written: _Written,
+    num_shards: int,
+    positions: np.ndarray,
+    path: fs.AnyPath,
+    schema: Schema,
+    options: WriteOptions,
+) -> DatasetInfo:
+    """Renames the shards written on the executors, saves the metadata and removes stale
+    files, here on the driver, once the shards hold every record encoded."""
+    total = len(positions)
     skipped = _in_order([s for *_, skipped in written for s in skipped], positions)
     shards = {shard: entry for shard, entry, _ in written}
     writer = ShardWriter(path, shard_bounds(total, num_shards), options.compression, unique=True)

@@ -15,13 +15,11 @@ from tfpipe.beam.transforms import ReadAndWrite, ReadSource, WriteTFRecords
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import (
-    CHUNK,
-    Encoder,
     check_num_shards,
     check_prefix,
     check_source,
+    estimated_shards,
     positive_int,
-    shards_for,
     warn_skipped,
     writer_lock,
     written_order,
@@ -138,7 +136,9 @@ def write_tfrecords(
     options = pipeline_options(runner, args, workers)
     schema = check_source(source, schema)
     path = check_prefix(prefix)
-    num_shards = num_shards or _planned_shards(source, schema, shuffle, seed)
+    num_shards = num_shards or estimated_shards(
+        source, schema, written_order(len(source), shuffle, seed)
+    )
     write = WriteTFRecords(
         path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
     )
@@ -158,23 +158,6 @@ def write_tfrecords(
     if info.skipped:
         warn_skipped(list(info.skipped), info.num_examples + len(info.skipped))
     return info
-
-
-def _planned_shards(source: Any, schema: Schema, shuffle: bool, seed: int) -> int | None:
-    """The shards `tfpipe.write_tfrecords` plans for the source: from the records of the first
-    CHUNK examples of its order, encoded here; an example the source cannot give is left out.
-    Planned before the run, the shards are known to every step: no step waits for the sizes of
-    all records (a side input, that Beam's DaskRunner computes again in every task reading
-    it). None when any other error stops the estimate: the run measures the sizes, and
-    raises that error where it names the prefix."""
-    total = len(source)
-    order = written_order(total, shuffle, seed)
-    encoder = Encoder(source, schema, skip=True, check_copies=False)
-    try:
-        head = encoder(order[:CHUNK])
-    except Exception:  # raised again by the run, named as a failure of the write
-        return None
-    return shards_for(total, head)
 
 
 def _run(pipeline: Any) -> None:

@@ -237,6 +237,19 @@ def shards_for(total: int, head: Sequence[bytes | SkippedExample]) -> int:
     return plan_shards(total, sum(sample) / max(len(sample), 1) * total)
 
 
+def estimated_shards(source: Any, schema: Schema, order: np.ndarray) -> int:
+    """The shards `write_tfrecords` plans for `source` written in `order`: from the records
+    of the first CHUNK examples of the order, encoded here (an example the source cannot give
+    is left out). When any other error stops the estimate, the fewest shards: the write
+    raises that error again, naming what failed."""
+    encoder = Encoder(source, schema, skip=True, check_copies=False)
+    try:
+        head = encoder(order[:CHUNK])
+    except Exception:  # raised again by the write, where it names the dataset
+        return plan_shards(len(order), 0)
+    return shards_for(len(order), head)
+
+
 def written_order(total: int, shuffle: bool, seed: int) -> np.ndarray:
     """The indices of a source of `total` examples in the order `write_tfrecords` writes them:
     one global permutation drawn with `seed` (8 bytes per example), or 0..total-1.
