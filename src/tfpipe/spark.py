@@ -43,6 +43,7 @@ import numpy as np
 from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.records.plan import plan_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
     CHUNK,
     Encoder,
@@ -54,11 +55,8 @@ from tfpipe.records.writer import (
     check_source,
     dataset_info,
     estimated_shards,
-    plan_shards,
-    shard_bounds,
     warn_skipped,
     writer_lock,
-    written_order,
 )
 from tfpipe.schema import Schema
 

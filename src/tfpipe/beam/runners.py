@@ -14,6 +14,7 @@ from tfpipe import fs
 from tfpipe.beam.transforms import ReadAndWrite, ReadSource, WriteTFRecords
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.metadata import DatasetInfo
+from tfpipe.records.plan import written_order
 from tfpipe.records.writer import (
     check_num_shards,
     check_prefix,
@@ -22,7 +23,6 @@ from tfpipe.records.writer import (
     positive_int,
     warn_skipped,
     writer_lock,
-    written_order,
 )
 from tfpipe.schema import Schema
 

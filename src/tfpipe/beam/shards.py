@@ -21,15 +21,13 @@ from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.frames import file_crc32c
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import metadata_path
+from tfpipe.records.plan import plan_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
     ShardWriter,
     WriteOptions,
     check_not_all_skipped,
     dataset_info,
-    plan_shards,
-    shard_bounds,
     writer_lock,
-    written_order,
 )
 from tfpipe.schema import Schema
 

@@ -18,14 +18,13 @@ import dataclasses
 import fcntl
 import importlib.metadata
 import itertools
-import math
 import os
 import re
 import secrets
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,10 +41,9 @@ from tfpipe.format.frames import FrameWriter
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import SHARDS, metadata_path, temporary_name, temporary_regex
 from tfpipe.labels import Relabeling
+from tfpipe.records.plan import plan_shards, shard_bounds, shards_for, written_order
 from tfpipe.schema import Schema
 
-TARGET_SHARD_BYTES = 128 * 2**20
-MIN_SHARDS = 8
 # Below this median encode time per example of the first chunk (copied JPEG bytes, small
 # arrays) the work holds the GIL and threads only contend for it: such writes use one thread,
 # unless the chunk's check of copied images (GIL-free) takes at least as long.
@@ -225,18 +223,6 @@ class Encoder:
             return SkippedExample(index=index, origin=self.origin_of(index), error=str(e))
 
 
-def plan_shards(num_examples: int, num_bytes: float) -> int:
-    """Enough shards for ~TARGET_SHARD_BYTES each, and at least min(MIN_SHARDS, N)."""
-    return max(math.ceil(num_bytes / TARGET_SHARD_BYTES), min(MIN_SHARDS, num_examples))
-
-
-def shards_for(total: int, head: Sequence[bytes | SkippedExample]) -> int:
-    """The shards `plan_shards` plans for `total` examples as large as the records of `head`
-    (the first chunk written) on average."""
-    sample = [len(r) for r in head if isinstance(r, bytes)]
-    return plan_shards(total, sum(sample) / max(len(sample), 1) * total)
-
-
 def estimated_shards(source: Any, schema: Schema, order: np.ndarray) -> int:
     """The shards `write_tfrecords` plans for `source` written in `order`: from the records
     of the first CHUNK examples of the order, encoded here (an example the source cannot give
@@ -248,25 +234,6 @@ def estimated_shards(source: Any, schema: Schema, order: np.ndarray) -> int:
     except Exception:  # raised again by the write, where it names the dataset
         return plan_shards(len(order), 0)
     return shards_for(len(order), head)
-
-
-def written_order(total: int, shuffle: bool, seed: int) -> np.ndarray:
-    """The indices of a source of `total` examples in the order `write_tfrecords` writes them:
-    one global permutation drawn with `seed` (8 bytes per example), or 0..total-1.
-
-    Examples:
-        >>> written_order(5, shuffle=False, seed=0).tolist()
-        [0, 1, 2, 3, 4]
-    """
-    if shuffle:
-        return np.random.default_rng(seed).permutation(total)
-    return np.arange(total)
-
-
-def shard_bounds(total: int, num_shards: int) -> list[int]:
-    """Where each of `num_shards` shards of `total` positions of the order starts, and the end:
-    shard k holds positions [bounds[k], bounds[k + 1]), as even as can be."""
-    return [round(k * total / num_shards) for k in range(num_shards + 1)]
 
 
 class ShardWriter:
