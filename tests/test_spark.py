@@ -193,6 +193,47 @@ def test_a_corrupt_image_fails_naming_it_or_is_skipped(spark: Any, tmp_path: Pat
     ]
 
 
+class _OneGone:
+    """Tensors 0..299, but example 170's file went away (`source[170]` raises)."""
+
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(), dtype="int64")})
+
+    def __len__(self) -> int:
+        return 300
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        if index == 170:
+            raise FileNotFoundError("example 170's file is gone")
+        return {"x": index}
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "an example a tfpipe source cannot give, written with tfpipe.spark (each shard read, "
+    "encoded and written by one task)",
+    reader="tfpipe.spark.write_tfrecords",
+    outcome="EncodeError naming the example, no metadata, no shard; with on_error='skip' "
+    "listed in the metadata and the bytes of write_tfrecords",
+)
+def test_a_source_example_that_cannot_be_read_fails_or_is_skipped(
+    spark: Any, tmp_path: Path
+) -> None:
+    prefix = tmp_path / "spark" / "train"
+    with pytest.raises(EncodeError, match=r"example 170 .*is gone.*\(writing .* with Spark\)"):
+        tfpipe.spark.write_tfrecords(_OneGone(), prefix, spark=spark, num_shards=3)
+    assert [p.name for p in prefix.parent.iterdir() if not p.name.startswith(".")] == []
+    options: dict[str, Any] = {"num_shards": 3, "on_error": "skip", "seed": 1}
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 300"):
+        written = tfpipe.spark.write_tfrecords(_OneGone(), prefix, spark=spark, **options)
+    with pytest.warns(TfpipeWarning, match="skipped 1 of 300"):
+        local = tfpipe.write_tfrecords(
+            _OneGone(), tmp_path / "local" / "train", progress=False, **options
+        )
+    assert written.skipped == local.skipped and [s.index for s in written.skipped] == [170]
+    assert written.shards == local.shards
+    assert _bytes(written) == _bytes(local)
+
+
 def test_a_dataframe_needs_a_schema_and_its_columns(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([(1,), (2,)], ["x"])
     with pytest.raises(SchemaError, match="needs schema="):

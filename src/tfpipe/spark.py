@@ -56,6 +56,7 @@ from tfpipe.records.writer import (
     dataset_info,
     estimated_shards,
     warn_skipped,
+    write_source_shard,
     writer_lock,
 )
 from tfpipe.schema import Schema
@@ -209,21 +210,10 @@ def _write_source_shards(
     ) -> Iterator[tuple[int, ShardInfo, list[SkippedExample]]]:
         _keep_imports_out_of_gc()
         encoder = Encoder(source, schema, options.on_error == "skip", options.check_copies)
-        indices = order.value[bounds[shard] : bounds[shard + 1]]
-        skipped: list[SkippedExample] = []
-
-        def records() -> Iterator[bytes]:
-            for start in range(0, len(indices), CHUNK):
-                for result in encoder(indices[start : start + CHUNK]):
-                    if isinstance(result, SkippedExample):
-                        skipped.append(result)
-                    else:
-                        yield result
-
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = ShardWriter(path, list(range(num_shards + 1)), options.compression, unique=True)
-        entry = writer.write_whole(shard, records())
-        yield shard, entry, skipped
+        indices = order.value[bounds[shard] : bounds[shard + 1]]
+        yield shard, *write_source_shard(writer, shard, encoder, indices)
 
     return write
 

@@ -27,6 +27,7 @@ from tfpipe.records.writer import (
     WriteOptions,
     check_not_all_skipped,
     dataset_info,
+    write_source_shard,
     writer_lock,
 )
 from tfpipe.schema import Schema
@@ -142,11 +143,9 @@ def write_shard(writer: ShardWriter, shard: int, records: Iterable[bytes]) -> Wr
 def _holds(path: fs.AnyPath, written: WrittenShard) -> bool:
     """Whether the file at `path` is the one `written` names: its size and CRC-32C."""
     entry = written.entry
-    return (
-        path.is_file()
-        and path.stat().st_size == entry.num_bytes
-        and (file_crc32c(path) == entry.crc32c)
-    )
+    if not path.is_file() or path.stat().st_size != entry.num_bytes:
+        return False
+    return file_crc32c(path) == entry.crc32c
 
 
 class WriteShard(beam.DoFn):
@@ -175,16 +174,14 @@ class WriteSourceShard(beam.DoFn):
     `WrittenShard`."""
 
     def __init__(
-        self, source: Any, schema: Schema, path: fs.AnyPath, options: WriteOptions, step: int
+        self, source: Any, schema: Schema, path: fs.AnyPath, options: WriteOptions
     ) -> None:
         super().__init__()
         self.source = source
         self.schema = schema
         self.path = path
-        self.step = step  # indices encoded at a time
         self.options = options
-        # The records' order is the plan's: none needs a key.
-        self.encoding = BatchEncoding(dataclasses.replace(options, shuffle=False))
+        self.encoding = BatchEncoding(options)
 
     def setup(self) -> None:
         self.encoder = self.encoding.encoder(self.source, self.schema)
@@ -192,27 +189,15 @@ class WriteSourceShard(beam.DoFn):
 
     def process(self, shard: tuple[int, tuple[int, int]], plan: Plan) -> Iterator[Any]:
         index, (start, stop) = shard
-        facts: list[Any] = []
-
-        def records() -> Iterator[bytes]:
-            for first in range(start, stop, self.step):
-                indices = self.order[first : min(first + self.step, stop)]
-                for item in self.encoding(self.encoder, indices):
-                    if isinstance(item, Records):
-                        yield from (record for _, record in item.pairs)
-                    else:
-                        facts.append(item)
-
         self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
         writer = ShardWriter(
-            self.path,
-            list(range(plan.num_shards + 1)),
-            self.options.compression,
-            unique=True,
+            self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
         )
-        written = write_shard(writer, index, records())
-        yield from facts
-        yield written
+        entry, skipped = write_source_shard(writer, index, self.encoder, self.order[start:stop])
+        self.encoding.encoded.inc(entry.num_examples)
+        yield from map(self.encoding.skip, skipped)
+        yield Encoded(entry.num_examples)
+        yield WrittenShard(index, entry)
 
 
 @functools.lru_cache(maxsize=1)

@@ -259,15 +259,11 @@ class ReadAndWrite(beam.PTransform):
         read, write = self.read, self.write
         known = source_plan(write.options, len(read.source))
         if known is not None:
-            step = read.examples_per_range
+            shards = WriteSourceShard(read.source, write.schema, write.path, write.options)
             written = (
                 pbegin
                 | "Shards" >> beam.Create(known.ranges(), reshuffle=True)
-                | "WriteShards"
-                >> beam.ParDo(
-                    WriteSourceShard(read.source, write.schema, write.path, write.options, step),
-                    known,
-                )
+                | "WriteShards" >> beam.ParDo(shards, known)
             )
             return write._commit([written], known)
         encoded = (

@@ -236,6 +236,26 @@ def estimated_shards(source: Any, schema: Schema, order: np.ndarray) -> int:
     return shards_for(len(order), head)
 
 
+def write_source_shard(
+    writer: ShardWriter, shard: int, encoder: Encoder, indices: np.ndarray
+) -> tuple[ShardInfo, list[SkippedExample]]:
+    """Encodes `indices` CHUNK at a time, in their order, and writes their records as `shard`
+    under its temporary name as they come (`writer.write_whole`): one shard of a source on a
+    worker of `tfpipe.beam` or `tfpipe.spark`. Gives the shard's entry and the examples
+    skipped among them."""
+    skipped: list[SkippedExample] = []
+
+    def records() -> Iterator[bytes]:
+        for start in range(0, len(indices), CHUNK):
+            for result in encoder(indices[start : start + CHUNK]):
+                if isinstance(result, SkippedExample):
+                    skipped.append(result)
+                else:
+                    yield result
+
+    return writer.write_whole(shard, records()), skipped
+
+
 class ShardWriter:
     """Writes positions [bounds[k], bounds[k + 1]) of the order to shard k, atomically.
 
