@@ -239,7 +239,7 @@ def test_inspect_names_a_damaged_record_past_the_sampled_ones(
             ["--path-col and --image-cols: pass one", "Received: --path-col 'a'"],
         ),
         (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
-        (["inspect", "{tmp}/nothing-here"], ["no TFRecord files at"]),
+        (["inspect", "{tmp}/nothing-here"], ["nothing-here' names no data"]),
         (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
         (["inspect", "{tmp}/no-folder", "--split", "train"], ["no-folder' does not exist"]),
     ],
@@ -403,7 +403,7 @@ def test_installed_console_script(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 2
-    _assert_one_line_error(result.stderr, "inspect", "no TFRecord files at")
+    _assert_one_line_error(result.stderr, "inspect", "names no data")
     assert len(result.stderr.splitlines()) == 1, result.stderr  # TensorFlow's start-up is quiet
 
 

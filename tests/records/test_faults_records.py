@@ -18,8 +18,8 @@ import pytest
 import tfpipe
 from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.format.frames import scan_offsets
+from tfpipe.format.lookup import resolve
 from tfpipe.format.metadata import DatasetInfo
-from tfpipe.records.locate import locate
 
 SCHEMA = tfpipe.Schema(
     {"id": tfpipe.Tensor(shape=(), dtype="int64"), "label": tfpipe.ClassLabel(num_classes=3)}
@@ -358,7 +358,8 @@ def test_a_shard_the_metadata_does_not_list_is_refused(data: Path, read: Reader)
 def test_a_glob_of_some_shards_is_checked_and_sized_by_the_metadata(data: Path) -> None:
     some = str(data / "train-0000[01]-of-00003.tfrecord")
     expected = list(range(16))
-    assert locate(some)[1:] == (DatasetInfo.load(data / "train"), 16)  # schema and all
+    resolved = resolve(some)
+    assert (resolved.info, resolved.num_examples) == (DatasetInfo.load(data / "train"), 16)
     assert from_tfrecords(some) == expected
     dataset = tfpipe.read_tfrecords(some, schema=SCHEMA)
     assert len(dataset) == 16 and [int(e["id"]) for e in dataset] == expected

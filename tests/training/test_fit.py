@@ -329,7 +329,7 @@ def test_model_probe_builds_an_untrained_model_and_restores_it() -> None:
 
 
 def test_path_without_metadata_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(DataNotFoundError, match="no tfpipe metadata file"):
+    with pytest.raises(DataNotFoundError, match=r"names no data.*metadata file .*nothing\.json"):
         tfpipe.fit(tiny_cnn(), str(tmp_path / "nothing"), verbose=0)
 
 
@@ -348,6 +348,8 @@ def test_bad_arguments_are_clear_errors() -> None:
     with pytest.raises(ValueError, match="epochs must be a positive int"):
         tfpipe.fit(tiny_cnn(), arrays_dataset(), epochs=0)
     with pytest.raises(TypeError, match=r"data must be a tfpipe\.Pipeline"):
+        tfpipe.fit(tiny_cnn(), {1, 2, 3})
+    with pytest.raises(TypeError, match=r"data as a list names data by paths.*Received: 1"):
         tfpipe.fit(tiny_cnn(), [1, 2, 3])
     uncompiled = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     with pytest.raises(ValueError, match=r"model\.compile"):

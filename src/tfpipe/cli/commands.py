@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -33,9 +32,8 @@ from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeError
 from tfpipe.features import Image, Mask, Text
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import compression_of, tf_compression
-from tfpipe.format.lookup import names_dataset, resolve_files, with_split
+from tfpipe.format.lookup import ResolvedData, datasets_in, names_dataset, resolve, with_split
 from tfpipe.format.metadata import DatasetInfo
-from tfpipe.format.naming import SHARDS
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
@@ -228,12 +226,7 @@ def _dataset_prefixes(path: str) -> list[str]:
         return []
     if tfds_folders.is_folder(where):
         return [str(where / split.prefix) for split in tfds_folders.load(where).splits.values()]
-    metadata: list[fs.AnyPath] = sorted(where.glob("*.json"), key=str)
-    return [
-        str(meta.parent / meta.stem)
-        for meta in metadata
-        if any(meta.parent.glob(SHARDS.glob(meta.stem)))
-    ]
+    return datasets_in(where)
 
 
 def _count_records(file: fs.AnyPath) -> int:
@@ -248,8 +241,7 @@ def _count_records(file: fs.AnyPath) -> int:
 
 def _inspect_files(paths: list[str], out: TextIO) -> None:
     """Inspects TFRecord files without tfpipe metadata, with an inferred schema."""
-    targets: list[str | os.PathLike[str]] = list(paths)
-    files = resolve_files(targets)
+    files = resolve(list(paths), argument="PATH").record_files("tfpipe inspect")
     schema = infer_schema(files)
     counts = [_count_records(f) for f in files]
     total_bytes = sum(f.stat().st_size for f in files)
@@ -269,7 +261,7 @@ def _inspect_files(paths: list[str], out: TextIO) -> None:
     print(*describe_inference(schema), sep="\n", file=out)
 
 
-def _show_first(path: str | list[str], schema: Schema, out: TextIO) -> None:
+def _show_first(path: str | list[str] | ResolvedData, schema: Schema, out: TextIO) -> None:
     print("schema:", *describe_schema(schema), sep="\n", file=out)
     example = next(iter(read_tfrecords(path, schema=schema)))
     print("first example:", *describe_example(example, schema), sep="\n", file=out)
@@ -283,13 +275,15 @@ def _inspect(args: argparse.Namespace, out: TextIO) -> None:
         with named_errors(plain):
             _inspect_files(plain, out)
     for prefix in (p for path in paths for p in prefixes[path]):
-        info = DatasetInfo.load(prefix)
+        data = resolve(prefix, argument="PATH")
+        info = data.info
+        assert info is not None  # a prefix with metadata, as _dataset_prefixes found it
         print(*describe_info(info), sep="\n", file=out)
         if info.class_names:
             for feature, names in info.class_names.items():
                 print(f"  classes of {feature}: {', '.join(names)}", file=out)
         with named_errors(prefix):
-            _show_first(prefix, info.schema, out)
+            _show_first(data, info.schema, out)
 
 
 def _verify(args: argparse.Namespace, out: TextIO) -> int:
@@ -303,22 +297,21 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     return 0 if report.ok else EXIT_FAULTS
 
 
-def _check_batchable(prefix: str, image_size: tuple[int, int] | None) -> None:
+def _check_batchable(data: ResolvedData, image_size: tuple[int, int] | None) -> None:
     """Refuses, naming the dataset and the flag, images stored at varying sizes when
     `--image-size` does not give the one size to batch them at."""
-    if image_size is not None:
+    if image_size is not None or data.info is None:
         return
-    schema = DatasetInfo.load(prefix).schema
     varying = [
         name
-        for name, feature in schema.items()
+        for name, feature in data.info.schema.items()
         if isinstance(feature, Image | Mask) and None in feature.shape[:2]
     ]
     if varying:
         raise SchemaError(
-            f"{prefix}: {', '.join(varying)} stored at each image's own size (written without "
-            "--image-size), and a batch needs one size: pass --image-size HEIGHTxWIDTH, "
-            "e.g. --image-size 128x128"
+            f"{data.origin}: {', '.join(varying)} stored at each image's own size (written "
+            "without --image-size), and a batch needs one size: pass --image-size "
+            "HEIGHTxWIDTH, e.g. --image-size 128x128"
         )
 
 
@@ -335,25 +328,19 @@ def _naming(dataset: str) -> Iterator[None]:
 
 def _bench(args: argparse.Namespace, out: TextIO) -> None:
     size = DEFAULT_BATCH_SIZE if args.batch_size is None else args.batch_size
-    prefixes = _dataset_prefixes(args.path)
-    if not prefixes:
-        raise DataNotFoundError(
-            f"PATH {args.path!r} is no tfpipe dataset: bench times the input tfpipe.fit reads "
-            "from a dataset prefix (out/train, with its out/train.json), its .json, or a folder "
-            "of them (as tfpipe write makes); TFRecord files without that metadata are read by "
-            "tfpipe inspect"
-        )
+    prefixes = _dataset_prefixes(args.path) or [args.path]
     if args.plot and len(prefixes) > 1:
         raise ValueError(
             f"--plot draws one dataset, but PATH {args.path!r} holds {len(prefixes)}: pass "
             f"one of them, e.g. {prefixes[0]}"
         )
-    for prefix in prefixes:
-        _check_batchable(prefix, args.image_size)
-    for prefix in prefixes:
+    datasets = {prefix: resolve(prefix, argument="PATH") for prefix in prefixes}
+    for data in datasets.values():
+        _check_batchable(data, args.image_size)
+    for prefix, data in datasets.items():
         with _naming(prefix):
             result = benchmark(
-                prefix, batches=args.batches, batch_size=size, image_size=args.image_size
+                data, batches=args.batches, batch_size=size, image_size=args.image_size
             )
         print(
             f"{prefix}: {result.examples_per_s:,.0f} examples/s, "
@@ -362,24 +349,24 @@ def _bench(args: argparse.Namespace, out: TextIO) -> None:
             file=out,
         )
         if args.plot:
-            _plot_stages(prefix, args, size, result.examples_per_s, out)
+            _plot_stages(data, args, size, result.examples_per_s, out)
 
 
 def _plot_stages(
-    prefix: str, args: argparse.Namespace, size: int, full_rate: float, out: TextIO
+    data: ResolvedData, args: argparse.Namespace, size: int, full_rate: float, out: TextIO
 ) -> None:
     """Times reading the record bytes alone and draws it beside the full input's rate."""
     figure, axes = plots.new_figure(8, 2.4)  # before timing: a missing matplotlib fails fast
-    info = DatasetInfo.load(prefix)
     records = tf.data.TFRecordDataset(
-        [str(f) for f in info.files], compression_type=tf_compression(info.compression)
+        [str(f) for f in data.record_files("tfpipe bench --plot")],
+        compression_type=tf_compression(data.compression),
     )
     read = benchmark(records.batch(size).prefetch(tf.data.AUTOTUNE), batches=args.batches)
     plots.throughput_bars(
         axes,
         ["read record bytes", "+ parse, decode, batch\n(the tfpipe.fit input)"],
         [read.examples_per_s, full_rate],
-        f"{prefix}: throughput per stage, batches of {size}",
+        f"{data.origin}: throughput per stage, batches of {size}",
     )
     print(f"read bytes alone: {read.examples_per_s:,.0f} examples/s", file=out)
     print(f"plot: {plots.save(figure, args.plot)}", file=out)

@@ -1,17 +1,179 @@
-"""Where a dataset's files are: the TFRecord files a path names (a file, a glob, a folder,
-a dataset prefix or its metadata file, a split of a TFDS folder, or a list of them), and the
-metadata of the one dataset it names."""
+"""What a path names, resolved once: `resolve` turns whatever names data (a tfpipe dataset
+prefix or its metadata file, a TFRecord file, a glob, a folder of shards, a list of these, a
+prepared TFDS folder or split, a folder of class folders of images) into one `ResolvedData`
+that every entry point takes: `Pipeline`, `SequenceLoader`, `read_tfrecords`,
+`from_tfrecords`, `infer_schema`, `verify`, `locate_fault`, `tfpipe.fit` and the CLI.
+
+    "out/train" ──┐
+    "out/*.tfrecord", ["a.tfrecord", ...], "out/" ──┼─▶ resolve() ─▶ ResolvedData(files, info,
+    "mnist/3.0.1" (TFDS), "photos/" (class folders) ┘                declared, compression, ...)
+
+A dataset's metadata file is read once per resolution, and each file's size is checked
+against it there (see `tfpipe.format.shards.check_sizes`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import glob
 import os
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfpipe import fs
-from tfpipe.errors import DataNotFoundError, SourceError
+from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.format import tfds_folders
+from tfpipe.format.compression import compression_of
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.format.naming import SHARDS, TEMPORARY, metadata_path
+from tfpipe.format.shards import Declared, check_sizes, declared_examples, one_dataset
+from tfpipe.labels import check_stored_labels
+from tfpipe.schema import Schema
+
+PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+"""A path argument: one path (file, glob, folder, prefix) or a list of them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedData:
+    """What a path argument names, resolved once (see `resolve`).
+
+    Examples:
+        >>> data = resolve("out/train")
+        >>> len(data.files), data.num_examples, data.info.name, data.compression
+        (2, 24, 'train', None)
+
+    Attributes:
+        origin: what was passed, as text for messages ("out/train", "['a', 'b']").
+        files: the TFRecord files, in order; empty for a folder of images.
+        info: the metadata of the one dataset every file belongs to (a tfpipe metadata file
+            or a TFDS split's `dataset_info.json`); None when there is none.
+        declared: each file's entry in a metadata file, its size checked against it.
+        image_folder: the folder, when the path names a folder of class folders of images
+            (read by `tfpipe.from_directory`); None for records.
+    """
+
+    origin: str
+    files: tuple[fs.AnyPath, ...] = ()
+    info: DatasetInfo | None = None
+    declared: Mapping[fs.AnyPath, Declared] = dataclasses.field(default_factory=dict)
+    image_folder: fs.AnyPath | None = None
+
+    @property
+    def num_examples(self) -> int | None:
+        """The examples the metadata declares for the files; None when a file has none."""
+        if self.image_folder is not None:
+            return None
+        return declared_examples(self.files, self.declared)
+
+    def record_files(self, reader: str) -> list[fs.AnyPath]:
+        """The TFRecord files, for `reader` (a function's name) that reads only records.
+
+        Raises:
+            SourceError: the path names a folder of images, saying what reads one.
+        """
+        if self.image_folder is not None:
+            raise SourceError(
+                f"{self.origin!r} is a folder of class folders of images, and {reader} reads "
+                "TFRecord files: read the folder with tfpipe.from_directory (or pass it to "
+                "tfpipe.Pipeline, tfpipe.SequenceLoader or tfpipe.fit), or write it first "
+                "with tfpipe.write_tfrecords / `tfpipe write`"
+            )
+        return list(self.files)
+
+    def schema(self, given: Any = None) -> Schema | None:
+        """The schema to read the records with: `given`, its class names matched by name with
+        those of every metadata file, else the metadata's; None when neither is known.
+
+        Raises:
+            SchemaError: `given` is not a `Schema`, or reading with it would change labels.
+        """
+        if given is None:
+            return None if self.info is None else self.info.schema
+        if not isinstance(given, Schema):
+            raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(given).__name__}")
+        infos = [self.info, *(entry.info for entry in self.declared.values())]
+        for info in {id(i): i for i in infos if i is not None}.values():
+            check_stored_labels(info.schema, given, str(info.metadata_path))
+        return given
+
+    @property
+    def compression(self) -> str | None:
+        """The one compression of the files: the metadata's, else their suffix or first bytes.
+
+        Raises:
+            ValueError: the files mix compressions, naming one file of each.
+        """
+        if self.info is not None:
+            return self.info.compression
+        return common_compression(self.files)
+
+
+def resolve(
+    data: PathArg | ResolvedData,
+    *,
+    split: str | None = None,
+    argument: str = "path",
+    check: bool = True,
+) -> ResolvedData:
+    """Resolves a path argument, once: the files it names and their metadata.
+
+    Tried in this order, for each path: a tfpipe dataset prefix (`out/train`, beside
+    `out/train.json`) or its metadata file; a split of a prepared TensorFlow Datasets folder
+    (`mnist/3.0.1/mnist-train`) or a folder of one split; a TFRecord file; a folder of TFRecord
+    files; a folder of class folders of images; a glob; the shards of a prefix without metadata.
+
+    Examples:
+        >>> [f.name for f in resolve("out/train-*").files]
+        ['train-00000-of-00002.tfrecord', 'train-00001-of-00002.tfrecord']
+
+    Args:
+        data: a path, a list of paths, or a `ResolvedData` (returned as it is).
+        split: the split to read when `data` is a folder: a TFDS split ("train"), or the name
+            of a tfpipe dataset prefix in the folder. Defaults to None.
+        argument: the argument's name, for messages. Defaults to "path".
+        check: check each file's size against its metadata (a stat each). Defaults to True.
+
+    Raises:
+        DataNotFoundError: `data` names nothing (saying what was tried), a URL's scheme is
+            not one TensorFlow opens, or shards of a dataset are missing.
+        SourceError: a file's size differs from its metadata's, a temporary file of a write is
+            named, or a folder or glob would merge several datasets or TFDS splits.
+    """
+    if isinstance(data, ResolvedData):
+        return data
+    fs.check_paths(data, argument)
+    if isinstance(data, str | os.PathLike):
+        text = os.fspath(with_split(data, split))
+        info = dataset_at(text, check_files=check)
+        if info is not None:
+            files: list[fs.AnyPath] = info.files
+        else:
+            folder = _image_folder(text)
+            if folder is not None:
+                return ResolvedData(text, image_folder=folder)
+            files = _files_matching(text, argument)
+    elif split is not None:
+        raise ValueError(
+            f"split= names a split of one dataset folder, but {argument} is a list of "
+            f"{len(data)} paths. Received: split={split!r}"
+        )
+    else:
+        if not data:
+            raise ValueError(f"{argument}: the list of TFRecord files is empty")
+        wrong = next((p for p in data if not isinstance(p, str | os.PathLike)), None)
+        if wrong is not None:
+            raise TypeError(
+                f"{argument} as a list names data by paths (TFRecord files, prefixes, globs, "
+                f"folders), but it holds a {type(wrong).__name__}. Received: {wrong!r}"
+            )
+        text = str([os.fspath(p) for p in data])
+        files = [f for p in data for f in resolve(p, argument=argument, check=check).files]
+        info = None
+    declared = check_sizes(files, info) if check else {}
+    return ResolvedData(text, tuple(files), info or one_dataset(files, declared), declared)
 
 
 def names_dataset(text: str) -> bool:
@@ -23,7 +185,7 @@ def names_dataset(text: str) -> bool:
     return not where.exists() and tfds_folders.find_split(where) is not None
 
 
-def dataset_at(text: str) -> DatasetInfo | None:
+def dataset_at(text: str, *, check_files: bool = True) -> DatasetInfo | None:
     """The metadata of the one dataset `text` names (see `names_dataset`), or of the only
     split of the prepared TensorFlow Datasets folder `text`; None for anything else.
 
@@ -31,12 +193,22 @@ def dataset_at(text: str) -> DatasetInfo | None:
         SourceError: `text` is a TFDS folder of several splits, listing them (never merged).
     """
     if names_dataset(text):
-        return DatasetInfo.load(text)
+        return DatasetInfo.load(text, check_files=check_files)
     folder = fs.path(text)
     if not (folder.is_dir() and tfds_folders.is_folder(folder)):
         return None
     split = tfds_folders.load(folder).only_split()
-    return DatasetInfo.load(folder / split.prefix)
+    return DatasetInfo.load(folder / split.prefix, check_files=check_files)
+
+
+def datasets_in(folder: fs.AnyPath) -> list[str]:
+    """The prefixes of the tfpipe datasets whose metadata file and shards are in `folder`."""
+    metadata: list[fs.AnyPath] = sorted(folder.glob("*.json"), key=str)
+    return [
+        str(meta.parent / meta.stem)
+        for meta in metadata
+        if any(meta.parent.glob(SHARDS.glob(fs.escape(meta.stem))))
+    ]
 
 
 def with_split(path: Any, split: str | None) -> Any:
@@ -74,52 +246,91 @@ def with_split(path: Any, split: str | None) -> Any:
     return str(folder / split)
 
 
-def resolve_files(
-    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
-) -> list[fs.AnyPath]:
-    """TFRecord files named by a file, a glob, a folder, a dataset prefix, or a list of them.
-
-    Hidden files (a writer's temporary `.<shard>.tmp-<pid>`) are left out of folders and
-    globs; naming a temporary file raises `SourceError`, and so does a glob or folder that
-    matches shards of several splits of a TFDS folder (see `tfds_folders.check_one_split`).
-    """
-    return locate_files(path)[0]
-
-
-def locate_files(
-    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
-) -> tuple[list[fs.AnyPath], DatasetInfo | None]:
-    """The files of `resolve_files`, and the metadata of the one dataset `path` names (see
-    `dataset_at`; its shards checked already), or None (files, globs, folders and lists)."""
-    if isinstance(path, list | tuple):
-        return [f for p in path for f in resolve_files(p)], None
-    text = os.fspath(path)
-    info = dataset_at(text)
-    if info is not None:
-        return info.files, info
-    return _files_matching(text), None
+def common_compression(files: Sequence[fs.AnyPath]) -> str | None:
+    """The one compression all `files` share; raises when they mix compressions."""
+    kinds = {f: compression_of(f) for f in files}
+    if len(set(kinds.values())) > 1:
+        by_kind = {
+            str(kind): next(f.name for f, k in kinds.items() if k == kind)
+            for kind in kinds.values()
+        }
+        raise ValueError(
+            f"the files mix compressions (one file of each: {by_kind}); read them apart"
+        )
+    return next(iter(kinds.values()), None)
 
 
-def _files_matching(text: str) -> list[fs.AnyPath]:
+def _image_folder(text: str) -> fs.AnyPath | None:
+    """`text` as a folder of class folders (no TFRecord file in it, a sub-folder), or None."""
+    where = fs.path(text)
+    if fs.is_url(text) or not where.is_dir() or any(where.glob("*.tfrecord*")):
+        return None
+    return where if any(child.is_dir() for child in where.iterdir()) else None
+
+
+def _files_matching(text: str, argument: str) -> list[fs.AnyPath]:
     where = fs.path(text)
     if where.is_file():
         if TEMPORARY.fullmatch(where.name):
             raise SourceError(
-                f"{text!r} is the temporary file of a write in progress (or of a killed one); "
-                "read the finished shards or the dataset prefix instead"
+                f"{argument}={text!r} is the temporary file of a write in progress (or of a "
+                "killed one); read the finished shards or the dataset prefix instead"
             )
         return [where]
     files: list[fs.AnyPath]
     if where.is_dir():
+        _check_one_dataset(where, argument)
         files = sorted(where.glob("*.tfrecord*"), key=str)
     else:
         files = [p for p in map(fs.path, fs.glob(text)) if p.is_file()]
-        if not files:
-            files = [fs.path(p) for p in fs.glob(SHARDS.glob(text))]
     files = [f for f in files if not f.name.startswith(".")]  # temporary files of writes
     if not files:
-        raise DataNotFoundError(
-            f"no TFRecord files at {text!r} (tried it as a file, a folder, a glob and a prefix)"
-        )
+        raise DataNotFoundError(_names_nothing(text, argument, where))
     tfds_folders.check_one_split(files, text)
     return files
+
+
+def _check_one_dataset(folder: fs.AnyPath, argument: str) -> None:
+    """Refuses a folder holding several tfpipe datasets (`out/train`, `out/val`): read
+    together, they would merge into one."""
+    prefixes = datasets_in(folder)
+    if len(prefixes) > 1:
+        names = [os.path.basename(p) for p in prefixes]
+        raise SourceError(
+            f"{argument}={str(folder)!r} holds the tfpipe datasets {names}; reading the folder "
+            f"would merge them into one. Read one: pass its prefix {prefixes[0]!r}, or the "
+            f"folder with split={names[0]!r} (a list of prefixes reads several on purpose)"
+        )
+
+
+def _names_nothing(text: str, argument: str, where: fs.AnyPath) -> str:
+    """What a path that names no data was tried as, and what may have been meant."""
+    if where.is_dir():
+        return (
+            f"{argument}={text!r} is a folder with no TFRecord file (*.tfrecord*) and no "
+            "class folders of images in it"
+        )
+    if glob.has_magic(text):
+        return f"{argument}={text!r}: no TFRecord files match the glob"
+    tried = (
+        f"{argument}={text!r} names no data: it is not a file, a folder (of TFRecord files or "
+        f"of class folders of images), a glob, a dataset prefix (the metadata file "
+        f"{str(metadata_path(text))!r} does not exist) or a TensorFlow Datasets folder"
+    )
+    shards = fs.glob(SHARDS.glob(fs.escape(text)))
+    if shards:
+        return (
+            f"{tried}; {len(shards)} shard file(s) of that prefix exist without the metadata "
+            "file: an interrupted or unfinished write? Write again, or read them anyway as "
+            f"{text + '-*'!r} (a glob; the schema is inferred, or pass schema=)"
+        )
+    parent = where.parent
+    if not parent.is_dir():
+        return f"{tried}; its folder {str(parent)!r} does not exist"
+    if fs.is_url(text):
+        return tried
+    names = {re.split(r"[-.]", p.name)[0]: p.name for p in parent.iterdir()}
+    near = difflib.get_close_matches(where.name, names, n=3, cutoff=0.6)
+    if not near:
+        return tried
+    return f"{tried}; did you mean {' or '.join(repr(str(parent / n)) for n in near)}?"

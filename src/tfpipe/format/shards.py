@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
@@ -160,7 +160,7 @@ def check_sizes(
 
 
 def check_counts(
-    files: Sequence[fs.AnyPath], counts: Sequence[int], declared: dict[fs.AnyPath, Declared]
+    files: Sequence[fs.AnyPath], counts: Sequence[int], declared: Mapping[fs.AnyPath, Declared]
 ) -> None:
     """Compares the records found in each file with its metadata's `num_examples`.
 
@@ -178,7 +178,7 @@ def check_counts(
 
 
 def declared_examples(
-    files: Sequence[fs.AnyPath], declared: dict[fs.AnyPath, Declared]
+    files: Sequence[fs.AnyPath], declared: Mapping[fs.AnyPath, Declared]
 ) -> int | None:
     """The examples the metadata declares for `files`; None when one of them has none."""
     if any(file not in declared for file in files):
@@ -187,7 +187,7 @@ def declared_examples(
 
 
 def one_dataset(
-    files: Sequence[fs.AnyPath], declared: dict[fs.AnyPath, Declared]
+    files: Sequence[fs.AnyPath], declared: Mapping[fs.AnyPath, Declared]
 ) -> DatasetInfo | None:
     """The dataset all of `files` belong to, when one metadata file describes them all."""
     infos = {id(entry.info): entry.info for entry in declared.values()}

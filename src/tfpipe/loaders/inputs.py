@@ -24,10 +24,9 @@ from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import check_compression, tf_compression
-from tfpipe.labels import check_stored_labels
+from tfpipe.format.lookup import ResolvedData, resolve
 from tfpipe.loaders.seeding import shuffled
-from tfpipe.records.infer import infer_schema
-from tfpipe.records.locate import check_first_record, common_compression, locate
+from tfpipe.records.locate import check_first_record, random_access, schema_for
 from tfpipe.records.verification import Fault, failing_images, first_fault
 from tfpipe.schema import Schema
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
@@ -83,28 +82,24 @@ class RecordInput:
 
     decoded = False
 
-    def __init__(self, path: Any, schema: Schema | None, compression: str | None) -> None:
-        files, info, count = locate(path, "source")
+    def __init__(self, data: ResolvedData, schema: Schema | None, compression: str | None) -> None:
+        files = data.record_files("Pipeline")
+        info = data.info
         self.files = [str(f) for f in files]
-        if schema is None:
-            schema = info.schema if info is not None else infer_schema(files)
-        elif not isinstance(schema, Schema):
-            raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
-        elif info is not None:
-            check_stored_labels(info.schema, schema, str(path))
+        schema = schema_for(data, schema)
         if compression == "auto":
-            compression = info.compression if info is not None else common_compression(files)
+            compression = data.compression
         self.compression = check_compression(compression)
         first_bytes = check_first_record(schema, files)
         self.schema = schema
         self.info = info
-        self.num_examples = count
+        self.num_examples = data.num_examples
         self.record_bytes = (
             info.num_bytes / info.num_examples
             if info is not None and info.num_examples
             else first_bytes
         )
-        self.name = str(path)
+        self.name = data.origin
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
@@ -566,13 +561,20 @@ class PyDatasetInput(_IndexedInput):
 
 
 def make_input(
-    source: Any, schema: Any, compression: str | None
+    source: Any, schema: Any, compression: str | None, split: str | None = None
 ) -> RecordInput | MemoryInput | PyDatasetInput:
-    """The input of a `Pipeline` for `source`: TFRecords, an in-memory source or a PyDataset."""
-    if isinstance(source, str | os.PathLike | list | tuple):
-        if isinstance(source, list | tuple) and not source:
-            raise ValueError("source: the list of TFRecord files is empty")
-        return RecordInput(source, schema, compression)
+    """The input of a `Pipeline` for `source`: TFRecords or a folder of images named by a path
+    (see `tfpipe.format.lookup.resolve`), an in-memory source or a PyDataset."""
+    if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
+        data = resolve(source, split=split, argument="source")
+        if data.image_folder is None:
+            return RecordInput(data, schema, compression)
+        return MemoryInput(random_access(data, schema))
+    if split is not None:
+        raise ValueError(
+            "split= names a split of a dataset folder; a tfpipe source or a PyDataset has "
+            f"none. Received: split={split!r}"
+        )
     if schema is not None:
         raise ValueError(
             "schema= applies to TFRecord sources only; a tfpipe source carries its own schema"

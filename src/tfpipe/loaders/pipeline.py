@@ -20,7 +20,6 @@ import tensorflow as tf
 from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int, check_positive, is_int
 from tfpipe.distribute.sharding import DistributedInput, Layout, distribute
-from tfpipe.format.lookup import with_split
 from tfpipe.loaders.assembly import build, explain, locate_fault
 from tfpipe.loaders.distributed_pipeline import (
     check_distributable,
@@ -55,10 +54,12 @@ class Pipeline:
 
     Args:
         source: a TFRecord dataset prefix (with its metadata file), a file, a glob, a folder of
-            shards or a list of files (local, or URLs TensorFlow opens: "gs://b/train"); a
-            `tfpipe.from_directory` / `from_dataframe` / `from_arrays` source (or a split of
-            one); or a `keras.utils.PyDataset`.
-        schema: the record schema for TFRecords without a metadata file. Defaults to None.
+            shards or a list of these (local, or URLs TensorFlow opens: "gs://b/train"); a
+            prepared TensorFlow Datasets folder; a folder of class folders of images (read as
+            `tfpipe.from_directory` reads it); a `tfpipe.from_directory` / `from_dataframe` /
+            `from_arrays` source (or a split of one); or a `keras.utils.PyDataset`.
+        schema: the record schema. Defaults to None (the metadata's; for records without
+            a metadata file, one inferred as `tfpipe.infer_schema` infers it).
         image_size: resize every image (block means, then bilinear, when shrinking) and every mask
             (nearest neighbour, so they stay aligned) to `(height, width)`. Defaults to None
             (the size the schema declares).
@@ -100,7 +101,7 @@ class Pipeline:
         image_size = check_image_size("image_size", image_size)
         rescale = check_positive("rescale", rescale, or_none=True)
         decoding = Decoding(image_size, bool(reduced_decode), rescale)
-        inp = make_input(with_split(source, split), schema, compression)
+        inp = make_input(source, schema, compression, split)
         if truncate not in (True, False) or (truncate and pad is None):
             raise ValueError(
                 "truncate must be True or False, and applies with pad={name: length}. "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import multiprocessing
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,11 +28,13 @@ from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
+from tfpipe.format.lookup import ResolvedData
 from tfpipe.loaders import workers as worker_processes
 from tfpipe.loaders.distributed_loader import DistributableLoader, distribute_loader
 from tfpipe.loaders.loader_options import LoaderOptions
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.supervised import feature_names, pick
+from tfpipe.records.locate import random_access
 from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
@@ -70,8 +73,10 @@ class SequenceLoader(keras.utils.PyDataset):
         >>> history = model.fit(loader, epochs=2, verbose=0)
 
     Args:
-        source: any tfpipe source (`from_directory`, `from_dataframe`, `from_arrays`,
-            `from_tfrecords`), or an object with `__len__`, `__getitem__` and a `schema`.
+        source: a path that `tfpipe.Pipeline` reads (a dataset prefix, uncompressed TFRecord
+            files, a folder of class folders of images), any tfpipe source (`from_directory`,
+            `from_dataframe`, `from_arrays`, `from_tfrecords`), or an object with `__len__`,
+            `__getitem__` and a `schema`.
         batch_size: examples per batch. Defaults to 32.
         x: the model input: a feature name, a list of names (multi-input), or a dict of model
             input name -> feature name. Defaults to "image".
@@ -128,11 +133,15 @@ class SequenceLoader(keras.utils.PyDataset):
         )
         if use_multiprocessing:  # a killed worker process then fails fit instead of hanging it
             worker_processes.install()
+        if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
+            source = random_access(source)
         schema = getattr(source, "schema", None)
         if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
             raise SourceError(
-                "source must be a tfpipe source (from_directory, from_dataframe, from_arrays, "
-                f"from_tfrecords) or have __len__, __getitem__ and a schema; got {source!r}"
+                "source must be a path (what tfpipe.Pipeline reads: a dataset prefix, TFRecord "
+                "files, a folder of class folders of images), a tfpipe source (from_directory, "
+                "from_dataframe, from_arrays, from_tfrecords) or have __len__, __getitem__ and "
+                f"a schema; got {source!r}"
             )
         if x is None:
             raise ValueError("x must name the model input feature(s). Received: x=None")

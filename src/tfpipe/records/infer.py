@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import os
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -13,14 +12,12 @@ from tfpipe import fs
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text, decoding, imaging
 from tfpipe.format.compression import compression_of, tf_compression
-from tfpipe.format.lookup import resolve_files
+from tfpipe.format.lookup import PathArg, ResolvedData, resolve
 from tfpipe.schema import Schema
 
 _MASK_WORDS = ("mask", "segmentation")
 _CHANNELS_FOR_MODE = {"1": 1, "L": 1, "LA": 4, "RGBA": 4, "PA": 4}
 _CHANNELS_FOR_MODE.update(dict.fromkeys(imaging.SIXTEEN_BIT_GRAY, 1))
-
-PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 def records(
@@ -143,7 +140,7 @@ def _guess(key: str, seen: _Observed) -> Feature | str:
     return Tensor(shape=shape, dtype="int64" if kind == "int64_list" else "float32")
 
 
-def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
+def infer_schema(files: PathArg | ResolvedData, num_records: int = 100) -> Schema:
     """Builds a Schema from the first records of TFRecord files written by anything.
 
     Reads up to `num_records` `tf.train.Example` records and describes each key:
@@ -186,8 +183,7 @@ def infer_schema(files: PathArg, num_records: int = 100) -> Schema:
         raise ValueError(
             f"num_records must be a positive int. Received: num_records={num_records!r}"
         )
-    fs.check_paths(files, "files")
-    paths = resolve_files(files if isinstance(files, str | os.PathLike) else list(files))
+    paths = resolve(files, argument="files", check=False).record_files("infer_schema")
     observed, total = _observe(paths, num_records)
     if total == 0:
         raise SchemaError(f"cannot infer a schema: no records in {[str(p) for p in paths[:3]]}")

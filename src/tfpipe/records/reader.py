@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
 
+# TensorFlow's iterator class (what `iter(dataset)` gives eagerly), subclassed by NamedIterator.
+from tensorflow.python.data.ops.iterator_ops import OwnedIterator
+
 from tfpipe import fs
-from tfpipe.errors import SchemaError
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import tf_compression
-from tfpipe.format.lookup import with_split
+from tfpipe.format.lookup import PathArg, ResolvedData, resolve
 from tfpipe.format.metadata import DatasetInfo
-from tfpipe.labels import check_stored_labels
 from tfpipe.records import verification
-from tfpipe.records.infer import PathArg, infer_schema
-from tfpipe.records.locate import RAW_ERRORS, check_first_record, common_compression, locate
+from tfpipe.records.locate import RAW_ERRORS, check_first_record, schema_for
 from tfpipe.schema import Schema
 
 Namer = Callable[[BaseException], Exception | None]
@@ -61,52 +61,42 @@ class NamedDataset(tf.data.Dataset):
         return self._dataset.element_spec
 
     def __iter__(self) -> Any:
-        iterator = super().__iter__()
         if not tf.executing_eagerly() or tf.inside_function():
-            return iterator
-        return NamedIterator(iterator, self._name)
+            return super().__iter__()
+        return NamedIterator(self, self._name)
 
 
-class NamedIterator(Iterator[Any]):
-    """The iterator of a `NamedDataset`: TensorFlow's iterator, its raw errors named.
+class NamedIterator(OwnedIterator):
+    """The iterator of a `NamedDataset`: TensorFlow's own iterator (so Keras reads it as a
+    `tf.data.Iterator`, several steps per call, and ends an epoch of unknown length cleanly),
+    whose raw errors are named when it is read eagerly (`next`, `get_next`).
 
     Examples:
         >>> iterator = iter(tfpipe.read_tfrecords("out/train"))
-        >>> sorted(next(iterator))
-        ['image', 'label']
+        >>> isinstance(iterator, tf.data.Iterator), sorted(next(iterator))
+        (True, ['image', 'label'])
     """
 
-    def __init__(self, iterator: Any, name: Namer) -> None:
-        self._iterator = iterator
-        self._name = name
+    def __init__(self, dataset: tf.data.Dataset, name: Namer) -> None:
+        super().__init__(dataset=dataset)
+        self._tfpipe_namer = name
 
-    def __next__(self) -> Any:
-        return self._named(self._iterator.__next__)
-
-    def get_next(self) -> Any:
-        """The next element, as `tf.data.Iterator.get_next` gives it, its errors named.
-
-        Examples:
-            >>> sorted(iter(tfpipe.read_tfrecords("out/train")).get_next())
-            ['image', 'label']
-        """
-        return self._named(self._iterator.get_next)
-
-    def _named(self, step: Callable[[], Any]) -> Any:
+    def _next_internal(self) -> Any:
+        if not tf.executing_eagerly():
+            return super()._next_internal()
         try:
-            return step()
+            return super()._next_internal()
         except RAW_ERRORS as e:
-            named = self._name(e)
+            if isinstance(e, tf.errors.OutOfRangeError):
+                raise  # the end of the data, for __next__ and Keras
+            named = self._tfpipe_namer(e)
             if named is None:
                 raise
             raise named from e
 
-    def __getattr__(self, attribute: str) -> Any:  # element_spec, get_next_as_optional, ...
-        return getattr(self._iterator, attribute)
-
 
 def read_tfrecords(
-    path: PathArg, schema: Schema | None = None, split: str | None = None
+    path: PathArg | ResolvedData, schema: Schema | None = None, split: str | None = None
 ) -> tf.data.Dataset:
     """A `tf.data.Dataset` of decoded example dicts (unbatched), in the order written.
 
@@ -161,14 +151,10 @@ def read_tfrecords(
         SourceError: a file's size differs from its metadata's, or a file is empty; a TFDS
             folder holds several splits and none is named, or a glob matches several.
     """
-    files, info, count = locate(with_split(path, split))
-    if schema is None:
-        schema = info.schema if info is not None else infer_schema(files)
-    elif not isinstance(schema, Schema):
-        raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
-    elif info is not None:
-        check_stored_labels(info.schema, schema, str(info.metadata_path))
-    compression = info.compression if info is not None else common_compression(files)
+    data = resolve(path, split=split)
+    files, info, count = data.record_files("read_tfrecords"), data.info, data.num_examples
+    schema = schema_for(data, schema)
+    compression = data.compression
     check_first_record(schema, files)
     dataset = tf.data.TFRecordDataset(
         [str(f) for f in files], compression_type=tf_compression(compression)

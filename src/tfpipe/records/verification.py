@@ -38,11 +38,11 @@ from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.frames import file_crc32c
-from tfpipe.format.lookup import names_dataset, resolve_files
+from tfpipe.format.lookup import PathArg, ResolvedData, names_dataset, resolve
 from tfpipe.format.metadata import DatasetInfo, ShardInfo
 from tfpipe.format.naming import SHARDS, metadata_path
-from tfpipe.records.infer import PathArg, infer_schema
-from tfpipe.records.locate import RAW_ERRORS, locate
+from tfpipe.records.infer import infer_schema
+from tfpipe.records.locate import RAW_ERRORS
 from tfpipe.schema import Schema
 
 _CHUNK = 256
@@ -448,7 +448,7 @@ def _declared(info: DatasetInfo, files: list[fs.AnyPath]) -> int:
 
 
 def _targets(
-    path: PathArg, schema: Schema | None
+    path: PathArg | ResolvedData, schema: Schema | None, reader: str
 ) -> tuple[list[fs.AnyPath], DatasetInfo | None, Schema | None, list[Fault], list[str]]:
     """The files to check, the metadata, the schema and what is already known to be wrong."""
     fs.check_paths(path, "path")
@@ -458,12 +458,13 @@ def _targets(
     info: DatasetInfo | None
     if text is not None and names_dataset(text):
         try:
-            info = DatasetInfo.load(text, check_files=False)
+            data = resolve(text, check=False)  # missing or damaged shards: listed as faults
         except SchemaError as e:  # the dataset's own fault: listed, its shards still checked
             return _without_metadata(text, e, schema)
-        files = [f for f in info.files if f.is_file()]
-        prefix = str(info.directory / info.name)
-        listed = {str(f) for f in info.files}
+        info = data.info
+        files = [f for f in data.files if f.is_file()]
+        prefix = text.removesuffix(".json") if info is None else str(info.directory / info.name)
+        listed = {str(f) for f in data.files}
         extra = [f for f in fs.glob(SHARDS.glob(fs.escape(prefix))) if f not in listed]
         if extra:
             notes.append(
@@ -472,13 +473,14 @@ def _targets(
             )
     else:
         try:
-            files, info, _ = locate(path)
+            data = resolve(path)
         except (SourceError, DataNotFoundError) as e:  # shard sizes or sets that do not match
             try:
-                files, info = resolve_files(path if text is None else text), None  # type: ignore[arg-type]
+                data = resolve(path, check=False)
             except DataNotFoundError:
-                raise e from None  # nothing to read at all: say why, as locate() did
+                raise e from None  # nothing to read at all: say why, as resolve() did
             faults.append(Fault(str(path), None, None, str(e)))
+        files, info = data.record_files(reader), data.info
         if info is None:
             notes.append("note: no tfpipe metadata, so record counts were not checked")
     if schema is None and info is not None:
@@ -510,7 +512,9 @@ def _without_metadata(
     return files, None, schema, faults, notes
 
 
-def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True) -> VerifyReport:
+def verify(
+    path: PathArg | ResolvedData, schema: Schema | None = None, *, progress: bool = True
+) -> VerifyReport:
     """Checks every record of a TFRecord dataset, for use after copying or writing one.
 
     Reads every record of every shard (uncompressed, gzip or zlib) checking both frame
@@ -542,7 +546,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
     Raises:
         DataNotFoundError: there are no TFRecord files at `path`.
     """
-    files, info, schema, faults, notes = _targets(path, schema)
+    files, info, schema, faults, notes = _targets(path, schema, "verify")
     total = sum(f.stat().st_size for f in files)
     compression = info.compression if info is not None else None
     with tqdm(
@@ -565,7 +569,7 @@ def verify(path: PathArg, schema: Schema | None = None, *, progress: bool = True
 
 
 def locate_fault(
-    path: PathArg,
+    path: PathArg | ResolvedData,
     schema: Schema | None = None,
     *,
     image_size: tuple[int, int] | None = None,
@@ -587,7 +591,7 @@ def locate_fault(
         image_size: the size a reader resizes images to; stored images of another size are
             then not faults. Defaults to None (the schema's size must match).
     """
-    files, info, schema, faults, _ = _targets(path, schema)
+    files, info, schema, faults, _ = _targets(path, schema, "locate_fault")
     if faults:
         return faults[0]
     compression = info.compression if info is not None else None

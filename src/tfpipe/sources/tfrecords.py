@@ -32,10 +32,9 @@ from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.format.compression import compression_of
 from tfpipe.format.frames import DATA_CRC, FRAME_HEADER, FRAME_OVERHEAD, masked_crc32c, scan_offsets
-from tfpipe.format.lookup import locate_files, with_split
+from tfpipe.format.lookup import PathArg, ResolvedData, resolve
 from tfpipe.format.naming import temporary_name
-from tfpipe.format.shards import check_counts, check_sizes, one_dataset
-from tfpipe.labels import check_stored_labels
+from tfpipe.format.shards import check_counts
 from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
@@ -265,7 +264,7 @@ class TFRecordSource(SourceBase):
 
 
 def from_tfrecords(
-    path: str | os.PathLike[str] | list[str | os.PathLike[str]],
+    path: PathArg | ResolvedData,
     schema: Schema | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     split: str | None = None,
@@ -310,8 +309,8 @@ def from_tfrecords(
         DataNotFoundError: shards of a dataset without metadata are missing, or `path` is a
             URL whose scheme TensorFlow cannot open.
     """
-    fs.check_paths(path, "path")
-    files, located = locate_files(with_split(path, split))
+    data = resolve(path, split=split)
+    files, declared = data.record_files("from_tfrecords"), data.declared
     for file in files:
         compression = compression_of(file)
         if compression is not None:
@@ -320,20 +319,13 @@ def from_tfrecords(
                 "cannot be read at random offsets; write the dataset with compression=None, or "
                 "read it sequentially with a tf.data pipeline"
             )
-    declared = check_sizes(files, located)
+    schema = data.schema(schema)
     if schema is None:
-        info = one_dataset(files, declared)
-        if info is None:
-            raise SchemaError(
-                f"no tfpipe metadata file found for {[str(f) for f in files[:3]]}; pass "
-                "schema=, or write the dataset with tfpipe.write_tfrecords (which saves "
-                "<prefix>.json)"
-            )
-        schema = info.schema
-    elif not isinstance(schema, Schema):
-        raise SchemaError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
-    for info in {id(e.info): e.info for e in declared.values()}.values():
-        check_stored_labels(info.schema, schema, str(info.metadata_path))
+        raise SchemaError(
+            f"no tfpipe metadata file found for {[str(f) for f in files[:3]]}; pass schema= "
+            f"(e.g. schema=tfpipe.infer_schema({data.origin!r})), or write the dataset with "
+            "tfpipe.write_tfrecords (which saves <prefix>.json)"
+        )
     digests = [declared[f].shard.crc32c if f in declared else None for f in files]
     source = TFRecordSource(files, schema, cache_dir, digests)
     check_counts(files, source.shard_counts, declared)

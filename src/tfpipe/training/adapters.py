@@ -20,16 +20,16 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.features.tracing import plain
-from tfpipe.format.metadata import DatasetInfo
+from tfpipe.format.lookup import ResolvedData, resolve
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, selector
+from tfpipe.records.locate import random_access, schema_for
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
 from tfpipe.training.faults import named_errors
@@ -102,6 +102,7 @@ def adapt(
     y: Names | None = None,
     pairs: bool = True,
     seed: int | None = None,
+    schema: Schema | None = None,
 ) -> Input:
     """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
 
@@ -110,8 +111,9 @@ def adapt(
         3
 
     Args:
-        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, the path
-            (prefix) of TFRecords written by tfpipe, or a tfpipe source (`from_arrays`, ...).
+        data: a `tfpipe.Pipeline`, a `tf.data.Dataset`, a `keras.utils.PyDataset`, a path
+            `tfpipe.Pipeline` reads (a dataset prefix, TFRecord files, a glob, a folder of
+            shards or of class folders of images, a list of these), or a tfpipe source.
         batch_size: the batch size of the default Pipeline built for a path or a source.
             Defaults to 32.
         shuffle: whether the default Pipeline built for a path or a source shuffles. Defaults
@@ -128,19 +130,35 @@ def adapt(
             one ClassLabel gives its example dicts. Defaults to True.
         seed: the shuffle seed of the default Pipeline built for a path or a source.
             Defaults to None (a new order every run).
+        schema: the schema of TFRecords named by a path. Defaults to None (the metadata's;
+            without metadata, inferred as `tfpipe.infer_schema` infers it).
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
-    by_schema = isinstance(data, str | os.PathLike | SourceBase)  # y alone: x is its one Image
+    by_schema = isinstance(data, str | os.PathLike | list | tuple | ResolvedData | SourceBase)
     if (x is None) != (y is None) and not (by_schema and x is None):
         missing = "y" if y is None else "x"
         raise ValueError(
             f"x and y go together: pass {missing}=... too (the feature name(s) the model "
             f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
         )
-    if isinstance(data, str | os.PathLike | SourceBase):
-        fs.check_paths(data, argument)
-        return _default_pipeline(data, batch_size, shuffle, image_size, argument, x, y, pairs, seed)
+    if schema is not None and not isinstance(data, str | os.PathLike | list | tuple):
+        raise ValueError(
+            f"schema= describes TFRecords named by a path, but {argument} is a "
+            f"{type(data).__name__}, which carries its own schema: drop schema=, or pass the path"
+        )
+    if isinstance(data, str | os.PathLike | list | tuple | ResolvedData | SourceBase):
+        return _default_pipeline(
+            _readable(data, argument, schema),
+            batch_size=batch_size,
+            shuffle=shuffle,
+            image_size=image_size,
+            x=x,
+            y=y,
+            pairs=pairs,
+            seed=seed,
+        )
+
     if isinstance(data, Pipeline):
         data = _supervised(data, argument, x, y)
         return _from_dataset(
@@ -180,7 +198,7 @@ def adapt(
         )
     raise TypeError(
         f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset, "
-        "the path of tfpipe TFRecords or a tfpipe source. "
+        "a path (TFRecords, a folder of images) or a tfpipe source. "
         f"Received: {argument} of type {type(data).__name__}"
     )
 
@@ -246,12 +264,34 @@ def _data_kind(schema: Schema | None) -> str | None:
     return "images" if any(isinstance(f, Image) for f in schema.values()) else "tensors"
 
 
+@dataclasses.dataclass(frozen=True)
+class Readable:
+    """What a default Pipeline reads: resolved TFRecords or a source, with its schema."""
+
+    data: ResolvedData | SourceBase
+    schema: Schema
+    where: str
+
+
+def _readable(data: Any, argument: str, schema: Schema | None) -> Readable:
+    """A path resolved once (records with their schema: given, the metadata's or inferred; a
+    folder of images as a source), or a source as it is."""
+    if isinstance(data, SourceBase):
+        return Readable(data, data.schema, f"{argument} ({type(data).__name__})")
+    resolved = resolve(data, argument=argument)
+    where = f"{argument}={resolved.origin!r}"
+    if resolved.image_folder is not None:
+        source = random_access(resolved, schema, argument=argument)
+        return Readable(source, source.schema, where)
+    return Readable(resolved, schema_for(resolved, schema), where)
+
+
 def _default_pipeline(
-    data: str | os.PathLike[str] | SourceBase,
+    readable: Readable,
+    *,
     batch_size: int | None,
     shuffle: bool,
     image_size: tuple[int, int] | None,
-    argument: str,
     x: Names | None,
     y: Names | None,
     pairs: bool,
@@ -260,10 +300,7 @@ def _default_pipeline(
     """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
     `y` (by default the one Image and the one ClassLabel, with `y` alone the one Image as `x`;
     example dicts for another schema when not `pairs`), images as float32 in [0, 1]."""
-    if isinstance(data, SourceBase):
-        schema, where = data.schema, f"{argument} ({type(data).__name__})"
-    else:
-        schema, where = DatasetInfo.load(data).schema, f"{argument}={os.fspath(data)!r}"
+    schema, where = readable.schema, readable.where
     images = [n for n, f in schema.items() if isinstance(f, Image)]
     labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
     if x is None and len(images) == len(labels) == 1 and y is None:
@@ -288,7 +325,13 @@ def _default_pipeline(
         check_known(x, y, schema, where, "the schema")
     size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     fixed = all(None not in schema[n].decoded_shape[:2] for n in images)
-    pipeline = Pipeline(data, image_size=None if fixed else image_size, rescale=1 / 255)
+    records = isinstance(readable.data, ResolvedData)
+    pipeline = Pipeline(
+        readable.data,
+        schema=schema if records else None,
+        image_size=None if fixed else image_size,
+        rescale=1 / 255,
+    )
     if shuffle:
         pipeline = pipeline.shuffle(seed=seed)
     pipeline = pipeline.batch(size)
@@ -296,7 +339,7 @@ def _default_pipeline(
         pipeline = pipeline.as_supervised(x, y)
     return _from_dataset(
         pipeline.build(),
-        "TFRecords" if isinstance(data, str | os.PathLike) else "source",
+        "TFRecords" if records else "source",
         honours=frozenset({"batch_size", "shuffle"}),
         prefetched=True,
         batch_size=size,

@@ -29,6 +29,7 @@ from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import TfpipeWarning
 from tfpipe.loaders.service import PassCounter
 from tfpipe.loaders.supervised import Names
+from tfpipe.schema import Schema
 from tfpipe.training.adapters import Input, naming
 from tfpipe.training.backend import notes as backend_notes
 from tfpipe.training.backend import strategy_of, trains_with_tensorflow
@@ -60,6 +61,7 @@ def fit(
     report: bool = True,
     backup_dir: str | os.PathLike[str] | None = None,
     save_every: int | None = None,
+    schema: Schema | None = None,
     **fit_kwargs: Any,
 ) -> keras.callbacks.History:
     """Trains `model` on any tfpipe input, avoiding the usual input mistakes, and measures it.
@@ -87,9 +89,11 @@ def fit(
         model: a compiled `keras.Model` (built under a `tf.distribute` strategy or not).
         data: a `tfpipe.Pipeline`, a `tf.data.Dataset` of `(x, y)` batches (or of example
             dicts, with `x` and `y`), a `keras.utils.PyDataset` (e.g. `tfpipe.SequenceLoader`),
-            the path of tfpipe TFRecords or a tfpipe source (`from_arrays`, ...); a path or a
-            source is read by a default Pipeline that shuffles, batches, rescales images to
-            [0, 1] and prefetches.
+            a tfpipe source (`from_arrays`, ...), or any path `tfpipe.Pipeline` reads: a
+            dataset prefix, TFRecord files (with or without tfpipe metadata), a glob, a folder
+            of shards, a list of these, a TFDS folder, a folder of class folders of images. A
+            path or a source is read by a default Pipeline that shuffles, batches, rescales
+            images to [0, 1] and prefetches.
         x: the feature name(s) the model takes: a name, a list, or a dict of model input name
             -> feature name. For a path, a source, a Pipeline without `as_supervised` or a
             tf.data dataset of dicts; also applied to `validation`. Defaults to None (the one
@@ -124,6 +128,8 @@ def fit(
             refused. Defaults to None (no backups).
         save_every: save a backup every this many batches, counted from the start of the run.
             Defaults to None (once per epoch, with `backup_dir`).
+        schema: the schema of the TFRecords a path `data` names (not `validation`'s). Defaults
+            to None (the metadata's; without metadata, inferred as `tfpipe.Pipeline` infers it).
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
 
@@ -142,6 +148,7 @@ def fit(
         batch_size=batch_size,
         backup_dir=backup_dir,
         save_every=save_every,
+        schema=schema,
         fit_kwargs=fit_kwargs,
     )
     run = _train(model, plan, timed=report)

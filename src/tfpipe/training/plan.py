@@ -26,6 +26,7 @@ from tfpipe.labels import check_same_class_names
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.supervised import Names, feature_names
+from tfpipe.schema import Schema
 from tfpipe.training.adapters import Input, adapt, naming
 from tfpipe.training.backend import data_only, strategy_of, trains_with_tensorflow
 from tfpipe.training.bench import batch_size_of
@@ -100,6 +101,7 @@ def prepare(
     batch_size: int | None,
     backup_dir: str | os.PathLike[str] | None,
     save_every: int | None,
+    schema: Schema | None,
     fit_kwargs: dict[str, Any],
 ) -> Plan:
     """Checks `fit`'s arguments, adapts `data` and `validation` once, and times the model alone.
@@ -126,6 +128,7 @@ def prepare(
         x=x,
         y=y,
         seed=None if backup_dir is None else 0,
+        schema=schema,
     )
     _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
     steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
