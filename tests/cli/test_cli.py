@@ -79,11 +79,11 @@ def test_write_refuses_records_inside_the_image_folder(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([], tfpipe.Image(shape=(None, None, 3), encoding="jpeg")),
+        ([], tfpipe.Image(shape=(None, None, 3), encoding="auto")),
         (["--image-size", "16x20", "--encoding", "jpeg"], tfpipe.Image(shape=(16, 20, 3))),
         (["--encoding", "png"], tfpipe.Image(shape=(None, None, 3), encoding="png")),
     ],
-    ids=["default-copies-jpeg", "jpeg-at-size", "png"],
+    ids=["default-as-stored", "jpeg-at-size", "png"],
 )
 def test_write_encoding(
     image_folder: Path, tmp_path: Path, args: list[str], expected: tfpipe.Image
