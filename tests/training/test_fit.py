@@ -709,7 +709,11 @@ def test_report_verdict_and_advice_follow_the_numbers(
     ("encoding", "advice"),
     [
         ("jpeg", "store raw pixels at training size"),
-        ("auto", "no decode at all), decode JPEGs at reduced scale"),
+        (
+            "auto",
+            "store raw pixels at training size (tfpipe write --image-size HxW writes raw "
+            "pixels: no decode at all), decode JPEGs at reduced scale",
+        ),
         ("raw", "the images are raw pixels already, so nothing is left to decode"),
         (None, "store images at training size"),
     ],
