@@ -92,6 +92,15 @@ def test_write_encoding(
     assert DatasetInfo.load(tmp_path / "d").schema["image"] == expected
 
 
+def test_write_keeps_png_files_png(tmp_path: Path) -> None:
+    (tmp_path / "img" / "noise").mkdir(parents=True)
+    noise = np.random.default_rng(0).integers(0, 256, (12, 10, 3), np.uint8)
+    PILImage.fromarray(noise).save(tmp_path / "img" / "noise" / "0.png")
+    assert main(["write", str(tmp_path / "img"), str(tmp_path / "d"), "--shards", "1"]) == 0
+    [example] = tfpipe.from_tfrecords(tmp_path / "d")
+    assert example["image"] == (tmp_path / "img" / "noise" / "0.png").read_bytes()
+
+
 def test_write_raw_needs_an_image_size(
     image_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
