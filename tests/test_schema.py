@@ -169,6 +169,23 @@ def test_jpeg_is_resized_to_declared_shape(image_folder) -> None:
     assert feature.load(stored).shape == (16, 20, 3)
 
 
+def test_auto_keeps_each_image_s_format(image_folder) -> None:
+    jpeg = next(image_folder.glob("*/*.jpg"))
+    png = tfpipe.Image(encoding="png").encode_bytes(RGB)
+    auto = tfpipe.Image(encoding="auto")
+    assert auto.encode_bytes(jpeg) == jpeg.read_bytes()
+    assert auto.encode_bytes(png) == png
+    assert auto.encode_bytes(RGB) == png  # an array (or BMP, GIF): PNG, lossless
+    at_size = {
+        encoding: tfpipe.Image(shape=(16, 20, 3), encoding=encoding)
+        for encoding in ("auto", "jpeg", "png")
+    }
+    assert at_size["auto"].encode_bytes(jpeg) == at_size["jpeg"].encode_bytes(jpeg)
+    assert at_size["auto"].encode_bytes(png) == at_size["png"].encode_bytes(png)
+    rgba = tfpipe.Image(shape=(None, None, 4), encoding="auto").encode_bytes(jpeg)
+    assert rgba[:4] == b"\x89PNG"  # JPEG has no alpha
+
+
 def test_batched_parse_decodes_images_per_element() -> None:
     schema = tfpipe.Schema(
         {
@@ -187,6 +204,8 @@ def test_bad_declarations_raise_schema_error() -> None:
         tfpipe.Image(shape=(8, 8, 2))
     with pytest.raises(SchemaError, match="raw"):
         tfpipe.Image(encoding="raw")
+    with pytest.raises(SchemaError, match=r"'raw' or 'auto'\. Received: encoding='webp'"):
+        tfpipe.Image(encoding="webp")
     with pytest.raises(SchemaError, match=r"positive ints or None\. .*\(True, 8, 3\)"):
         tfpipe.Image(shape=(True, 8, 3))  # a bool is not a height of 1
     with pytest.raises(SchemaError, match=r"names=|num_classes"):

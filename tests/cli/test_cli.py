@@ -79,17 +79,26 @@ def test_write_refuses_records_inside_the_image_folder(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([], tfpipe.Image(shape=(None, None, 3), encoding="jpeg")),
+        ([], tfpipe.Image(shape=(None, None, 3), encoding="auto")),
         (["--image-size", "16x20", "--encoding", "jpeg"], tfpipe.Image(shape=(16, 20, 3))),
         (["--encoding", "png"], tfpipe.Image(shape=(None, None, 3), encoding="png")),
     ],
-    ids=["default-copies-jpeg", "jpeg-at-size", "png"],
+    ids=["default-as-stored", "jpeg-at-size", "png"],
 )
 def test_write_encoding(
     image_folder: Path, tmp_path: Path, args: list[str], expected: tfpipe.Image
 ) -> None:
     assert main(["write", str(image_folder), str(tmp_path / "d"), "--shards", "1", *args]) == 0
     assert DatasetInfo.load(tmp_path / "d").schema["image"] == expected
+
+
+def test_write_keeps_png_files_png(tmp_path: Path) -> None:
+    (tmp_path / "img" / "noise").mkdir(parents=True)
+    noise = np.random.default_rng(0).integers(0, 256, (12, 10, 3), np.uint8)
+    PILImage.fromarray(noise).save(tmp_path / "img" / "noise" / "0.png")
+    assert main(["write", str(tmp_path / "img"), str(tmp_path / "d"), "--shards", "1"]) == 0
+    [example] = tfpipe.from_tfrecords(tmp_path / "d")
+    assert example["image"] == (tmp_path / "img" / "noise" / "0.png").read_bytes()
 
 
 def test_write_raw_needs_an_image_size(

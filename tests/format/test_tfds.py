@@ -150,7 +150,7 @@ def test_reads_a_tfds_folder_by_split_without_tfds(
     schema = DatasetInfo.load(tfds_folder / "tiny-train").schema
     assert schema == tfpipe.Schema(
         {
-            "image": tfpipe.Image(shape=(4, 5, 3), encoding="png"),
+            "image": tfpipe.Image(shape=(4, 5, 3), encoding="auto"),  # TFDS: no format given
             "label": tfpipe.ClassLabel(names=NAMES),
             "vec": tfpipe.Tensor(shape=(3,), dtype="float32"),
             "text": tfpipe.Text(),
@@ -345,6 +345,7 @@ def _schema() -> tfpipe.Schema:
             "vec": tfpipe.Tensor(shape=(3,), dtype="float32"),
             "var": tfpipe.Tensor(shape=(None, 2), dtype="int32"),
             "raw": tfpipe.Image(shape=(2, 2, 1), encoding="raw"),
+            "photo": tfpipe.Image(shape=(4, 5, 3), encoding="auto"),
             "exact": tfpipe.Tensor(shape=(2,), dtype="float64", encoding="bytes"),
             "text": tfpipe.Text(),
             "meta/id": tfpipe.Tensor(shape=(), dtype="int64"),
@@ -358,6 +359,7 @@ def _flat_examples(count: int) -> list[dict[str, Any]]:
             **{k: v for k, v in _example(i).items() if k != "meta"},
             "var": np.full((i % 3, 2), i, np.int32),
             "raw": np.full((2, 2, 1), 255 - i, np.uint8),
+            "photo": np.full((4, 5, 3), 200 - i, np.uint8),
             "exact": np.array([i / 3, 1e300]),
             "meta/id": i,
         }
@@ -406,6 +408,9 @@ def test_tfds_compatible_write_reads_back_in_tfpipe(tmp_path: Path) -> None:
     assert [int(e["meta/id"]) for e in test] == [0, 1, 2]
     train = tfpipe.from_tfrecords(folder / "train")  # the split named by its path
     assert DatasetInfo.load(folder / "train").class_names == {"label": NAMES}
+    photo = json.loads((folder / "features.json").read_text())["featuresDict"]["features"]
+    assert "encodingFormat" not in photo["photo"]["image"]  # TFDS's "as the file came"
+    assert train.schema["photo"] == _schema()["photo"]
     assert [int(train.schema.load(train[i])["meta/id"]) for i in range(len(train))] == [*range(6)]
     assert len(tfpipe.read_tfrecords(f"{folder}/train-*")) == 6  # a glob: counts known, too
     shard = folder / "train-00001-of-00002.tfrecord"
@@ -568,6 +573,6 @@ def test_tfds_loads_what_tfpipe_wrote_with_the_same_values(tmp_path: Path) -> No
         ours = _as_numpy(tfpipe.read_tfrecords(folder, split=split))
         assert len(theirs) == len(ours)
         for mine, their in zip(ours, theirs, strict=True):
-            for key in ("image", "label", "vec", "var", "raw", "exact", "text"):
+            for key in ("image", "label", "vec", "var", "raw", "photo", "exact", "text"):
                 np.testing.assert_array_equal(mine[key], their[key])
             assert mine["meta/id"] == their["meta"]["id"]

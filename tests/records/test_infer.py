@@ -70,6 +70,12 @@ def test_guesses_every_kind(tmp_path: Path) -> None:
     assert decoded["mask"].shape == (40, 48, 1) and decoded["rgba"].shape == (4, 4, 4)
 
 
+def test_jpegs_and_pngs_together_are_kept_as_they_are(tmp_path: Path) -> None:
+    examples = [{"image": _encoded((8, 6), fmt=fmt)} for fmt in ("JPEG", "PNG", "JPEG")]
+    schema = tfpipe.infer_schema(_write(tmp_path / "m.tfrecord", examples))
+    assert schema["image"] == tfpipe.Image(shape=(6, 8, 3), encoding="auto")
+
+
 def test_variable_image_sizes_give_none(tmp_path: Path) -> None:
     examples = [{"image": _encoded((10 + i, 8))} for i in range(3)]
     schema = tfpipe.infer_schema(_write(tmp_path / "v.tfrecord", examples))

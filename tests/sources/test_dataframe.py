@@ -134,7 +134,7 @@ def test_two_image_columns_both_become_images(tmp_path: Path) -> None:
         df, image_cols=["image", "mask"], image_suffix=".png", base_dir=tmp_path
     )
     assert list(src.schema) == ["image", "mask", "label"]
-    assert src.schema["image"] == src.schema["mask"] == tfpipe.Image()
+    assert src.schema["image"] == src.schema["mask"] == tfpipe.Image(encoding="auto")
     assert src[4] == {
         "image": str(tmp_path / "images" / "4.png"),
         "mask": str(tmp_path / "masks" / "4.png"),

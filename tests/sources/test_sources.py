@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from PIL import Image as PILImage
 
 import tfpipe
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError, TfpipeWarning
+from tfpipe.sources import SourceBase
 
 
 def _write_images(root: Path, names: list[str]) -> None:
@@ -88,8 +90,45 @@ def test_directory_with_only_empty_class_folders(tmp_path: Path) -> None:
 
 def test_directory_image_shape_sets_the_schema(image_folder: Path) -> None:
     src = tfpipe.from_directory(image_folder, image_shape=(16, 16, 1))
-    assert src.schema["image"] == tfpipe.Image(shape=(16, 16, 1))
+    assert src.schema["image"] == tfpipe.Image(shape=(16, 16, 1), encoding="auto")
     assert src.schema.decode(src.schema.encode(src[0]))["image"].shape == (16, 16, 1)
+
+
+def _mixed_folder(root: Path) -> dict[str, bytes]:
+    """Random-pixel PNG, JPEG, BMP and GIF files under two classes; name -> file bytes."""
+    rng = np.random.default_rng(0)
+    names = {"a/0.png": "PNG", "a/1.jpg": "JPEG", "b/2.png": "PNG", "b/3.bmp": "BMP"}
+    names["b/4.gif"] = "GIF"
+    for name, fmt in names.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (12, 10, 3), np.uint8)
+        image = PILImage.fromarray(pixels)
+        (image.quantize(16) if fmt == "GIF" else image).save(root / name, fmt, quality=80)
+    return {name: (root / name).read_bytes() for name in names}
+
+
+def _write_default(entry: str, folder: Path, prefix: Path) -> None:
+    if entry == "from_directory":
+        source: SourceBase = tfpipe.from_directory(folder)
+    else:
+        paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.*"))
+        df = pd.DataFrame({"path": paths, "label": [p.split("/")[0] for p in paths]})
+        source = tfpipe.from_dataframe(df, base_dir=folder)
+    assert source.schema["image"].encoding == "auto"
+    tfpipe.write_tfrecords(source, prefix, num_shards=1, shuffle=False, progress=False)
+
+
+@pytest.mark.parametrize("entry", ["from_directory", "from_dataframe"])
+def test_default_write_stores_images_as_they_came(tmp_path: Path, entry: str) -> None:
+    files = _mixed_folder(tmp_path / "img")
+    _write_default(entry, tmp_path / "img", tmp_path / "out" / "train")
+    stored = [e["image"] for e in tfpipe.from_tfrecords(tmp_path / "out" / "train")]
+    # JPEG and PNG files byte for byte; BMP and GIF as PNG, pixel for pixel
+    assert stored[:3] == [files["a/0.png"], files["a/1.jpg"], files["b/2.png"]]
+    for data, name in zip(stored[3:], ["b/3.bmp", "b/4.gif"], strict=True):
+        assert data.startswith(b"\x89PNG")
+        original = np.asarray(PILImage.open(tmp_path / "img" / name).convert("RGB"))
+        np.testing.assert_array_equal(np.asarray(PILImage.open(io.BytesIO(data))), original)
 
 
 # ---------------------------------------------------------------- from_dataframe

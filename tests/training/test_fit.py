@@ -123,7 +123,7 @@ def test_each_input_kind_trains(
     assert len(history.history["loss"]) == 2
     assert all(math.isfinite(v) for v in history.history["loss"])
     check_report(history.report, kind, 8)
-    stored_as = "jpeg" if kind in ("TFRecords", "Pipeline") else None
+    stored_as = "auto" if kind in ("TFRecords", "Pipeline") else None  # as from_directory
     assert history.report.image_encoding == stored_as
     assert "tfpipe.fit report" in capsys.readouterr().out
     assert model.steps_per_execution == 1
@@ -711,6 +711,11 @@ def test_report_verdict_and_advice_follow_the_numbers(
     ("encoding", "advice"),
     [
         ("jpeg", "store raw pixels at training size"),
+        (
+            "auto",
+            "store raw pixels at training size (tfpipe write --image-size HxW writes raw "
+            "pixels: no decode at all), decode JPEGs at reduced scale",
+        ),
         ("raw", "the images are raw pixels already, so nothing is left to decode"),
         (None, "store images at training size"),
     ],
@@ -724,9 +729,9 @@ def test_report_advice_follows_how_images_are_stored(encoding: str | None, advic
 
 def test_inputs_know_how_their_images_are_stored(records: str) -> None:
     pipeline = tfpipe.Pipeline(records, image_size=SIZE).batch(8)
-    assert pipeline.schema is not None and pipeline.schema["image"].encoding == "jpeg"
-    assert adapt(pipeline).image_encoding == "jpeg"
-    assert adapt(records, image_size=SIZE).image_encoding == "jpeg"
+    assert pipeline.schema is not None and pipeline.schema["image"].encoding == "auto"
+    assert adapt(pipeline).image_encoding == "auto"
+    assert adapt(records, image_size=SIZE).image_encoding == "auto"
     assert adapt(arrays_dataset()).image_encoding is None
 
 

@@ -136,11 +136,11 @@ def _text_columns(src: Path, args: argparse.Namespace, schema: Schema | None) ->
 
 
 def _stored_schema(source: SourceBase, args: argparse.Namespace) -> Schema:
-    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`);
-    a `--schema` is kept as it is."""
+    """The source's schema, with its images stored in `--encoding` (raw at `--image-size`,
+    else as they came); a `--schema` is kept as it is."""
     if args.schema is not None:
         return source.schema
-    encoding = args.encoding or ("raw" if args.image_size else "jpeg")
+    encoding = args.encoding or ("raw" if args.image_size else "auto")
     return Schema(
         {
             name: Image(shape=feature.shape, encoding=encoding)

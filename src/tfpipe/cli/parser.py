@@ -177,10 +177,11 @@ def _add_write(commands: Any) -> None:
     )
     write.add_argument(
         "--encoding",
-        choices=["jpeg", "png", "raw"],
+        choices=["auto", "jpeg", "png", "raw"],
         help="how images are stored: raw pixels need no decoding when read (the fastest, "
-        "H*W*3 bytes each), jpeg is ~5-10x smaller (default: raw with --image-size, else jpeg, "
-        "which copies JPEG files as they are)",
+        "H*W*3 bytes each), jpeg is ~5-10x smaller, auto keeps each file's format (JPEG files "
+        "copied as they are, PNG, BMP and GIF files as PNG: no pixel lost) (default: raw with "
+        "--image-size, else auto)",
     )
     _add_csv_columns(write)
     write.add_argument(

@@ -43,7 +43,8 @@ def _inferred_because(feature: Feature) -> str:
     if isinstance(feature, Mask):
         return "8-bit grayscale PNGs under a key naming a mask or segmentation"
     if isinstance(feature, Image):
-        return f"its bytes are {feature.encoding.upper()} images"
+        found = "JPEG and PNG" if feature.encoding == "auto" else feature.encoding.upper()
+        return f"its bytes are {found} images"
     if isinstance(feature, ClassLabel):
         return (
             "one int64 per record under a key containing 'label'; the class count is the "

@@ -23,12 +23,15 @@ class Image(Feature):
     """An image stored as JPEG, PNG or raw uint8 pixels; decoded to uint8 (H, W, C).
 
     `encode` accepts a file path, encoded bytes, a `PIL.Image` or a uint8 array. A JPEG (or PNG)
-    that already has the declared format, size and channels is stored byte for byte, once
+    that already has the stored format, size and channels is stored byte for byte, once
     TensorFlow's decoder has accepted it (a corrupt file raises `EncodeError`); anything
-    else is converted to the declared channels (EXIF orientation applied) and resized to the
-    declared height and width when they are given. `load` (Pillow) and `decode_tensor`
-    (TensorFlow) give the same pixels for every image mode (16-bit, palette, CMYK, ...; the
-    table is in docs/reliability.md), or both refuse the image.
+    else is converted to the declared channels (EXIF orientation applied), resized to the
+    declared height and width when they are given, and encoded in the stored format. The
+    stored format is `encoding`; with "auto" it is each image's own: a JPEG stays JPEG, a
+    PNG stays PNG, and anything else (BMP, GIF, arrays, RGBA from a JPEG) is stored as PNG,
+    losslessly. Decoding reads JPEG and PNG bytes whatever `encoding` says. `load` (Pillow)
+    and `decode_tensor` (TensorFlow) give the same pixels for every image mode (16-bit,
+    palette, CMYK, ...; the table is in docs/reliability.md), or both refuse the image.
 
     Examples:
         >>> feature = tfpipe.Image(shape=(128, 128, 3), encoding="jpeg")
@@ -38,8 +41,10 @@ class Image(Feature):
     Args:
         shape: `(height, width, channels)`; height and width may be None for variable sizes.
             Channels is 1, 3 or 4. Defaults to `(None, None, 3)`.
-        encoding: "jpeg", "png" or "raw". Defaults to "jpeg".
-        quality: JPEG quality when an image has to be encoded. Defaults to 95.
+        encoding: "jpeg", "png", "raw", or "auto" (each image in its own format, as above;
+            what `from_directory` and `from_dataframe` infer for image files). Defaults to
+            "jpeg".
+        quality: JPEG quality when an image has to be encoded as JPEG. Defaults to 95.
     """
 
     kind: ClassVar[str] = "image"
@@ -60,9 +65,9 @@ class Image(Feature):
                     f"Image.shape height and width must be positive ints or None. "
                     f"Received: shape={self.shape}"
                 )
-        if self.encoding not in ("jpeg", "png", "raw"):
+        if self.encoding not in ("jpeg", "png", "raw", "auto"):
             raise SchemaError(
-                "Image.encoding must be 'jpeg', 'png' or 'raw'. "
+                "Image.encoding must be 'jpeg', 'png', 'raw' or 'auto'. "
                 f"Received: encoding={self.encoding!r}"
             )
         if self.encoding == "raw" and None in self.shape:
@@ -107,15 +112,25 @@ class Image(Feature):
         if self.encoding == "raw":
             return self.load(value).tobytes()
         data = imaging.read_bytes(value)
+        found = None if data is None else imaging.sniff_format(data)
+        fmt = self._stored_format(found)
         if (
             data is not None
-            and imaging.sniff_format(data) == self.encoding
-            and imaging.copyable(data, self.encoding, self.shape[:2], self.channels)
+            and found == fmt
+            and imaging.copyable(data, fmt, self.shape[:2], self.channels)
         ):
-            decoding.check_decodes(data, self.encoding)
+            decoding.check_decodes(data, fmt)
             return data
         image = self._prepare(value if data is None else data, self.shape[:2])
-        return imaging.encode_image(image, self.encoding, self.quality)
+        return imaging.encode_image(image, fmt, self.quality)
+
+    def _stored_format(self, found: str | None) -> str:
+        """The format an image of format `found` ("jpeg", "png", or None for anything else) is
+        stored in: `encoding`, or with "auto" a JPEG's own, else PNG (lossless; and JPEG has
+        no alpha for 4 channels)."""
+        if self.encoding != "auto":
+            return self.encoding
+        return "jpeg" if found == "jpeg" and self.channels != 4 else "png"
 
     def load(
         self, value: Any, size: tuple[int, int] | None = None, reduced: bool = True

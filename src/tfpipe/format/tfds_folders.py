@@ -7,7 +7,8 @@ shards, `mnist-train.tfrecord-00000-of-00004` by default. How TFDS stores each f
 `tf.train.Example` (its `example_serializer.py` and `features/`), and the tfpipe feature
 that reads it:
 
-- `Image` (uint8, png by default or jpeg): one encoded image (bytes) -> `Image`;
+- `Image` (uint8; png, jpeg, or no format: each file as it came): one encoded image (bytes)
+  -> `Image` (encoding "auto" for no format, and the reverse);
 - `ClassLabel` (names in `<key>.labels.txt`): one int64 -> `ClassLabel` with those names;
 - `Tensor` (encoding "none", at most the first dimension unknown): a flat list, ints and
   bools as int64, floats as float32 -> `Tensor`;
@@ -363,7 +364,8 @@ def _feature(
     if kind == "image":
         if spec.get("dtype", "uint8") != "uint8":
             raise ValueError(f"its images are {spec['dtype']}, and tfpipe reads uint8 images")
-        return Image(shape=_shape(spec), encoding=spec.get("encodingFormat") or "png")  # type: ignore[arg-type]
+        # TFDS stores a file as it came when no format is given, as "auto" does
+        return Image(shape=_shape(spec), encoding=spec.get("encodingFormat") or "auto")  # type: ignore[arg-type]
     if kind == "classLabel":
         labels = directory / f"{_label_file(path)}.labels.txt"
         if labels.is_file():
@@ -554,7 +556,10 @@ def _feature_json(name: str, feature: Feature) -> dict[str, Any]:
     if isinstance(feature, Image | Mask):
         shape = feature.shape if len(feature.shape) == 3 else (*feature.shape, 1)
         dtype = "uint8" if isinstance(feature, Image) else feature.dtype
-        spec = {"dtype": dtype, "encodingFormat": getattr(feature, "encoding", "png")}
+        encoding = getattr(feature, "encoding", "png")
+        spec = (
+            {"dtype": dtype} if encoding == "auto" else {"dtype": dtype, "encodingFormat": encoding}
+        )
         return {
             "image": {**spec, "shape": _dims(shape)},
             "pythonClassName": f"{_PYTHON_CLASS}image_feature.Image",

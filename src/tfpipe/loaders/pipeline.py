@@ -473,8 +473,8 @@ class Pipeline:
         """The schema of what the pipeline reads; None for a `keras.utils.PyDataset` source.
 
         Examples:
-            >>> tfpipe.Pipeline("out/train").schema["image"].encoding
-            'jpeg'
+            >>> tfpipe.Pipeline("out/train").schema["image"].encoding  # as from_directory's
+            'auto'
         """
         return getattr(self._recipe.input, "schema", None)
 

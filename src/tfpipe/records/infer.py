@@ -104,7 +104,8 @@ def _image_feature(key: str, encoded: list[bytes], formats: set[str | None]) -> 
                 mode = "PA"
             channels.add(_CHANNELS_FOR_MODE.get(mode, 3))
     height, width = next(iter(sizes)) if len(sizes) == 1 else (None, None)
-    encoding = "png" if formats == {"png"} else "jpeg"
+    found = sorted(f for f in formats if f is not None)
+    encoding = found[0] if len(found) == 1 else "auto"  # JPEG and PNG: each kept as it is
     depth = max(channels)
     if depth == 4 and encoding == "jpeg":
         depth = 3

@@ -194,7 +194,7 @@ class DataFrameSource(SourceBase):
             for name, column in plan.files.items()
         }
         features: dict[str, Feature] = {
-            name: schema[name] if schema is not None else Image(shape=image_shape)
+            name: schema[name] if schema is not None else Image(shape=image_shape, encoding="auto")
             for name in self.files
         }
         separators = _per_column("label_sep", label_sep, plan.values)
@@ -410,7 +410,9 @@ def from_dataframe(
         base_dir: the folder relative paths start from. Defaults to None.
         schema: the schema to use instead of inferring one (class name order, image shapes,
             which columns are images, tensors or text). Defaults to None.
-        image_shape: the `Image` shape of an inferred schema. Defaults to (None, None, 3).
+        image_shape: the `Image` shape of an inferred schema, which stores each image as it
+            came (`encoding="auto"`: JPEG as JPEG, PNG, BMP and GIF as PNG), as
+            `from_directory` does. Defaults to (None, None, 3).
         image_cols: several image columns (e.g. ["image", "mask"]), each a feature of its
             name, instead of `path_col`. Defaults to None.
         label_sep: split tag strings at this separator (" " splits at any whitespace) into

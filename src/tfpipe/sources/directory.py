@@ -264,10 +264,9 @@ class DirectorySource(SourceBase):
             )
         self.paths = np.asarray(paths)
         self._labels = np.asarray(labels, np.int64)
-        encoding = "png" if image_shape[2] == 4 else "jpeg"
         self.schema = Schema(
             {
-                "image": Image(shape=image_shape, encoding=encoding),
+                "image": Image(shape=image_shape, encoding="auto"),
                 "label": ClassLabel(names=self.class_names),
             }
         )
@@ -315,8 +314,10 @@ def from_directory(
             loop) is skipped, with one warning counting them; a folder or image reached twice
             any other way raises a `SourceError` naming both paths. Defaults to False.
         image_shape: the `Image` shape of the inferred schema; give height and width to store
-            images resized. With 4 channels (RGBA) images are stored as PNG, else as JPEG.
-            Defaults to (None, None, 3).
+            images resized. The schema stores each image as it came (`encoding="auto"`): a
+            JPEG as JPEG (its own bytes unless resized or converted), a PNG as PNG, a BMP or
+            GIF (or an RGBA image from a JPEG) as PNG; give `write_tfrecords` a schema with
+            `encoding="jpeg"` to store all as JPEG. Defaults to (None, None, 3).
         class_names: the classes, in index order. A sub-folder not in the list raises a
             `SourceError` naming it; a listed class without a folder is allowed (it has no
             examples) and warned about. Defaults to None (the sorted sub-folder names).

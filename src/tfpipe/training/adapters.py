@@ -48,7 +48,7 @@ class Input:
             or infinite.
         infinite: the input repeats forever, so an epoch needs a `steps_per_epoch`.
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
-        image_encoding: how the images are stored ("jpeg", "png" or "raw") when the input
+        image_encoding: how the images are stored ("jpeg", "png", "raw" or "auto") when the input
             reads tfpipe records or sources with one Image feature; None when unknown.
         batch_size: the size of every batch but an epoch's last, as declared (a Pipeline's
             `batch()`, a SequenceLoader's `batch_size`, the static batch dimension of a

@@ -48,6 +48,7 @@ _DECODE_LESS: dict[str | None, str] = {
     "reduced scale, or cache decoded images",
     "jpeg": f"{_STORE_RAW}, decode at reduced scale, or cache decoded images",
     "png": f"{_STORE_RAW}, or cache decoded images",
+    "auto": f"{_STORE_RAW}, decode JPEGs at reduced scale, or cache decoded images",
     "raw": "the images are raw pixels already, so nothing is left to decode: cache() the "
     "decoded batches, or give each step more work (a larger batch) so that the input's share "
     "of the CPU shrinks",
@@ -120,7 +121,7 @@ class FitReport:
         steps_per_execution: the value used for training.
         steps_per_execution_chosen: True when tfpipe chose it, False when it was the model's.
         input_first_batch_s: seconds until the input delivered its first batch.
-        image_encoding: how the input's images are stored ("jpeg", "png", "raw"), which the
+        image_encoding: how the input's images are stored ("jpeg", "png", "raw", "auto"), which the
             advice takes into account; None when unknown.
         data_kind: "images" when the input holds images, "tensors" when it holds none (a
             table, lists, text: the advice then never talks of decoding images); None when
