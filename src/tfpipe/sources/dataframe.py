@@ -21,6 +21,7 @@ from tfpipe.sources.cells import (
     crowding,
     infer_label,
     is_missing,
+    table_column,
     tag_cells,
 )
 
@@ -44,7 +45,9 @@ class _Plan:
     """Which columns are read as files and which as values, by feature name.
 
     `files` maps each file feature to its column (the legacy `path_col` gives the feature
-    "image"); every other feature is read from the column of its own name.
+    "image"); every other feature is read from the column of its own name. Without a schema
+    and without a column of image paths (no `path_col`, `image_cols`, column "path" or
+    "image"), the DataFrame is a `table`: every column is a feature, `labels` its targets.
     """
 
     def __init__(
@@ -65,21 +68,28 @@ class _Plan:
         if image_cols is not None:
             self.files = {c: c for c in _names("image_cols", image_cols)}
             self.arguments.update(dict.fromkeys(self.files, "image_cols"))
+        elif schema is None and path_col is None and not {"path", "image"} & set(df.columns):
+            self.files = {}  # a table
         elif schema is None or "image" in schema or path_col is not None:
             default = "image" if "path" not in df.columns and "image" in df.columns else "path"
             self.files = {"image": path_col or default}
             self.arguments["image"] = "path_col"
         else:
             self.files = {}
+        self.table = schema is None and not self.files
         if label_cols is not None:
             self.values = _names("label_cols", label_cols)
         elif schema is not None:
             self.values = [n for n in schema if n not in self.files and not reads_file(schema[n])]
         else:
-            self.values = ["label"]
+            self.values = ["label"] if not self.table or "label" in df.columns else []
+        self.labels = self.values
+        if self.table:
+            self.values = [*map(str, df.columns), *(n for n in self.labels if n not in df.columns)]
         self.arguments.update({n: "label_cols" for n in self.values if n not in self.arguments})
         if schema is not None:
             self._follow(schema)
+            self.labels = self.values
         both = [n for n in self.values if n in self.files]
         if both:
             raise SourceError(
@@ -197,7 +207,7 @@ class DataFrameSource(SourceBase):
             name: schema[name] if schema is not None else Image(shape=image_shape)
             for name in self.files
         }
-        separators = _per_column("label_sep", label_sep, plan.values)
+        separators = _per_column("label_sep", label_sep, plan.labels)
         if isinstance(label_sep, str) and schema is not None:
             separators = {n: s for n, s in separators.items() if _multi_label(schema[n])}
             if not separators:
@@ -207,9 +217,11 @@ class DataFrameSource(SourceBase):
                 )
         self.values: dict[str, list[Any]] = {}
         for name in plan.values:
-            given = schema[name] if schema is not None else None
+            given, column = schema[name] if schema is not None else None, df[name]
+            if plan.table:
+                given, column = table_column(column, name in plan.labels)
             features[name], self.values[name] = self._value_column(
-                df[name], given, separators.get(name)
+                column, given, separators.get(name)
             )
         self.schema = schema if schema is not None else Schema(features)
         self.paths = next(iter(self.files.values()), None)
