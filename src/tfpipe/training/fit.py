@@ -260,6 +260,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
         else _examples_per_step(train, size)
     )
     step = timings.step_seconds  # None: no step was timed (none ran, or only the first)
+    data_kind = train.data_kind or _data_kind_of(plan.batch)
     return FitReport.build(
         input_alone=input_alone,
         model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
@@ -270,7 +271,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
         steps_per_execution_chosen=probe.chosen,
         measured_wait=timings.measured_wait_fraction,
         image_encoding=train.image_encoding,
-        data_kind=train.data_kind or _data_kind_of(plan.batch),
+        data_kind=data_kind,
         notes=probe.notes + run.notes + backend_notes(),
         cpu_busy=run.cpu_busy,
         service=None if train.service is None else train.service.address,
@@ -279,6 +280,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
             steps_per_execution=probe.steps_per_execution,
             input_stages=stages,
             input_kept=run.input_kept,
+            data_kind=data_kind,
         ),
     )
 
