@@ -127,8 +127,8 @@ def crowding(values: list[Any]) -> int | None:
 
 
 def _cell_kind(value: Any) -> str:
-    """"number", "list" or "text": what one cell of a table holds (a string such as "1.5"
-    or "[1, 2]" counts as what it spells, as a CSV stores it)."""
+    """What one cell of a table holds: "number", "list" or "text" (a string such as "1.5" or
+    "[1, 2]" counts as what it spells, as a CSV stores it)."""
     if isinstance(value, list | tuple | np.ndarray):
         return "list"
     if isinstance(value, bool | int | float | np.number):
