@@ -93,7 +93,8 @@ def fit(
         x: the feature name(s) the model takes: a name, a list, or a dict of model input name
             -> feature name. For a path, a source, a Pipeline without `as_supervised` or a
             tf.data dataset of dicts; also applied to `validation`. Defaults to None (the one
-            Image of a path or source).
+            Image of a path or source; with `y` alone and no Image, a table, every feature but
+            `y`, as a dict by name).
         y: the feature name(s) the model predicts, in the same forms. Defaults to None (the
             one ClassLabel of a path or source).
         validation: the same kinds as `data`, evaluated after each epoch. When the class names
