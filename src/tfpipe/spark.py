@@ -62,7 +62,7 @@ from tfpipe.records.writer import (
 )
 from tfpipe.schema import Schema
 from tfpipe.sources.cells import infer_label
-from tfpipe.sources.dataframe import ColumnPlan
+from tfpipe.sources.dataframe import DataFrameColumns
 
 try:
     from pyspark import StorageLevel
@@ -222,16 +222,16 @@ def _write_source_shards(
     return write
 
 
-def _columns(df: Any, plan: ColumnPlan, origin_column: str | None) -> list[Any]:
+def _columns(df: Any, read: DataFrameColumns, origin_column: str | None) -> list[Any]:
     """The columns to read, each named after its feature (and `origin_column`)."""
     if origin_column is not None and origin_column not in df.columns:
         raise SourceError(
             f"origin_column: column {origin_column!r} is not in the DataFrame; it has {df.columns}"
         )
-    names = [*plan.files, *plan.values]
+    names = [*read.files, *read.values]
     return [
-        *(F.col(column).alias(name) for name, column in plan.files.items()),
-        *plan.values,
+        *(F.col(column).alias(name) for name, column in read.files.items()),
+        *read.values,
         *([origin_column] if origin_column and origin_column not in names else []),
     ]
 
@@ -257,15 +257,15 @@ def _typed(name: str, kind: str) -> Feature:
     )
 
 
-def _inferred_schema(df: Any, plan: ColumnPlan) -> Schema:
+def _inferred_schema(df: Any, read: DataFrameColumns) -> Schema:
     """The schema `from_dataframe` infers for the same columns: an `Image` per file column,
     a `ClassLabel` per label column from its distinct values (one Spark job each), and a
     table's other columns (and float targets) by their Spark type."""
     types = dict(df.dtypes)
-    features: dict[str, Feature] = {name: Image() for name in plan.files}
-    for name in plan.values:
-        label = name in plan.labels
-        if plan.table and (not label or types[name] in _FLOATS):
+    features: dict[str, Feature] = {name: Image() for name in read.files}
+    for name in read.values:
+        label = name in read.labels
+        if read.table and (not label or types[name] in _FLOATS):
             features[name] = _typed(name, types[name])
         else:
             values = [row[0] for row in df.select(name).distinct().collect()]
@@ -411,9 +411,9 @@ def write_tfrecords(
     if isinstance(df_or_source, DataFrame):
         if schema is not None and not isinstance(schema, Schema):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {schema!r}")
-        plan = ColumnPlan(df_or_source.columns, path_col, None, label_cols, schema)
-        columns = _columns(df_or_source, plan, origin_column)
-        schema = schema or _inferred_schema(df_or_source, plan)
+        read = DataFrameColumns(df_or_source.columns, path_col, None, label_cols, schema)
+        columns = _columns(df_or_source, read, origin_column)
+        schema = schema or _inferred_schema(df_or_source, read)
         rows = df_or_source.select(*columns).rdd.zipWithIndex()
         total = rows.count()
         if total == 0:

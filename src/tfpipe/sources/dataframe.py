@@ -41,7 +41,7 @@ def _names(argument: str, value: str | Sequence[str]) -> list[str]:
     return names
 
 
-class ColumnPlan:
+class DataFrameColumns:
     """Which columns of a DataFrame (pandas or Spark: its column names) are read as files and
     which as values, by feature name: what `path_col`, `image_cols`, `label_cols` and `schema`
     mean to `from_dataframe` and `tfpipe.spark.write_tfrecords` alike.
@@ -197,7 +197,7 @@ class DataFrameSource(SourceBase):
             raise SourceError(f"df must be a pandas DataFrame, got {type(df).__name__}")
         if schema is not None and not isinstance(schema, Schema):
             raise SourceError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
-        plan = ColumnPlan(list(df.columns), path_col, image_cols, label_cols, schema)
+        plan = DataFrameColumns(list(df.columns), path_col, image_cols, label_cols, schema)
         if len(df) == 0:
             raise SourceError("df is empty: a source needs at least one row")
         suffixes = _per_column("image_suffix", image_suffix, list(plan.files))
