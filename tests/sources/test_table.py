@@ -114,6 +114,8 @@ def test_each_kind_of_column_gets_its_feature() -> None:
     assert batch["tokens"].to_list() == [[1, 2], [3], []]
     assert [t.decode() for t in batch["notes"].numpy()] == ["a", "[brackets] stay text", "42"]
     assert batch["grade"].numpy().tolist() == [1, 0, 1]
+    with pytest.raises(SourceError, match=r"weight: row 1 holds text.*Received: 'nan'"):
+        tfpipe.from_dataframe(pd.DataFrame({"weight": ["1.5", "nan", "2"]}))
     unlabelled = tfpipe.from_dataframe(df)  # no label_cols, no column "label": no target
     assert unlabelled.schema["grade"] == tfpipe.Text() and unlabelled.labels() is None
 

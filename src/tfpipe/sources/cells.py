@@ -137,10 +137,9 @@ def _cell_kind(value: Any) -> str:
         if value.lstrip().startswith("["):
             return "list"
         try:
-            float(value)
+            return "number" if math.isfinite(float(value)) else "text"  # "nan" is no number
         except ValueError:
             return "text"
-        return "number"
     return type(value).__name__
 
 
