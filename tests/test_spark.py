@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("pyspark")
@@ -32,7 +33,7 @@ from pyspark.sql import functions as F
 import tfpipe
 import tfpipe.spark
 from tfpipe.cli.parser import main
-from tfpipe.errors import EncodeError, SchemaError, TfpipeError, TfpipeWarning
+from tfpipe.errors import EncodeError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.sources.synthetic import make_image_folder
 
@@ -234,13 +235,66 @@ def test_a_source_example_that_cannot_be_read_fails_or_is_skipped(
     assert _bytes(written) == _bytes(local)
 
 
-def test_a_dataframe_needs_a_schema_and_its_columns(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_one_dataframe_of_paths_and_labels_writes_the_same_records_as_from_dataframe(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The column arguments of from_dataframe (path_col, label_cols, no schema: inferred)
+    mean the same to tfpipe.spark: the same records, byte for byte."""
+    folder = make_image_folder(tmp_path / "images", num_classes=3, per_class=4, size=(16, 16))
+    files = sorted(folder.glob("*/*.jpg"))
+    pdf = pd.DataFrame({"file": [str(f) for f in files], "kind": [f.parent.name for f in files]})
+    columns = {"path_col": "file", "label_cols": ["kind"]}
+    options: dict[str, Any] = {"num_shards": 2, "seed": 3}
+    local = tfpipe.write_tfrecords(
+        tfpipe.from_dataframe(pdf, **columns), tmp_path / "local" / "t", progress=False, **options
+    )
+    written = tfpipe.spark.write_tfrecords(
+        spark.createDataFrame(pdf), tmp_path / "spark" / "t", **columns, **options
+    )
+    assert written.schema == local.schema and list(written.schema) == ["image", "kind"]
+    assert _examples(written) == _examples(local) and len(_examples(local)) == 12
+    assert _bytes(written) == _bytes(local)
+
+
+@pytest.mark.slow
+def test_a_table_writes_the_same_records_as_from_dataframe(spark: Any, tmp_path: Path) -> None:
+    pdf = pd.DataFrame(
+        {
+            "width": [1.5, 2.5, 0.5, 4.0],
+            "count": [3, 1, 2, 5],
+            "note": ["a", "b", "c", "d"],
+            "species": ["setosa", "virginica", "setosa", "versicolor"],
+        }
+    )
+    local = tfpipe.write_tfrecords(
+        tfpipe.from_dataframe(pdf, label_cols="species"), tmp_path / "l", progress=False
+    )
+    written = tfpipe.spark.write_tfrecords(
+        spark.createDataFrame(pdf), tmp_path / "s", label_cols="species"
+    )
+    assert written.schema == local.schema
+    assert written.schema["species"] == tfpipe.ClassLabel(["setosa", "versicolor", "virginica"])
+    assert _examples(written) == _examples(local)
+
+
+def _examples(info: DatasetInfo) -> list[dict[str, Any]]:
+    """The decoded examples of a dataset, in their written order, as plain values."""
+    return [
+        {k: np.asarray(v).tolist() for k, v in example.items()}
+        for example in tfpipe.read_tfrecords(info.files, info.schema)
+    ]
+
+
+def test_a_dataframe_names_the_columns_it_lacks(spark: Any, tmp_path: Path) -> None:
     df = spark.createDataFrame([(1,), (2,)], ["x"])
-    with pytest.raises(SchemaError, match="needs schema="):
-        tfpipe.spark.write_tfrecords(df, tmp_path / "t")
     schema = tfpipe.Schema({"y": tfpipe.Tensor(shape=(), dtype="int64")})
-    with pytest.raises(SchemaError, match=r"no column 'y'.*Its columns: \['x'\]"):
+    with pytest.raises(SourceError, match=r"label_cols: column 'y' is not in the DataFrame; it "):
         tfpipe.spark.write_tfrecords(df, tmp_path / "t", schema)
+    with pytest.raises(SourceError, match=r"path_col: column 'file' is not in the DataFrame"):
+        tfpipe.spark.write_tfrecords(df, tmp_path / "t", path_col="file")
+    with pytest.raises(SourceError, match=r"origin_column: column 'path' is not in the Data"):
+        tfpipe.spark.write_tfrecords(df, tmp_path / "t", label_cols="x", origin_column="path")
 
 
 def test_the_import_hint_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,13 +35,14 @@ import gc
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
+from tfpipe.features import Feature, Image, Tensor, Text
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.records.plan import plan_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
@@ -60,10 +61,13 @@ from tfpipe.records.writer import (
     writer_lock,
 )
 from tfpipe.schema import Schema
+from tfpipe.sources.cells import infer_label
+from tfpipe.sources.dataframe import DataFrameColumns
 
 try:
     from pyspark import StorageLevel
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import functions as F
 except ImportError as e:
     raise ImportError(
         "tfpipe.spark needs PySpark. You can install it via `pip install 'tfpipe[spark]'`."
@@ -218,18 +222,60 @@ def _write_source_shards(
     return write
 
 
-def _check_columns(df: Any, schema: Schema, origin_column: str | None) -> list[str]:
-    """The columns to read: the schema's features (and `origin_column`), each refused by name
-    when the DataFrame lacks it."""
-    wanted = [*schema.keys(), *([origin_column] if origin_column else [])]
-    missing = [name for name in wanted if name not in df.columns]
-    if missing:
-        raise SchemaError(
-            f"the DataFrame has no column {missing[0]!r} (the schema's features and "
-            f"origin_column name columns). Its columns: {df.columns}; rename one with "
-            "df.withColumnRenamed(old, new)"
+def _columns(df: Any, read: DataFrameColumns, origin_column: str | None) -> list[Any]:
+    """The columns to read, each named after its feature (and `origin_column`)."""
+    if origin_column is not None and origin_column not in df.columns:
+        raise SourceError(
+            f"origin_column: column {origin_column!r} is not in the DataFrame; it has {df.columns}"
         )
-    return list(dict.fromkeys(wanted))
+    names = [*read.files, *read.values]
+    return [
+        *(F.col(column).alias(name) for name, column in read.files.items()),
+        *read.values,
+        *([origin_column] if origin_column and origin_column not in names else []),
+    ]
+
+
+# Spark's simple types (`df.dtypes`) and the feature of a table's column of that type.
+_INTEGERS = ("boolean", "tinyint", "smallint", "int", "bigint")
+_FLOATS = ("float", "double")
+
+
+def _typed(name: str, kind: str) -> Feature:
+    """The feature of a table's column of Spark type `kind`, as `from_dataframe` infers it."""
+    item = kind.removeprefix("array<").removesuffix(">")
+    shape: tuple[int | None, ...] = (None,) if item != kind else ()
+    if item in _INTEGERS:
+        return Tensor(shape=shape, dtype="int64")
+    if item in _FLOATS or item.startswith("decimal"):
+        return Tensor(shape=shape)
+    if kind == "string":
+        return Text()
+    raise SourceError(
+        f"{name}: a table's columns hold numbers, strings or arrays of numbers; declare this "
+        f"one in schema= to read it otherwise. Received: a column of type {kind}"
+    )
+
+
+def _inferred_schema(df: Any, read: DataFrameColumns) -> Schema:
+    """The schema `from_dataframe` infers for the same columns: an `Image` per file column,
+    a `ClassLabel` per label column from its distinct values (one Spark job each), and a
+    table's other columns (and float targets) by their Spark type."""
+    types = dict(df.dtypes)
+    features: dict[str, Feature] = {name: Image() for name in read.files}
+    for name in read.values:
+        label = name in read.labels
+        if read.table and (not label or types[name] in _FLOATS):
+            features[name] = _typed(name, types[name])
+        else:
+            values = [row[0] for row in df.select(name).distinct().collect()]
+            if None in values:
+                raise SourceError(
+                    f"{name}: missing label in a row; drop or fill the rows "
+                    f"(df.dropna(subset=[{name!r}])). Received: null"
+                )
+            features[name] = infer_label(name, values)
+    return Schema(features)
 
 
 def _positions(order: np.ndarray) -> np.ndarray:
@@ -287,18 +333,27 @@ def write_tfrecords(
     check_copies: bool = True,
     origin_column: str | None = None,
     spark: Any = None,
+    *,
+    path_col: str | None = None,
+    label_cols: str | Sequence[str] | None = None,
 ) -> DatasetInfo:
     """Writes a Spark DataFrame or a tfpipe source with Spark: what `tfpipe.write_tfrecords`
     writes, byte for byte (the same shards, order and metadata), encoded on the executors.
 
-    A DataFrame needs a column per feature of `schema`: image paths the executors can open
-    or image bytes (e.g. `spark.read.format("binaryFile")`'s `content`), class labels (ints or
-    names), numbers or arrays of tensors. Its rows are numbered in the DataFrame's order; a
-    source's examples by their index. With `shuffle=True` the order is `write_tfrecords`'
-    permutation of `seed`: the driver holds it (8 bytes per example) and sends it to the
-    executors. Each shard is written by one task under a temporary name of its own and
-    renamed by the driver when every shard is written; the metadata is written last, and
-    the prefix is locked for the run, as `write_tfrecords` locks it.
+    A DataFrame's columns mean what they mean to `tfpipe.from_dataframe`, with the same
+    arguments and defaults: `path_col` (image paths the executors can open, or image bytes,
+    e.g. `spark.read.format("binaryFile")`'s `content`) is the feature "image", each of
+    `label_cols` a feature of its name, and `schema`'s features (when given) are read from
+    the columns of their names. Without a schema it is inferred as `from_dataframe` infers
+    it: class names or ints of the label columns (one Spark job per column for the distinct
+    values), and for a table (no column of image paths) every column by its Spark type, so
+    one DataFrame of paths and labels writes the same records on both. Its rows are numbered
+    in the DataFrame's order; a source's examples by their index. With `shuffle=True` the
+    order is `write_tfrecords`' permutation of `seed`: the driver holds it (8 bytes per
+    example) and sends it to the executors. Each shard is written by one task under a
+    temporary name of its own and renamed by the driver when every shard is written; the
+    metadata is written last, and the prefix is locked for the run, as `write_tfrecords`
+    locks it.
 
     Examples:
         >>> df = spark.read.format("binaryFile").load("images/*/*.jpg")
@@ -306,6 +361,9 @@ def write_tfrecords(
         >>> schema = tfpipe.Schema({"content": tfpipe.Image(shape=(None, None, 3)),
         ...                         "label": tfpipe.ClassLabel(names=["cat", "dog"])})
         >>> info = tfpipe.spark.write_tfrecords(df, "out/train", schema, origin_column="path")
+        >>> labels = spark.createDataFrame(pandas_df)  # columns "path" and "label"
+        >>> info = tfpipe.spark.write_tfrecords(labels, "out/train", path_col="path",
+        ...                                     label_cols=["label"])
 
     Args:
         df_or_source: a `pyspark.sql.DataFrame`, or anything with `len(source)` and
@@ -313,8 +371,8 @@ def write_tfrecords(
             executors.
         prefix: the dataset path without suffix, e.g. "out/train" or "gs://bucket/train",
             where every executor can write.
-        schema: the schema of the records. Defaults to `source.schema` (a DataFrame needs
-            one).
+        schema: the schema of the records. Defaults to `source.schema`, or for a DataFrame
+            the one `from_dataframe` infers from the same columns.
         num_shards: the number of shards. Defaults to ~128 MiB per shard (a DataFrame's
             from every record's size, a source's as `write_tfrecords` plans it), and never
             fewer than min(8, number of examples).
@@ -329,6 +387,13 @@ def write_tfrecords(
             metadata's skipped examples (e.g. "path"). Defaults to "row <index>".
         spark: the SparkSession to run a source's job on. Defaults to the active one (or a
             new local one).
+        path_col: a DataFrame's column of image paths or bytes, read as the feature "image",
+            as `from_dataframe` reads it. Defaults to "path" (or "image" when there is no
+            column "path" or `schema` declares "image"; none when `schema` has no "image"
+            or, without a schema, for a table).
+        label_cols: a DataFrame's label (or, by `schema`, tensor and text) columns, each a
+            feature of its name, as `from_dataframe` reads them. Defaults to the schema's
+            features that are not files, or ("label",).
 
     Returns:
         The `DatasetInfo` saved beside the shards.
@@ -336,19 +401,19 @@ def write_tfrecords(
     Raises:
         EncodeError: an example cannot be read or encoded (naming it), or every one was
             skipped.
-        SchemaError: a DataFrame without a schema, or without a column of it.
+        SourceError: a DataFrame without a column named by `path_col`, `label_cols`,
+            `schema` or `origin_column`, or whose labels cannot be inferred.
         TfpipeError: the Spark job failed otherwise (Spark's error is the cause), or another
             write to the same local prefix is running.
     """
     options = WriteOptions(num_shards, compression, shuffle, seed, 1, on_error, False, check_copies)
     path = check_prefix(prefix)
     if isinstance(df_or_source, DataFrame):
-        if not isinstance(schema, Schema):
-            raise SchemaError(
-                "writing a DataFrame needs schema=tfpipe.Schema({...}) naming its columns. "
-                f"Received: {type(schema).__name__}"
-            )
-        columns = _check_columns(df_or_source, schema, origin_column)
+        if schema is not None and not isinstance(schema, Schema):
+            raise SchemaError(f"schema must be a tfpipe.Schema. Received: {schema!r}")
+        read = DataFrameColumns(df_or_source.columns, path_col, None, label_cols, schema)
+        columns = _columns(df_or_source, read, origin_column)
+        schema = schema or _inferred_schema(df_or_source, read)
         rows = df_or_source.select(*columns).rdd.zipWithIndex()
         total = rows.count()
         if total == 0:

@@ -244,6 +244,14 @@ def test_each_costly_part_gets_advice_with_its_figure(part: str, advice: str) ->
     assert len(breakdown.advice) == 1  # compute is what training is for: no advice
 
 
+def test_validation_advice_for_a_table_never_talks_of_images() -> None:
+    measured = timings(compute=6.5, validation=3.0)
+    (table,) = Breakdown.build(measured, data_kind="tensors").advice
+    assert "cache its parsed examples" in table and "image" not in table
+    (images,) = Breakdown.build(measured, data_kind="images").advice
+    assert "cache its decoded images" in images
+
+
 def test_restarts_of_an_input_kept_for_the_run_get_no_advice_to_keep_it() -> None:
     """tfpipe.fit repeats a finite input (one iterator for the run): what the epochs' starts
     cost then is Keras's work between epochs, and "keep one iterator" would be wrong."""

@@ -158,8 +158,9 @@ def _add_write(commands: Any) -> None:
     write = commands.add_parser(
         "write",
         help="write an image folder or a CSV to TFRecord shards",
-        description="Write an image folder (one sub-folder per class) or a CSV of image paths "
-        "and labels to TFRecord shards plus a metadata file.",
+        description="Write an image folder (one sub-folder per class), a CSV of image paths "
+        "and labels, or a CSV table (no column of image paths: every column a feature, "
+        "--label-cols its targets) to TFRecord shards plus a metadata file.",
     )
     write.add_argument("src", metavar="SRC", help="an image folder or a .csv file")
     write.add_argument(
@@ -225,7 +226,9 @@ def _add_csv_columns(write: argparse.ArgumentParser) -> None:
         "(instead of --path-col)",
     )
     write.add_argument(
-        "--label-cols", type=_columns, help="comma-separated CSV label columns (label)"
+        "--label-cols",
+        type=_columns,
+        help="comma-separated CSV label columns, a table's targets (label)",
     )
     write.add_argument(
         "--label-sep",

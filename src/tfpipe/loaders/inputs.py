@@ -271,7 +271,9 @@ def _columns(source: Any) -> dict[str, np.ndarray]:
         columns = dict(source.files)  # file paths, read in the graph
         for name, values in source.values.items():
             feature = source.schema[name]
-            columns[name] = np.stack([feature.load(v) for v in values])
+            loaded = [feature.load(v) for v in values]
+            variable = isinstance(feature, Tensor) and feature.variable
+            columns[name] = _rows(loaded) if variable else np.stack(loaded)
         return columns
     if isinstance(source, ArraySource):
         return {name: _array_column(name, a, source.schema) for name, a in source.arrays.items()}
@@ -299,13 +301,13 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
     if isinstance(feature, ClassLabel):
         return np.stack([feature.load(v) for v in array])
     if isinstance(feature, Tensor) and array.dtype == object and feature.variable:
-        rows = np.empty(len(array), dtype=object)
+        loaded = []
         for row, value in enumerate(array):
             try:
-                rows[row] = feature.load(value)
+                loaded.append(feature.load(value))
             except (TypeError, ValueError) as e:
                 raise SourceError(f"{name}: {e} in row {row}") from e
-        return rows
+        return _rows(loaded)
     if isinstance(feature, Tensor):
         try:
             return feature.convert(array)
@@ -314,6 +316,14 @@ def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
     if isinstance(feature, Text):
         return array.astype(str).astype(object)
     raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")
+
+
+def _rows(values: list[np.ndarray]) -> np.ndarray:
+    """Arrays of different lengths (a variable-length Tensor's) as an object array of rows."""
+    rows = np.empty(len(values), dtype=object)
+    for row, value in enumerate(values):
+        rows[row] = value
+    return rows
 
 
 def _constant(column: np.ndarray, paths: bool) -> tf.Tensor | tf.RaggedTensor:

@@ -1,7 +1,9 @@
-"""Reading DataFrame cells: missing values, list strings, tag strings, inferred class labels."""
+"""Reading DataFrame cells: missing values, list strings, tag strings, inferred class labels,
+and the features of a table's columns."""
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 from typing import Any
@@ -10,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tfpipe.errors import SourceError
-from tfpipe.features import ClassLabel
+from tfpipe.features import ClassLabel, Feature, Tensor, Text
 from tfpipe.features.class_label import parse_list_cell
 
 # A label column of at least this many rows with more distinct classes than half its rows is
@@ -122,3 +124,80 @@ def crowding(values: list[Any]) -> int | None:
     multi = any(isinstance(v, list) for v in values)
     distinct = len({x for v in values for x in v} if multi else set(values))
     return distinct if len(values) >= MANY_ROWS and distinct * 2 > len(values) else None
+
+
+def _cell_kind(value: Any) -> str:
+    """What one cell of a table holds: "number", "list" or "text" (a string such as "1.5" or
+    "[1, 2]" counts as what it spells, as a CSV stores it)."""
+    if isinstance(value, list | tuple | np.ndarray):
+        return "list"
+    if isinstance(value, bool | int | float | np.number):
+        return "number"
+    if isinstance(value, str):
+        if value.lstrip().startswith("["):
+            return "list"
+        try:
+            return "number" if math.isfinite(float(value)) else "text"  # "nan" is no number
+        except ValueError:
+            return "text"
+    return type(value).__name__
+
+
+def _numbers_feature(values: list[Any], shape: tuple[int | None, ...]) -> Tensor:
+    """An int64 Tensor when every value is an integer, else float32."""
+    whole = all(
+        isinstance(v, bool | int | np.integer) or (isinstance(v, str) and _INT.fullmatch(v.strip()))
+        for v in values
+    )
+    return Tensor(shape=shape, dtype="int64" if whole else "float32")
+
+
+def table_column(column: pd.Series, label: bool) -> tuple[Feature | None, pd.Series]:
+    """The feature of a column of a table (a DataFrame without image paths) and its cells as
+    the feature reads them (numbers written as text made numbers, list strings parsed).
+
+    Every cell needs a value. A label column (`label_cols`) of floats is a regression target,
+    `Tensor()`; of class names, ints or lists it gives None: its `ClassLabel` is inferred as
+    for any label column. Another column: numbers are a `Tensor` of shape () (int64 when
+    every cell is an integer, else float32), strings a `Text`, list cells ("[1, 2]" or real
+    lists) a variable-length `Tensor(shape=(None,))`. The kind of most cells is the column's;
+    a cell of another kind (text in a column of numbers, a number among lists) raises a
+    SourceError naming the column, the row and the cell.
+    """
+    name, values = column.name, column.tolist()
+    for row, value in zip(column.index, values, strict=True):
+        if is_missing(value):
+            raise SourceError(
+                f"{name}: missing {'label' if label else 'value'} in row {row}; every cell of a "
+                "table needs one: fill or drop the row (df.fillna(...), df.dropna()), or "
+                f"declare the columns in schema=. Received: {value!r}"
+            )
+    if pd.api.types.is_float_dtype(column.dtype):
+        return Tensor(), column
+    if pd.api.types.is_bool_dtype(column.dtype) or pd.api.types.is_integer_dtype(column.dtype):
+        return None if label else Tensor(dtype="int64"), column
+    kinds = [_cell_kind(v) for v in values]
+    kind = collections.Counter(kinds).most_common(1)[0][0]
+    odd = [i for i, k in enumerate(kinds) if k != kind] if kind != "text" else []
+    if odd or kind not in ("number", "list", "text"):
+        at = odd[0] if odd else kinds.index(kind)
+        raise SourceError(
+            f"{name}: row {column.index[at]} holds {kinds[at]}, but most cells of the column "
+            f"hold {kind}s; fix the cell, or declare the column in schema=. "
+            f"Received: {values[at]!r}"
+        )
+    if label or kind == "text":
+        return None if label else Text(), column
+    if kind == "number":
+        return _numbers_feature(values, ()), pd.to_numeric(column)
+    lists = cells(column, None)
+    for row, value, items in zip(column.index, values, lists, strict=True):
+        wrong = [x for x in items if isinstance(x, str) or _cell_kind(x) != "number"]
+        if wrong:
+            raise SourceError(
+                f"{name}: row {row} holds a list with {wrong[0]!r}; the list cells of a table "
+                "hold numbers (a Tensor of shape (None,)): declare the column in schema= to "
+                f"read it otherwise. Received: {value!r}"
+            )
+    feature = _numbers_feature([x for items in lists for x in items], (None,))
+    return feature, pd.Series(lists, index=column.index, name=name)

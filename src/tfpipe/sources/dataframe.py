@@ -21,6 +21,7 @@ from tfpipe.sources.cells import (
     crowding,
     infer_label,
     is_missing,
+    table_column,
     tag_cells,
 )
 
@@ -40,16 +41,20 @@ def _names(argument: str, value: str | Sequence[str]) -> list[str]:
     return names
 
 
-class _Plan:
-    """Which columns are read as files and which as values, by feature name.
+class DataFrameColumns:
+    """Which columns of a DataFrame (pandas or Spark: its column names) are read as files and
+    which as values, by feature name: what `path_col`, `image_cols`, `label_cols` and `schema`
+    mean to `from_dataframe` and `tfpipe.spark.write_tfrecords` alike.
 
     `files` maps each file feature to its column (the legacy `path_col` gives the feature
-    "image"); every other feature is read from the column of its own name.
+    "image"); every other feature is read from the column of its own name. Without a schema
+    and without a column of image paths (no `path_col`, `image_cols`, column "path" or
+    "image"), the DataFrame is a `table`: every column is a feature, `labels` its targets.
     """
 
     def __init__(
         self,
-        df: pd.DataFrame,
+        columns: Sequence[str],
         path_col: str | None,
         image_cols: str | Sequence[str] | None,
         label_cols: str | Sequence[str] | None,
@@ -65,21 +70,29 @@ class _Plan:
         if image_cols is not None:
             self.files = {c: c for c in _names("image_cols", image_cols)}
             self.arguments.update(dict.fromkeys(self.files, "image_cols"))
+        elif schema is None and path_col is None and not {"path", "image"} & set(columns):
+            self.files = {}  # a table
         elif schema is None or "image" in schema or path_col is not None:
-            default = "image" if "path" not in df.columns and "image" in df.columns else "path"
+            own = "image" in columns and ("path" not in columns or schema is not None)
+            default = "image" if own else "path"
             self.files = {"image": path_col or default}
             self.arguments["image"] = "path_col"
         else:
             self.files = {}
+        self.table = schema is None and not self.files
         if label_cols is not None:
             self.values = _names("label_cols", label_cols)
         elif schema is not None:
             self.values = [n for n in schema if n not in self.files and not reads_file(schema[n])]
         else:
-            self.values = ["label"]
+            self.values = ["label"] if not self.table or "label" in columns else []
+        self.labels = self.values
+        if self.table:
+            self.values = [*map(str, columns), *(n for n in self.labels if n not in columns)]
         self.arguments.update({n: "label_cols" for n in self.values if n not in self.arguments})
         if schema is not None:
             self._follow(schema)
+            self.labels = self.values
         both = [n for n in self.values if n in self.files]
         if both:
             raise SourceError(
@@ -87,10 +100,10 @@ class _Plan:
                 "a feature is read either as a file path or as a value"
             )
         for name, column in [*self.files.items(), *((n, n) for n in self.values)]:
-            if column not in df.columns:
+            if column not in columns:
                 raise SourceError(
                     f"{self.arguments[name]}: column {column!r} is not in the DataFrame; "
-                    f"it has {list(df.columns)}"
+                    f"it has {list(columns)}"
                 )
 
     def _follow(self, schema: Schema) -> None:
@@ -184,7 +197,7 @@ class DataFrameSource(SourceBase):
             raise SourceError(f"df must be a pandas DataFrame, got {type(df).__name__}")
         if schema is not None and not isinstance(schema, Schema):
             raise SourceError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
-        plan = _Plan(df, path_col, image_cols, label_cols, schema)
+        plan = DataFrameColumns(list(df.columns), path_col, image_cols, label_cols, schema)
         if len(df) == 0:
             raise SourceError("df is empty: a source needs at least one row")
         suffixes = _per_column("image_suffix", image_suffix, list(plan.files))
@@ -197,7 +210,7 @@ class DataFrameSource(SourceBase):
             name: schema[name] if schema is not None else Image(shape=image_shape, encoding="auto")
             for name in self.files
         }
-        separators = _per_column("label_sep", label_sep, plan.values)
+        separators = _per_column("label_sep", label_sep, plan.labels)
         if isinstance(label_sep, str) and schema is not None:
             separators = {n: s for n, s in separators.items() if _multi_label(schema[n])}
             if not separators:
@@ -207,9 +220,11 @@ class DataFrameSource(SourceBase):
                 )
         self.values: dict[str, list[Any]] = {}
         for name in plan.values:
-            given = schema[name] if schema is not None else None
+            given, column = schema[name] if schema is not None else None, df[name]
+            if plan.table:
+                given, column = table_column(column, name in plan.labels)
             features[name], self.values[name] = self._value_column(
-                df[name], given, separators.get(name)
+                column, given, separators.get(name)
             )
         self.schema = schema if schema is not None else Schema(features)
         self.paths = next(iter(self.files.values()), None)
@@ -392,6 +407,13 @@ def from_dataframe(
     label columns are inferred to be `ClassLabel`s; a column of file paths is refused, and
     one with more distinct values than half its rows (of at least 20) gives a warning.
 
+    A table (no schema, no `path_col` or `image_cols`, no column "path" or "image") makes
+    every column a feature: numbers a `Tensor` of shape () (int64 when all are integers, else
+    float32), strings `Text`, list cells a `Tensor(shape=(None,))`; `label_cols` (default:
+    "label" if there is such a column) are its targets, a `ClassLabel` of their names (sorted)
+    or ints, or a `Tensor` for floats (regression). An empty cell, or one of another kind
+    than most of its column, is an error naming the column and the row.
+
     Examples:
         >>> df = pd.DataFrame({"image_name": ["train_0", "train_1"],
         ...                    "tags": ["haze primary", "clear primary water"]})
@@ -403,10 +425,12 @@ def from_dataframe(
     Args:
         df: the DataFrame, one row per example.
         path_col: the column of image paths, read as the feature "image". Defaults to "path"
-            (or "image" when there is no column "path"; none when `image_cols` is given, or
-            `schema` has no feature "image").
+            (or "image" when there is no column "path" or `schema` declares the feature
+            "image"; none when `image_cols` is given, `schema` has no feature "image", or
+            without `schema` the DataFrame has no column "path" or "image": a table).
         label_cols: the label (or, by `schema`, tensor and text) columns, each a feature of
-            its name. Defaults to the schema's features that are not files, or ("label",).
+            its name; a table's targets. Defaults to the schema's features that are not
+            files, or ("label",) (for a table: when it has that column).
         base_dir: the folder relative paths start from. Defaults to None.
         schema: the schema to use instead of inferring one (class name order, image shapes,
             which columns are images, tensors or text). Defaults to None.

@@ -28,7 +28,7 @@ from tfpipe.format.lookup import ResolvedData, resolve
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import DataService
-from tfpipe.loaders.supervised import Names, check_known, selector
+from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
 from tfpipe.records.locate import random_access, schema_for
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
@@ -124,7 +124,8 @@ def adapt(
         x: the feature name(s) the model takes, for inputs of example dicts (a path, a source,
             a Pipeline without `as_supervised`, a tf.data dataset of dicts). Defaults to None.
         y: the feature name(s) the model predicts, as `x`; given alone for a path or a
-            source, `x` is its one Image. Defaults to None.
+            source, `x` is its one Image, or without an Image (a table) a dict of every
+            other feature by name. Defaults to None.
         pairs: whether a path or a source must give `(x, y)` pairs (for training); when False
             (timing the input alone) one without `x` and `y` whose schema is not one Image and
             one ClassLabel gives its example dicts. Defaults to True.
@@ -298,13 +299,16 @@ def _default_pipeline(
     seed: int | None = None,
 ) -> Input:
     """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
-    `y` (by default the one Image and the one ClassLabel, with `y` alone the one Image as `x`;
+    `y` (by default the one Image and the one ClassLabel, with `y` alone the one Image as `x`,
+    or every other feature by name for a schema without Image;
     example dicts for another schema when not `pairs`), images as float32 in [0, 1]."""
     schema, where = readable.schema, readable.where
     images = [n for n, f in schema.items() if isinstance(f, Image)]
     labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
     if x is None and len(images) == len(labels) == 1 and y is None:
         x, y = images[0], labels[0]
+    if x is None and y is not None and not images:  # a table: x is every other feature
+        x = {n: n for n in schema if n not in feature_names("y", y, where)}
     if x is None and y is not None:
         if len(images) != 1:
             raise SchemaError(
@@ -320,6 +324,7 @@ def _default_pipeline(
                 f"one ClassLabel feature (its x and y), but the schema has {schema}. Pass "
                 "x=... and y=... (the feature name(s) the model takes and predicts), e.g. "
                 f"x={next(iter(schema))!r}, y={list(schema)[-1]!r}"
+                + ("" if images else f", or y={list(schema)[-1]!r} alone (x: every other feature)")
             )
     else:
         check_known(x, y, schema, where, "the schema")

@@ -134,10 +134,12 @@ class Breakdown:
         steps_per_execution: int = 1,
         input_stages: InputStages | None = None,
         input_kept: bool = False,
+        data_kind: str | None = None,
     ) -> Breakdown:
         """The parts of `timings`, largest first, and the advice for the costly ones
         (`input_kept`: the input was repeated, one iterator for the run, so epoch restarts are
-        Keras's own work between epochs, not the input's)."""
+        Keras's own work between epochs, not the input's; `data_kind`: "tensors" for data
+        without images, whose advice never speaks of decoding images)."""
         wall = max(timings.wall_s, 1e-9)
         named = {n: s for n, s in timings.seconds.items() if n != UNEXPLAINED and s > 0}
         parts = tuple(
@@ -160,7 +162,9 @@ class Breakdown:
             line
             for part in parts
             if part.share >= ADVICE_SHARE
-            for line in [_advice(part, timings, steps_per_execution, input_kept)]
+            for line in [
+                _advice(part, timings, steps_per_execution, input_kept, data_kind=data_kind)
+            ]
             if line
         ]
         if input_stages is not None and input_stages.maps_share >= MAPS_SHARE:
@@ -264,7 +268,12 @@ def _backups(timings: Timings) -> int:
 
 
 def _advice(
-    part: BreakdownPart, timings: Timings, steps_per_execution: int, input_kept: bool
+    part: BreakdownPart,
+    timings: Timings,
+    steps_per_execution: int,
+    input_kept: bool,
+    *,
+    data_kind: str | None = None,
 ) -> str | None:
     """What to do about a part that took at least `ADVICE_SHARE` of the run."""
     took = f"took {part.share:.0%} of the run ({part.seconds:.1f} s)"
@@ -302,9 +311,10 @@ def _advice(
         )
     if part.name == VALIDATION:
         each = part.seconds / max(timings.validations, 1)
+        cached = "parsed examples" if data_kind == "tensors" else "decoded images"
         return (
             f"validation {took}, {each:.1f} s per evaluation: validate every N epochs "
-            "(validation_freq=N) or cache its decoded images (tfpipe.Pipeline(...).cache())"
+            f"(validation_freq=N) or cache its {cached} (tfpipe.Pipeline(...).cache())"
         )
     if part.name == HOST:
         per = 1000 * part.seconds / max(timings.executions, 1)

@@ -97,7 +97,8 @@ def fit(
         x: the feature name(s) the model takes: a name, a list, or a dict of model input name
             -> feature name. For a path, a source, a Pipeline without `as_supervised` or a
             tf.data dataset of dicts; also applied to `validation`. Defaults to None (the one
-            Image of a path or source).
+            Image of a path or source; with `y` alone and no Image, a table, every feature but
+            `y`, as a dict by name).
         y: the feature name(s) the model predicts, in the same forms. Defaults to None (the
             one ClassLabel of a path or source).
         validation: the same kinds as `data`, evaluated after each epoch. When the class names
@@ -267,6 +268,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
         else _examples_per_step(train, size)
     )
     step = timings.step_seconds  # None: no step was timed (none ran, or only the first)
+    data_kind = train.data_kind or _data_kind_of(plan.batch)
     return FitReport.build(
         input_alone=input_alone,
         model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
@@ -277,7 +279,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
         steps_per_execution_chosen=probe.chosen,
         measured_wait=timings.measured_wait_fraction,
         image_encoding=train.image_encoding,
-        data_kind=train.data_kind or _data_kind_of(plan.batch),
+        data_kind=data_kind,
         notes=probe.notes + run.notes + backend_notes(),
         cpu_busy=run.cpu_busy,
         service=None if train.service is None else train.service.address,
@@ -286,6 +288,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
             steps_per_execution=probe.steps_per_execution,
             input_stages=stages,
             input_kept=run.input_kept,
+            data_kind=data_kind,
         ),
     )
 
