@@ -93,12 +93,13 @@ def _uniform(values: tf.RaggedTensor, name: str) -> tf.Tensor:
     check = tf.debugging.Assert(
         same,
         [
-            f"batch: {name!r} has values of different shapes in one batch; only a list (a "
+            f"{name}: values of different shapes in one batch; only a list (a "
             "value whose first dimension alone varies, as Tensor(shape=(None, ...))) is "
             "batched as a tf.RaggedTensor. Give it one shape in the map that makes it (resize "
             "or pad it). Received lengths, by dimension:",
             *lengths,
         ],
+        summarize=16,
         name="uniform_check",
     )
     with tf.control_dependencies([check]):
