@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,26 +74,6 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> str:
     prefix = str(tmp_path_factory.mktemp("service") / "train")
     tfpipe.write_tfrecords(source, prefix, num_shards=4)
     return prefix
-
-
-@pytest.fixture(scope="module")
-def service() -> Iterator[str]:
-    """An in-process dispatcher with 2 workers; its address."""
-    dispatcher = service_lib.DispatchServer(service_lib.DispatcherConfig(port=0))
-    port = dispatcher.target.rsplit(":", 1)[1]
-    workers = []
-    try:
-        for _ in range(2):
-            config = service_lib.WorkerConfig(
-                dispatcher_address=f"127.0.0.1:{port}",
-                worker_address="127.0.0.1:%port%",
-                data_transfer_address="127.0.0.1:%dts_port%",
-            )
-            workers.append(service_lib.WorkerServer(config))
-        yield f"grpc://127.0.0.1:{port}"
-    finally:
-        for server in [*workers, dispatcher]:
-            server.stop()
 
 
 def epoch_ids(dataset: tf.data.Dataset) -> tuple[list[int], list[int]]:

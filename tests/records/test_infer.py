@@ -13,6 +13,7 @@ import tensorflow as tf
 from PIL import Image as PILImage
 
 import tfpipe
+from detection import LISTS, write_detection_records
 from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError, TfpipeWarning
 
 
@@ -131,3 +132,18 @@ def test_infers_the_schema_tfpipe_wrote(tmp_path: Path) -> None:
     )
     info = tfpipe.write_tfrecords(src, tmp_path / "t", schema=schema, progress=False)
     assert tfpipe.infer_schema(info.files) == schema
+
+
+def test_infers_the_object_detection_api_layout(tmp_path: Path) -> None:
+    path = tmp_path / "objects.tfrecord"
+    write_detection_records(path)
+    with pytest.warns(TfpipeWarning, match=r"'image/object/class/text': it holds lists of str"):
+        schema = tfpipe.infer_schema(path)
+    assert schema["image/encoded"] == tfpipe.Image(shape=(None, None, 3), encoding="jpeg")
+    for name in LISTS:
+        dtype = "int64" if name.endswith("label") else "float32"
+        assert schema[name] == tfpipe.Tensor(shape=(None,), dtype=dtype), name
+    for name in ("image/height", "image/width"):
+        assert schema[name] == tfpipe.Tensor(shape=(), dtype="int64")
+    assert schema["image/filename"] == schema["image/format"] == tfpipe.Text()
+    assert "image/object/class/text" not in schema

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.features.tracing import plain
+from tfpipe.loaders import lists
 from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.seeding import shuffled
@@ -163,9 +164,12 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     if recipe.batch is not None and not assembly.batched:
         size, drop = recipe.batch
         drop = drop and recipe.service is None
+        ragged = lists.ragged_names(assembly.spec())
         assembly.run(
-            f"batch {size}" + (" (drop remainder)" if drop else ""),
-            lambda ds: ds.batch(size, drop_remainder=drop),
+            f"batch {size}"
+            + (" (drop remainder)" if drop else "")
+            + (f" (lists as RaggedTensors: {', '.join(ragged)})" if ragged else ""),
+            lambda ds: lists.batch(ds, size, drop_remainder=drop),
         )
     elif recipe.batch is None and assembly.batched and recipe.service is None:
         assembly.unbatch()

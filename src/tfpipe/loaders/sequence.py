@@ -199,7 +199,14 @@ class SequenceLoader(keras.utils.PyDataset):
             if isinstance(feature, Mask):
                 return (size[0], size[1], 1)[: len(feature.shape)], feature.dtype
             return (size[0], size[1], feature.channels), self.options.dtype
-        if isinstance(feature, Text) or (isinstance(feature, Tensor) and feature.variable):
+        if isinstance(feature, Tensor) and feature.variable:
+            raise SchemaError(
+                f"SequenceLoader: feature {name!r} is a list of variable length, and a batch "
+                "is one numpy array per feature. Read it with tfpipe.Pipeline(source, "
+                f"pad={{{name!r}: length}}) (padded) or tfpipe.Pipeline(source) (a "
+                f"tf.RaggedTensor per batch), or select other features. Received: {feature!r}"
+            )
+        if isinstance(feature, Text):
             raise SchemaError(
                 f"{name}: {feature!r} has no fixed shape and dtype to batch as a numpy array; "
                 "select it with the tf.data pipeline instead"

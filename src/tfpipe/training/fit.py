@@ -100,7 +100,9 @@ def fit(
             Image of a path or source; with `y` alone and no Image, a table, every feature but
             `y`, as a dict by name).
         y: the feature name(s) the model predicts, in the same forms. Defaults to None (the
-            one ClassLabel of a path or source).
+            one ClassLabel of a path or source). A variable-length list (a `tf.RaggedTensor`)
+            as `y`, or as `x` of a model input not declared `keras.Input(..., ragged=True)`,
+            is a `SchemaError` naming the feature: read it with `Pipeline(pad=...)`.
         validation: the same kinds as `data`, evaluated after each epoch. When the class names
             of both are known (a Pipeline's or SequenceLoader's schema, a path's metadata), they
             must be the same: a `SchemaError` names the feature and both lists otherwise.

@@ -31,6 +31,7 @@ from tfpipe.training.adapters import Input, adapt, naming
 from tfpipe.training.backend import data_only, strategy_of, trains_with_tensorflow
 from tfpipe.training.bench import batch_size_of
 from tfpipe.training.keras_internals import build_on
+from tfpipe.training.lists import check_lists
 from tfpipe.training.model_probe import (
     REPLICATED_NOTE,
     Probe,
@@ -145,6 +146,8 @@ def prepare(
     )
     with naming(*inputs):
         batch, size = full_batch(train)
+    supervised = train.pipeline.supervised if train.pipeline is not None else None
+    check_lists(model, batch, *((x, y) if x is not None or supervised is None else supervised))
     probe = _probe(model, batch, steps or train.steps, resumable is None, callbacks, checked)
     saver = None
     if resumable is not None:
