@@ -240,14 +240,14 @@ def test_inspect_names_a_damaged_record_past_the_sampled_ones(
 @pytest.mark.parametrize(
     ("argv", "fragments"),
     [
-        (["write", "{tmp}/missing", "{tmp}/out"], ["missing", "neither an image folder"]),
-        (["write", "{tmp}/notes.txt", "{tmp}/out"], ["notes.txt", "neither an image folder"]),
+        (["write", "{tmp}/missing", "{tmp}/out"], ["SRC=", "missing' names no data"]),
+        (["write", "{tmp}/notes.txt", "{tmp}/out"], ["notes.txt", "not a readable TFRecord"]),
         (["write", "{images}", "{tmp}/out", "--split", "train=0.9,test=0.3"], ["sum to 1"]),
         (  # a library error names the command's flags, not the arguments they set
             ["write", "{tmp}/pairs.csv", "{tmp}/out", "--path-col", "a", "--image-cols", "a,b"],
             ["--path-col and --image-cols: pass one", "Received: --path-col 'a'"],
         ),
-        (["write", "{empty}", "{tmp}/out"], ["no class sub-folders"]),
+        (["write", "{empty}", "{tmp}/out"], ["no class folders of images"]),
         (["inspect", "{tmp}/nothing-here"], ["nothing-here' names no data"]),
         (["inspect", "{tmp}/notes.txt"], ["notes.txt", "not a readable TFRecord"]),
         (["inspect", "{tmp}/no-folder", "--split", "train"], ["no-folder' does not exist"]),

@@ -229,3 +229,18 @@ def test_the_metadata_file_is_opened_once_per_call(
     before = metadata_opens(metadata)
     tfpipe.fit(model, str(written / "train"), batch_size=8, report=False, verbose=0)
     assert metadata_opens(metadata) - before == 1
+
+
+def test_the_cli_writes_records_tfpipe_did_not_write(
+    foreign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out" / "train"
+    assert main(["write", str(foreign / "*.tfrecord"), str(out), "--no-shuffle"]) == 0
+    assert "24 examples" in capsys.readouterr().out
+    read = list(tfpipe.read_tfrecords(out))  # now with metadata: counted and checksummed
+    assert [round(float(e["score"]) * 10) for e in read] == list(range(COUNT))
+    originals = list(tfpipe.read_tfrecords(str(foreign / "*.tfrecord")))
+    assert all(
+        e["image"].numpy().tobytes() == o["image"].numpy().tobytes()
+        for e, o in zip(read, originals, strict=True)
+    )

@@ -35,6 +35,7 @@ from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.lookup import ResolvedData, datasets_in, names_dataset, resolve, with_split
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
+from tfpipe.records.locate import random_access
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 from tfpipe.sources.dataframe import reads_file
@@ -59,24 +60,23 @@ _CSV_OPTIONS = {
 
 
 def _open_source(args: argparse.Namespace) -> SourceBase:
-    """An image folder or a CSV of image paths and labels, as a source."""
-    if fs.is_url(args.src):
-        raise DataNotFoundError(
-            f"SRC={args.src!r}: image folders and CSVs are read from local paths only (records "
-            "are written and read at any URL TensorFlow opens); copy them to a local folder "
-            "first, e.g. with `gcloud storage cp -r`"
-        )
+    """What SRC names, as a source: a CSV of image paths and labels (or a table), or any path
+    the readers resolve (an image folder; TFRecords, rewritten with tfpipe metadata)."""
     src = Path(args.src)
     shape = (*args.image_size, 3) if args.image_size else (None, None, 3)
-    if src.is_dir():
+    if src.suffix.lower() != ".csv":
         given = [flag for flag, dest in _CSV_OPTIONS.items() if getattr(args, dest) is not None]
         if given:
-            raise ValueError(f"{given[0]} applies to a CSV SRC; {str(src)!r} is an image folder")
-        return from_directory(src, image_shape=shape)
-    if src.suffix.lower() != ".csv":
-        raise FileNotFoundError(
-            f"SRC: {str(src)!r} is neither an image folder nor a .csv file"
-            + ("" if src.exists() else " (it does not exist)")
+            raise ValueError(f"{given[0]} applies to a CSV SRC; {args.src!r} is not a .csv file")
+        data = resolve(args.src, argument="SRC")
+        if data.image_folder is None:
+            return random_access(data, argument="SRC")
+        return from_directory(data.image_folder, image_shape=shape)
+    if fs.is_url(args.src):
+        raise DataNotFoundError(
+            f"SRC={args.src!r}: CSVs are read from local paths only (records are written and "
+            "read at any URL TensorFlow opens); copy it to a local folder first, e.g. with "
+            "`gcloud storage cp`"
         )
     schema = _given_schema(args)
     try:

@@ -162,7 +162,11 @@ def _add_write(commands: Any) -> None:
         "and labels, or a CSV table (no column of image paths: every column a feature, "
         "--label-cols its targets) to TFRecord shards plus a metadata file.",
     )
-    write.add_argument("src", metavar="SRC", help="an image folder or a .csv file")
+    write.add_argument(
+        "src",
+        metavar="SRC",
+        help="an image folder, a .csv file, or TFRecords (a prefix, files, a glob, a folder)",
+    )
     write.add_argument(
         "out",
         metavar="OUT",
