@@ -28,6 +28,7 @@ one unknown dimension) raise a `SchemaError` naming them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -141,7 +142,7 @@ def is_folder(directory: fs.AnyPath) -> bool:
     if not path.is_file():
         return False
     try:
-        data = json.loads(path.read_text())
+        data = _parsed(path)
     except ValueError:
         return True
     return not isinstance(data, dict) or _lists_splits(data)
@@ -289,9 +290,21 @@ def check_split(folder: Folder, split: Split) -> list[int]:
     return sizes
 
 
+def _parsed(path: fs.AnyPath) -> Any:
+    """The JSON in `path`, read once while the file keeps its size and modification time (a
+    resolution asks about one dataset_info.json several times)."""
+    stat = path.stat()
+    return _parsed_text(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_text(path: str, mtime_ns: int, size: int) -> Any:
+    return json.loads(fs.path(path).read_text())
+
+
 def _read_json(path: fs.AnyPath) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = _parsed(path)
     except ValueError as e:
         raise SchemaError(f"TFDS metadata file {str(path)!r} is not valid JSON: {e}") from e
     if not isinstance(data, dict):
