@@ -42,7 +42,7 @@ import numpy as np
 
 from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
-from tfpipe.features import Feature, Image, Tensor, Text
+from tfpipe.features import Feature, Tensor, Text
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.records.plan import plan_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
@@ -62,7 +62,7 @@ from tfpipe.records.writer import (
 )
 from tfpipe.schema import Schema
 from tfpipe.sources.cells import infer_label
-from tfpipe.sources.dataframe import DataFrameColumns
+from tfpipe.sources.dataframe import DataFrameColumns, file_image
 
 try:
     from pyspark import StorageLevel
@@ -262,7 +262,7 @@ def _inferred_schema(df: Any, read: DataFrameColumns) -> Schema:
     a `ClassLabel` per label column from its distinct values (one Spark job each), and a
     table's other columns (and float targets) by their Spark type."""
     types = dict(df.dtypes)
-    features: dict[str, Feature] = {name: Image() for name in read.files}
+    features: dict[str, Feature] = {name: file_image() for name in read.files}
     for name in read.values:
         label = name in read.labels
         if read.table and (not label or types[name] in _FLOATS):

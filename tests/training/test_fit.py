@@ -846,9 +846,9 @@ def test_y_alone_takes_the_one_image_as_x() -> None:
     model.compile("adam", keras.losses.BinaryCrossentropy(from_logits=True))
     history = tfpipe.fit(model, source, y="tags", batch_size=4, report=False, verbose=0)
     assert len(history.history["loss"]) == 1
-    no_image = tfpipe.from_arrays({"tags": tags, "id": np.arange(12.0)})
-    with pytest.raises(SchemaError, match=r"y='tags' alone takes the one Image .* has 0"):
-        tfpipe.fit(model, no_image, y="tags", verbose=0)
+    two_images = tfpipe.from_arrays({"image": images, "other": images, "tags": tags})
+    with pytest.raises(SchemaError, match=r"y='tags' alone takes the one Image .* has 2"):
+        tfpipe.fit(model, two_images, y="tags", verbose=0)
     pipeline = tfpipe.Pipeline(source).batch(4)  # no schema-wide default: x is needed
     with pytest.raises(ValueError, match=r"pass x=\.\.\."):
         tfpipe.fit(model, pipeline, y="tags", verbose=0)

@@ -28,6 +28,17 @@ from tfpipe.sources.cells import (
 PerColumn = str | Mapping[str, str] | None
 
 
+def file_image(image_shape: tuple[int | None, ...] = (None, None, 3)) -> Image:
+    """The feature a column of image files is stored as without a schema: each file in the
+    format it came in (a JPEG copied, a PNG kept PNG; see `Image(encoding="auto")`).
+
+    Examples:
+        >>> file_image().encoding
+        'auto'
+    """
+    return Image(shape=image_shape, encoding="auto")
+
+
 def reads_file(feature: Feature) -> bool:
     """True for the features whose DataFrame cell is a file path: every feature but ClassLabel,
     Tensor and Text (Image, Mask, ...), which hold their value in the cell itself."""
@@ -207,7 +218,7 @@ class DataFrameSource(SourceBase):
             for name, column in plan.files.items()
         }
         features: dict[str, Feature] = {
-            name: schema[name] if schema is not None else Image(shape=image_shape, encoding="auto")
+            name: schema[name] if schema is not None else file_image(image_shape)
             for name in self.files
         }
         separators = _per_column("label_sep", label_sep, plan.labels)
