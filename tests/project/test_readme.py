@@ -48,3 +48,9 @@ def test_quick_start_runs(page: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     exec(code, namespace)
     assert (tmp_path / "records" / "train.json").is_file()
     assert "model" in namespace
+
+
+def test_readme_stays_short() -> None:
+    """The README is a front page; the guides hold the rest (issue 39: at most 5,000
+    characters)."""
+    assert len(README.read_text()) <= 5000
