@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.training import model_probe
 from tfpipe.training.bench import Throughput
 from tfpipe.training.report import FitReport
@@ -365,11 +365,76 @@ def test_fit_warns_about_the_values_it_cut(list_records: str) -> None:
         ({"pad": {"tokens": 4}, "pad_value": "x"}, ValueError, r"pad_value must be a number"),
     ],
 )
+@pytest.mark.parametrize("loader", ["Pipeline", "SequenceLoader"])
 def test_bad_pad_arguments_are_named(
-    list_records: str, kwargs: dict[str, Any], error: type, message: str
+    list_records: str, kwargs: dict[str, Any], error: type, message: str, loader: str
 ) -> None:
     with pytest.raises(error, match=message):
-        tfpipe.Pipeline(list_records, **kwargs)
+        if loader == "Pipeline":
+            tfpipe.Pipeline(list_records, **kwargs)
+        else:
+            tfpipe.SequenceLoader(tfpipe.from_tfrecords(list_records), x="label", y=None, **kwargs)
+
+
+def sequence_loader(list_records: str, **kwargs: Any) -> tfpipe.SequenceLoader:
+    """A SequenceLoader of the list records, one batch of them all, in the order written."""
+    source = tfpipe.from_tfrecords(list_records)
+    return tfpipe.SequenceLoader(source, batch_size=len(LISTS), shuffle=False, **kwargs)
+
+
+def test_sequence_loader_pads_as_the_pipeline_does(list_records: str) -> None:
+    pad = {"tokens": 6, "points": 5}
+    loader = sequence_loader(list_records, x=["tokens", "points"], y="label", pad=pad, pad_value=-1)
+    (tokens, points), label = loader[0]
+    assert label.tolist() == list(range(len(LISTS)))
+    assert (tokens.dtype, points.dtype) == (np.int64, np.float32)
+    assert (tokens.shape, points.shape) == ((len(LISTS), 6), (len(LISTS), 5, 2))
+    expected = in_order(tfpipe.Pipeline(list_records, pad=pad, pad_value=-1))
+    np.testing.assert_array_equal(tokens, expected["tokens"].numpy())
+    np.testing.assert_array_equal(points, expected["points"].numpy())
+    assert (tokens[1, 1:] == -1).all() and (points[2] == -1).all()
+
+
+@pytest.mark.fault(
+    "a list longer than the pad length",
+    reader="SequenceLoader(pad=...)",
+    outcome="DecodeError naming the feature, the pad length, the list's length and the example",
+)
+def test_sequence_loader_names_a_list_longer_than_the_pad(list_records: str) -> None:
+    loader = sequence_loader(list_records, x="tokens", y="label", pad={"tokens": 4})
+    with pytest.raises(
+        DecodeError,
+        match=r"tokens: a value is longer than its pad length 4 .*Received: a value of 5 rows "
+        r"in record 3 of .*lists",
+    ):
+        loader[0]
+
+
+def test_sequence_loader_truncates_and_counts_as_the_pipeline_does(list_records: str) -> None:
+    pad = {"tokens": 2, "points": 3}
+    loader = sequence_loader(list_records, x=["tokens", "points"], y=None, pad=pad, truncate=True)
+    assert loader.truncated() == {"tokens": 0, "points": 0}
+    ((tokens, points),) = loader[0]
+    pipeline = tfpipe.Pipeline(list_records, pad=pad, truncate=True)
+    expected = in_order(pipeline)
+    np.testing.assert_array_equal(tokens, expected["tokens"].numpy())
+    np.testing.assert_array_equal(points, expected["points"].numpy())
+    assert loader.truncated() == pipeline.truncated() == {"tokens": 2, "points": 1}
+    with pytest.raises(ValueError, match=r"pass one of them.*use_multiprocessing=True"):
+        sequence_loader(list_records, x="tokens", pad=pad, truncate=True, use_multiprocessing=True)
+
+
+@pytest.mark.fault(
+    "lists cut by SequenceLoader(pad=..., truncate=True)",
+    reader="tfpipe.training.fit",
+    outcome="TfpipeWarning counting the values cut, per feature",
+)
+def test_fit_warns_about_the_values_a_sequence_loader_cut(list_records: str) -> None:
+    inputs = keras.Input((2,))
+    model = compiled(inputs, keras.layers.Dense(1)(inputs), "mse")
+    loader = sequence_loader(list_records, x="tokens", y="label", pad={"tokens": 2}, truncate=True)
+    with pytest.warns(TfpipeWarning, match=r"data: \d+ value\(s\) of 'tokens' were cut"):
+        tfpipe.fit(model, loader, report=False, verbose=0)
 
 
 def test_padded_lists_train_through_fit(list_records: str) -> None:

@@ -268,15 +268,75 @@ def test_fit_takes_a_list_padded_or_into_a_ragged_input(detection: tuple[str, An
     assert np.isfinite(history.history["loss"]).all()
 
 
-@pytest.mark.fault(
-    "a list selected by SequenceLoader",
-    reader="SequenceLoader",
-    outcome="SchemaError naming the feature and Pipeline(pad=)",
-)
-def test_sequence_loader_refuses_a_list_naming_the_fix(detection: tuple[str, Any]) -> None:
-    path, _ = detection
+def detection_source(path: str) -> Any:
+    """`from_tfrecords` of the detection records, with the schema `infer_schema` gives."""
     with pytest.warns(TfpipeWarning, match="image/object/class/text"):
         schema = tfpipe.infer_schema(path)
-    source = tfpipe.from_tfrecords(path, schema=schema)
+    return tfpipe.from_tfrecords(path, schema=schema)
+
+
+@pytest.mark.fault(
+    "a list selected by SequenceLoader and not in pad=",
+    reader="SequenceLoader",
+    outcome="SchemaError naming the feature and pad=",
+)
+def test_sequence_loader_refuses_a_list_naming_the_fix(detection: tuple[str, Any]) -> None:
+    source = detection_source(detection[0])
     with pytest.raises(SchemaError, match=rf"'{LABEL}' is a list.*pad=\{{'{LABEL}': length\}}"):
         tfpipe.SequenceLoader(source, x="image/encoded", y=LABEL, image_size=SIZE)
+    with pytest.raises(SchemaError, match=rf"'{LABEL}' is a list.*pad="):
+        tfpipe.SequenceLoader(source, x=[BOX + "ymin", LABEL], pad={BOX + "ymin": 3}, y=None)
+
+
+def test_sequence_loader_pads_every_object_as_the_pipeline_does(
+    detection: tuple[str, Any],
+) -> None:
+    path, written = detection
+    pad = dict.fromkeys(LISTS, 3)
+    loader = tfpipe.SequenceLoader(
+        detection_source(path), batch_size=4, x=["image/encoded", *LISTS], y="image/height",
+        image_size=SIZE, rescale=None, dtype="uint8", shuffle=False, pad=pad, pad_value=-1,
+    )  # fmt: skip
+    got = []
+    for index in range(len(loader)):
+        (image, *lists), height = loader[index]
+        assert image.shape == (len(height), *SIZE, 3)
+        assert all(values.shape == (len(height), 3) for values in lists)
+        assert [values.dtype for values in lists] == [np.float32] * 4 + [np.int64]
+        got += [dict(zip(LISTS, values, strict=True)) for values in zip(*lists, strict=True)]
+    expected = examples(pipeline(path, pad=pad, pad_value=-1).batch(4).build())
+    assert len(got) == len(expected) == len(written)
+    for mine, theirs, example in zip(got, expected, written, strict=True):
+        for name in LISTS:
+            np.testing.assert_array_equal(mine[name], theirs[name])
+        assert mine[LABEL].tolist() == example["labels"] + [-1] * (3 - len(example["labels"]))
+
+
+def _box_count_model() -> keras.Model:
+    """A model of an image and its padded class ids (3 of them)."""
+    image = keras.Input((*SIZE, 3))
+    labels = keras.Input((3,))
+    flat = keras.layers.Flatten()(keras.layers.Rescaling(1 / 255)(image))
+    joined = keras.layers.Concatenate()([flat, labels])
+    model = keras.Model([image, labels], keras.layers.Dense(1)(joined))
+    model.compile("sgd", "mse")
+    return model
+
+
+def test_sequence_loader_trains_with_a_padded_list_as_an_input(
+    detection: tuple[str, Any],
+) -> None:
+    source = detection_source(detection[0])
+    loader = tfpipe.SequenceLoader(
+        source, batch_size=4, x=["image/encoded", LABEL], y="image/height", image_size=SIZE,
+        rescale=None, pad={LABEL: 3}, seed=0,
+    )  # fmt: skip
+    history = _box_count_model().fit(loader, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all() and len(history.history["loss"]) == 2
+    with pytest.warns(TfpipeWarning, match=rf"pad is ignored for \['{LABEL}'\]: x and y"):
+        unselected = tfpipe.SequenceLoader(
+            source, batch_size=4, x="image/encoded", y="image/height", image_size=SIZE,
+            rescale=None, pad={LABEL: 3}, seed=0,
+        )  # fmt: skip
+    history = _image_model().fit(unselected, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()

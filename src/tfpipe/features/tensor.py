@@ -217,8 +217,7 @@ class Tensor(Feature):
                 tf.reduce_all(lengths <= length),
                 [
                     f"{name}: a value is longer than its pad length {length} (Pipeline pad=); "
-                    "raise the pad length to the longest value, write shorter values, or pass "
-                    "truncate=True to cut them (counted). Longest in this batch:",
+                    f"{_LONGER_FIX}. Longest in this batch:",
                     tf.reduce_max(lengths),
                 ],
                 name="pad_check",
@@ -230,7 +229,36 @@ class Tensor(Feature):
                 default_value=tf.constant(value, batch.dtype), shape=[None, length, *self.shape[1:]]
             )
 
+    def pad(
+        self, value: np.ndarray, length: int, fill: Any, name: str, truncate: bool = False
+    ) -> tuple[np.ndarray, bool]:
+        """One variable-length value (as `load` gives it) as `length` rows filled with
+        `fill`, as `pad_batch` pads each value of a batch, and whether it was cut. A longer
+        value raises a ValueError naming the feature; with `truncate` it is cut to its first
+        `length` rows instead.
 
+        Examples:
+            >>> tokens = tfpipe.Tensor(shape=(None,), dtype="int64")
+            >>> tokens.pad(np.array([1, 2, 3]), 4, 0, "tokens")
+            (array([1, 2, 3, 0]), False)
+            >>> tokens.pad(np.array([1, 2, 3]), 2, 0, "tokens", truncate=True)
+            (array([1, 2]), True)
+        """
+        rows = len(value)
+        if rows > length and not truncate:
+            raise ValueError(
+                f"{name}: a value is longer than its pad length {length} (pad=); {_LONGER_FIX}. "
+                f"Received: a value of {rows} rows"
+            )
+        padded = np.full((length, *value.shape[1:]), fill, self.dtype)
+        padded[: min(rows, length)] = value[:length]
+        return padded, rows > length
+
+
+_LONGER_FIX = (
+    "raise the pad length to the longest value, write shorter values, or pass truncate=True "
+    "to cut them (counted)"
+)
 _ENCODINGS = ("list", "bytes", "zlib")
 
 

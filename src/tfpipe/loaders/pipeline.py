@@ -102,12 +102,7 @@ class Pipeline:
         rescale = check_positive("rescale", rescale, or_none=True)
         decoding = Decoding(image_size, bool(reduced_decode), rescale)
         inp = make_input(source, schema, compression, split)
-        if truncate not in (True, False) or (truncate and pad is None):
-            raise ValueError(
-                "truncate must be True or False, and applies with pad={name: length}. "
-                f"Received: truncate={truncate!r}, pad={pad!r}"
-            )
-        padding = Padding(pad, pad_value, bool(truncate), inp.schema)
+        padding = Padding(pad, pad_value, truncate, inp.schema)
         self._recipe = Recipe(inp, decoding, padding)
 
     def _with(self, **changes: Any) -> Pipeline:

@@ -32,6 +32,7 @@ from tfpipe.format.lookup import ResolvedData
 from tfpipe.loaders import workers as worker_processes
 from tfpipe.loaders.distributed_loader import DistributableLoader, distribute_loader
 from tfpipe.loaders.loader_options import LoaderOptions
+from tfpipe.loaders.padding import Cuts, check_pad
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.supervised import feature_names, pick
 from tfpipe.records.locate import random_access
@@ -104,6 +105,16 @@ class SequenceLoader(keras.utils.PyDataset):
         max_queue_size: batches Keras prepares ahead. Defaults to 10.
         reduced_decode: decode JPEGs at least twice `image_size` at a reduced DCT scale, as
             `Pipeline(reduced_decode=...)` does; False decodes in full. Defaults to True.
+        pad: feature name -> length: batch these variable-length `Tensor(shape=(None, ...))`
+            features as arrays `(batch, length, ...)` of their dtype filled with `pad_value`,
+            the values `Pipeline(pad=...)` gives; a longer value fails with a `DecodeError`
+            naming the feature and the example. A selected list not in `pad` is refused.
+            Defaults to None.
+        pad_value: the value padding fills in. Defaults to 0.
+        truncate: cut values longer than their pad length to their first rows instead of
+            failing; `truncated()` counts them (and `tfpipe.fit` warns). Not with
+            `use_multiprocessing=True` (the counts would stay in the workers). Defaults to
+            False.
     """
 
     def __init__(
@@ -123,6 +134,9 @@ class SequenceLoader(keras.utils.PyDataset):
         use_multiprocessing: bool = False,
         max_queue_size: int = 10,
         reduced_decode: bool = True,
+        pad: Mapping[str, int] | None = None,
+        pad_value: float = 0,
+        truncate: bool = False,
     ) -> None:
         options = LoaderOptions(
             batch_size, image_size, shuffle, seed, drop_remainder, dtype, rescale,
@@ -153,6 +167,7 @@ class SequenceLoader(keras.utils.PyDataset):
         self.x = _check_selection(x, "x", schema)
         self.y = _check_selection(y, "y", schema)
         self.transform = transform
+        self._set_padding(pad, pad_value, truncate, use_multiprocessing)
         self._layout = {
             name: self._feature_layout(name, schema[name])
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
@@ -186,8 +201,45 @@ class SequenceLoader(keras.utils.PyDataset):
         self.epoch = 0
         self._order_cache: tuple[int, np.ndarray] | None = None
 
+    def _set_padding(
+        self, pad: Any, pad_value: Any, truncate: Any, use_multiprocessing: bool
+    ) -> None:
+        """Checks `pad=`, `pad_value=` and `truncate=` (as `Pipeline` does) and makes the
+        counter of the values cut, in this process."""
+        self._pads = {one.name: one for one in check_pad(pad, pad_value, truncate, self.schema)}
+        cutting = [name for name, one in self._pads.items() if one.truncate]
+        if cutting and use_multiprocessing:
+            raise ValueError(
+                "truncate=True counts the values it cuts in this process, and "
+                "use_multiprocessing=True loads batches in others; pass one of them. "
+                "Received: truncate=True, use_multiprocessing=True"
+            )
+        self._cuts = Cuts(cutting)
+        selected = _names(self.x) + _names(self.y)
+        if unselected := [name for name in self._pads if name not in selected]:
+            warnings.warn(
+                f"pad is ignored for {unselected}: x and y do not select them",
+                TfpipeWarning,
+                stacklevel=3,
+            )
+
+    def truncated(self) -> dict[str, int]:
+        """How many values `truncate=True` cut to their pad length so far, per feature
+        (every batch loaded, in every epoch); empty without `truncate=True`.
+
+        Examples:
+            >>> source = tfpipe.from_arrays({"tokens": [[1, 2, 3], [4]], "n": [3, 1]})
+            >>> loader = tfpipe.SequenceLoader(source, batch_size=2, x="tokens", y="n",
+            ...                                pad={"tokens": 2}, truncate=True, shuffle=False)
+            >>> loader[0][0].tolist(), loader.truncated()
+            ([[1, 2], [4, 0]], {'tokens': 1})
+        """
+        return self._cuts.counts()
+
     def _feature_layout(self, name: str, feature: Feature) -> tuple[tuple[int, ...], str]:
         """The shape of one example of a feature in a batch, and the batch dtype."""
+        if name in self._pads:
+            return self._pads[name].shape, feature.dtype
         if isinstance(feature, Image | Mask):
             size = self.options.image_size or feature.shape[:2]
             if size[0] is None or size[1] is None:
@@ -202,8 +254,8 @@ class SequenceLoader(keras.utils.PyDataset):
         if isinstance(feature, Tensor) and feature.variable:
             raise SchemaError(
                 f"SequenceLoader: feature {name!r} is a list of variable length, and a batch "
-                "is one numpy array per feature. Read it with tfpipe.Pipeline(source, "
-                f"pad={{{name!r}: length}}) (padded) or tfpipe.Pipeline(source) (a "
+                "is one numpy array per feature. Pad it with SequenceLoader(source, "
+                f"pad={{{name!r}: length}}), read it with tfpipe.Pipeline(source) (a "
                 f"tf.RaggedTensor per batch), or select other features. Received: {feature!r}"
             )
         if isinstance(feature, Text):
@@ -390,6 +442,7 @@ class SequenceLoader(keras.utils.PyDataset):
                     values[name] = feature.load(stored)
             except (KeyError, TypeError, ValueError, OSError) as e:
                 raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
+        self._pad(values, index)
         try:
             check_mask_sizes(self._mask_pairs, example)
         except ValueError as e:
@@ -422,6 +475,17 @@ class SequenceLoader(keras.utils.PyDataset):
                 )
             else:
                 out[position] = value
+
+    def _pad(self, values: dict[str, Any], index: int) -> None:
+        """Pads the lists of example `index` in `values` (as `Pipeline(pad=...)` does), counting
+        the values cut."""
+        for name in [name for name in self._layout if name in self._pads]:
+            try:
+                values[name], cut = self._pads[name].one(values[name])
+            except ValueError as e:
+                raise DecodeError(f"{e} in {self._origin(index)}") from e
+            if cut:
+                self._cuts.add(name)
 
     def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
         """The batches for training under a `tf.distribute` strategy, each worker on its part.

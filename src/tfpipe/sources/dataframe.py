@@ -28,7 +28,7 @@ from tfpipe.sources.cells import (
 PerColumn = str | Mapping[str, str] | None
 
 
-def file_image(image_shape: tuple[int | None, ...] = (None, None, 3)) -> Image:
+def file_image(image_shape: tuple[int | None, int | None, int] = (None, None, 3)) -> Image:
     """The feature a column of image files is stored as without a schema: each file in the
     format it came in (a JPEG copied, a PNG kept PNG; see `Image(encoding="auto")`).
 

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import TfpipeWarning
+from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import PassCounter
 from tfpipe.loaders.supervised import Names
 from tfpipe.schema import Schema
@@ -296,14 +297,18 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
 
 
 def _warn_truncated(inputs: tuple[Input, ...]) -> None:
-    """Warns about the values a `Pipeline(truncate=True)` cut to their pad length."""
+    """Warns about the values a `Pipeline` or `SequenceLoader` with `truncate=True` cut to
+    their pad length."""
     for source, argument in zip(inputs, ("data", "validation"), strict=False):
-        counts = source.pipeline.truncated() if source.pipeline is not None else {}
+        if source.pipeline is not None:
+            counts = source.pipeline.truncated()
+        else:
+            counts = source.data.truncated() if isinstance(source.data, SequenceLoader) else {}
         for name, count in counts.items():
             if count:
                 warnings.warn(
                     f"{argument}: {count} value(s) of {name!r} were cut to their pad length "
-                    "(Pipeline(pad=..., truncate=True)), counting every read including "
+                    "(pad=..., truncate=True), counting every read including "
                     "tfpipe.training.fit's probes; raise the pad length to keep them whole",
                     TfpipeWarning,
                     stacklevel=4,
