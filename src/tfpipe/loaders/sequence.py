@@ -46,6 +46,22 @@ def _names(selection: Selection) -> list[str]:
     return [] if selection is None else feature_names("x or y", selection, "SequenceLoader")
 
 
+def _random_access(source: Any) -> tuple[Any, Schema]:
+    """The source a loader reads at random, and its schema: a path resolved as every reader
+    resolves it (`tfpipe.records.locate.random_access`), or a source as it is."""
+    if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
+        source = random_access(source)
+    schema = getattr(source, "schema", None)
+    if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
+        raise SourceError(
+            "source must be a path (what tfpipe.Pipeline reads: a dataset prefix, TFRecord "
+            "files, a folder of class folders of images), a tfpipe source (from_directory, "
+            "from_dataframe, from_arrays, from_tfrecords) or have __len__, __getitem__ and "
+            f"a schema; got {source!r}"
+        )
+    return source, schema
+
+
 def _check_selection(selection: Selection, argument: str, schema: Schema) -> Selection:
     """Normalizes x / y to a name, a tuple of names or a dict of names, all in the schema."""
     if selection is None:
@@ -147,16 +163,7 @@ class SequenceLoader(keras.utils.PyDataset):
         )
         if use_multiprocessing:  # a killed worker process then fails fit instead of hanging it
             worker_processes.install()
-        if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
-            source = random_access(source)
-        schema = getattr(source, "schema", None)
-        if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):
-            raise SourceError(
-                "source must be a path (what tfpipe.Pipeline reads: a dataset prefix, TFRecord "
-                "files, a folder of class folders of images), a tfpipe source (from_directory, "
-                "from_dataframe, from_arrays, from_tfrecords) or have __len__, __getitem__ and "
-                f"a schema; got {source!r}"
-            )
+        source, schema = _random_access(source)
         if x is None:
             raise ValueError("x must name the model input feature(s). Received: x=None")
         if transform is not None and not callable(transform):
