@@ -420,9 +420,9 @@ def write_tfrecords(
             raise SourceError("the DataFrame has no rows to write")
         spark, source = df_or_source.sparkSession, None
     else:
-        schema = check_source(df_or_source, schema)
+        source, schema = check_source(df_or_source, schema)
         spark = spark or session()
-        source, total = df_or_source, len(df_or_source)
+        total = len(source)
     check_num_shards(options, total)
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):

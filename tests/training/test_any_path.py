@@ -244,3 +244,18 @@ def test_the_cli_writes_records_tfpipe_did_not_write(
         e["image"].numpy().tobytes() == o["image"].numpy().tobytes()
         for e, o in zip(read, originals, strict=True)
     )
+
+
+def test_the_writers_take_a_path_as_the_readers_do(
+    image_folder: Path, foreign: Path, tmp_path: Path
+) -> None:
+    by_source = tfpipe.write_tfrecords(
+        tfpipe.from_directory(image_folder), tmp_path / "a", num_shards=2, progress=False
+    )
+    by_path = tfpipe.write_tfrecords(image_folder, tmp_path / "b", num_shards=2, progress=False)
+    assert [s.crc32c for s in by_path.shards] == [s.crc32c for s in by_source.shards]
+    assert by_path.class_names == by_source.class_names
+    rewritten = tfpipe.write_tfrecords(
+        [str(f) for f in sorted(foreign.glob("*.tfrecord"))], tmp_path / "c", progress=False
+    )
+    assert rewritten.num_examples == COUNT and "score" in rewritten.schema

@@ -134,7 +134,7 @@ def write_tfrecords(
             another write to the same local prefix is running.
     """
     options = pipeline_options(runner, args, workers)
-    schema = check_source(source, schema)
+    source, schema = check_source(source, schema)
     path = check_prefix(prefix)
     num_shards = num_shards or estimated_shards(
         source, schema, written_order(len(source), shuffle, seed)

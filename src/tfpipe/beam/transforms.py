@@ -72,8 +72,7 @@ class ReadSource(beam.PTransform):
         examples_per_range: int = EXAMPLES_PER_RANGE,
     ) -> None:
         super().__init__()
-        self.schema = check_source(source, schema)
-        self.source = source
+        self.source, self.schema = check_source(source, schema)
         if isinstance(examples_per_range, bool) or not (
             isinstance(examples_per_range, int) and examples_per_range >= 1
         ):

@@ -38,9 +38,11 @@ from tfpipe.features import decoding
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import check_compression
 from tfpipe.format.frames import FrameWriter
+from tfpipe.format.lookup import ResolvedData
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import SHARDS, metadata_path, temporary_name, temporary_regex
 from tfpipe.labels import Relabeling
+from tfpipe.records.locate import random_access
 from tfpipe.records.plan import plan_shards, shard_bounds, shards_for, written_order
 from tfpipe.schema import Schema
 
@@ -441,8 +443,12 @@ def _not_writable(prefix: fs.AnyPath, error: OSError) -> TfpipeError:
     )
 
 
-def check_source(source: Any, schema: Schema | None) -> Schema:
-    """The schema to write `source` with, refusing a source without len/getitem."""
+def check_source(source: Any, schema: Schema | None) -> tuple[Any, Schema]:
+    """The source to write, and the schema to write it with: a path is resolved as every
+    reader resolves it (an image folder, TFRecords: see `tfpipe.records.locate.random_access`);
+    a source without len/getitem is refused."""
+    if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
+        source = random_access(source)
     if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
         raise SourceError(
             "source must support len(source) and source[i] -> example dict "
@@ -457,7 +463,7 @@ def check_source(source: Any, schema: Schema | None) -> Schema:
         )
     if not isinstance(schema, Schema):
         raise SchemaError(f"schema must be a tfpipe.Schema. Received: {type(schema).__name__}")
-    return schema
+    return source, schema
 
 
 def check_prefix(prefix: str | os.PathLike[str]) -> fs.AnyPath:
@@ -537,7 +543,8 @@ def write_tfrecords(
 
     Args:
         source: anything with `len(source)` and `source[i] -> example dict`; `source.origin(i)`,
-            when present, names the input in errors.
+            when present, names the input in errors. Or a path, read as every reader reads
+            it: a folder of class folders of images, TFRecords (rewritten).
         prefix: the dataset path without suffix, e.g. "out/train"; folders are created. A
             URL TensorFlow opens ("gs://bucket/train", "ram://train") is written through
             `tf.io.gfile`, without the lock: see the filesystems guide.
@@ -594,7 +601,7 @@ def write_tfrecords(
     options = WriteOptions(
         num_shards, compression, shuffle, seed, workers, on_error, progress, check_copies
     )
-    schema = check_source(source, schema)
+    source, schema = check_source(source, schema)
     path = check_prefix(prefix)
     if tfds_compatible:
         tfds_folders.check_writable(path.parent, path.name, schema, options.compression)
