@@ -111,6 +111,23 @@ class ResolvedData:
         return common_compression(self.files)
 
 
+def names_paths(value: Any) -> bool:
+    """Whether `value` names data by path: a path, a non-empty list of paths, or resolved data
+    (a list of anything else, e.g. of example dicts, is not).
+
+    Examples:
+        >>> names_paths("out/train"), names_paths(["a.tfrecord"]), names_paths([{"x": 1}])
+        (True, True, False)
+    """
+    if isinstance(value, str | os.PathLike | ResolvedData):
+        return True
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(item, str | os.PathLike) for item in value)
+    )
+
+
 def resolve(
     data: PathArg | ResolvedData,
     *,

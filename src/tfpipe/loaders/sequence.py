@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import math
 import multiprocessing
-import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
-from tfpipe.format.lookup import ResolvedData
+from tfpipe.format.lookup import names_paths
 from tfpipe.loaders import workers as worker_processes
 from tfpipe.loaders.distributed_loader import DistributableLoader, distribute_loader
 from tfpipe.loaders.loader_options import LoaderOptions
@@ -49,7 +48,7 @@ def _names(selection: Selection) -> list[str]:
 def _random_access(source: Any) -> tuple[Any, Schema]:
     """The source a loader reads at random, and its schema: a path resolved as every reader
     resolves it (`tfpipe.records.locate.random_access`), or a source as it is."""
-    if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
+    if names_paths(source):
         source = random_access(source)
     schema = getattr(source, "schema", None)
     if not isinstance(schema, Schema) or not hasattr(source, "__getitem__"):

@@ -38,7 +38,7 @@ from tfpipe.features import decoding
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import check_compression
 from tfpipe.format.frames import FrameWriter
-from tfpipe.format.lookup import ResolvedData
+from tfpipe.format.lookup import names_paths
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import SHARDS, metadata_path, temporary_name, temporary_regex
 from tfpipe.labels import Relabeling
@@ -447,7 +447,7 @@ def check_source(source: Any, schema: Schema | None) -> tuple[Any, Schema]:
     """The source to write, and the schema to write it with: a path is resolved as every
     reader resolves it (an image folder, TFRecords: see `tfpipe.records.locate.random_access`);
     a source without len/getitem is refused."""
-    if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
+    if names_paths(source):  # a list of example dicts is a source as it is
         source = random_access(source)
     if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
         raise SourceError(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -24,7 +23,7 @@ from tfpipe.checks import check_image_size, check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.features.tracing import plain
-from tfpipe.format.lookup import ResolvedData, resolve
+from tfpipe.format.lookup import ResolvedData, names_paths, resolve
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import DataService
@@ -136,19 +135,19 @@ def adapt(
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
-    by_schema = isinstance(data, str | os.PathLike | list | tuple | ResolvedData | SourceBase)
+    by_schema = names_paths(data) or isinstance(data, SourceBase)
     if (x is None) != (y is None) and not (by_schema and x is None):
         missing = "y" if y is None else "x"
         raise ValueError(
             f"x and y go together: pass {missing}=... too (the feature name(s) the model "
             f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
         )
-    if schema is not None and not isinstance(data, str | os.PathLike | list | tuple):
+    if schema is not None and not names_paths(data):
         raise ValueError(
             f"schema= describes TFRecords named by a path, but {argument} is a "
             f"{type(data).__name__}, which carries its own schema: drop schema=, or pass the path"
         )
-    if isinstance(data, str | os.PathLike | list | tuple | ResolvedData | SourceBase):
+    if by_schema:
         return _default_pipeline(
             _readable(data, argument, schema),
             batch_size=batch_size,
