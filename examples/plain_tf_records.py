@@ -4,7 +4,9 @@ Many datasets arrive as TFRecord files of `tf.train.Example` made by someone els
 (TFDS, the object-detection converters), with keys such as `image/encoded` and no metadata.
 `tfpipe.infer_schema` reads the first records and says what it found (JPEG bytes become an
 `Image`, an int64 key with "label" in its name a `ClassLabel` whose class count is a guess);
-the Pipeline then reads the files with that schema.
+the Pipeline then reads the files with that schema. `tfpipe.fit(model, files, x="image/encoded",
+y="image/class/label")` reads them directly too (the same inference), but without metadata an
+epoch's length is only found at its end: here the records are counted once instead.
 
 Run:
     python examples/plain_tf_records.py                # small: about 10 s on 2 CPU cores
