@@ -36,7 +36,8 @@ def _jpeg(seed: int, size: tuple[int, int]) -> bytes:
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """24 plain `tf.train.Example` records in 3 files written by TensorFlow alone (no tfpipe
-    metadata, names not tfpipe's): a JPEG of its own size, an int label, a float score."""
+    metadata, names not tfpipe's): a JPEG of its own size, an int label, a float score and a
+    variable-length float list."""
     folder = tmp_path_factory.mktemp("foreign")
     for part in range(3):
         with tf.io.TFRecordWriter(str(folder / f"part{part}.tfrecord")) as writer:
@@ -47,6 +48,9 @@ def foreign(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     ),
                     "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[k % 3])),
                     "score": tf.train.Feature(float_list=tf.train.FloatList(value=[k / 10])),
+                    "boxes": tf.train.Feature(  # a variable-length list: 0 to 3 values
+                        float_list=tf.train.FloatList(value=[k / 100] * (k % 4))
+                    ),
                 }
                 example = tf.train.Example(features=tf.train.Features(feature=feature))
                 writer.write(example.SerializeToString())
@@ -94,6 +98,31 @@ def test_fit_trains_on_plain_tensorflow_records_named_any_way(foreign: Path, for
     # the schema is inferred as Pipeline infers it: every example, the score kept
     scores = [round(float(e["score"]) * 10) for e in tfpipe.Pipeline(data, image_size=SIZE).build()]
     assert sorted(scores) == list(range(COUNT))
+
+
+@pytest.mark.fault(
+    "a Pipeline of unknown length (records without metadata) given to Keras's model.fit",
+    reader="model.fit(Pipeline(...).build()), tfpipe.fit",
+    outcome="every epoch ends at the end of the data (was: UnboundLocalError inside Keras)",
+)
+def test_keras_fit_ends_each_epoch_of_unknown_length(foreign: Path) -> None:
+    dataset = (
+        tfpipe.Pipeline(str(foreign), image_size=SIZE, rescale=1 / 255)
+        .batch(8)
+        .as_supervised("image", "label")
+        .build()
+    )
+    assert int(dataset.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    model = tiny_cnn()
+    with pytest.warns(UserWarning, match="ran out of data"):  # Keras learns the epoch's end
+        history = model.fit(dataset, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+    boxes = [
+        b
+        for batch in tfpipe.Pipeline(str(foreign), image_size=SIZE).batch(8).build()
+        for b in batch["boxes"].to_list()
+    ]
+    assert sorted(len(b) for b in boxes) == sorted(k % 4 for k in range(COUNT))
 
 
 def test_fit_takes_a_given_schema_for_records_without_metadata(foreign: Path) -> None:
