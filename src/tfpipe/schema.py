@@ -111,6 +111,18 @@ class Schema(Mapping[str, Feature]):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._features.items())
         return f"Schema({{{inner}}})"
 
+    def of(self, *kinds: type[Feature]) -> dict[str, Feature]:
+        """The features of the given kinds, by name, in schema order: what code outside
+        `tfpipe.features` asks instead of checking each feature's class.
+
+        Examples:
+            >>> schema = tfpipe.Schema({"image": tfpipe.Image(), "mask": tfpipe.Mask(),
+            ...                         "label": tfpipe.ClassLabel(names=["cat", "dog"])})
+            >>> list(schema.of(tfpipe.Image, tfpipe.Mask)), list(schema.of(tfpipe.Text))
+            (['image', 'mask'], [])
+        """
+        return {name: f for name, f in self._features.items() if isinstance(f, kinds)}
+
     def check_names(self, names: Sequence[str], argument: str) -> None:
         """Raises a SchemaError naming `argument` when a name is not a feature of the schema.
 
