@@ -2,10 +2,11 @@
 
 The data flows one way: schema -> sources -> records -> loaders -> fit.
 
-`tfpipe` exports the entry points a user calls. What they return and raise lives where it is
-made: the errors and `TfpipeWarning` in `tfpipe.errors`, `DatasetInfo` in
-`tfpipe.format.metadata`, `VerifyReport` and `Fault` in `tfpipe.records`, `FitReport` in
-`tfpipe.training.report`, `DistributedInput` in `tfpipe.distribute.sharding`.
+`tfpipe` exports the entry points a user calls. What they return and raise is exported by the
+package that makes it: the errors and `TfpipeWarning` by `tfpipe.errors`, `DatasetInfo` and
+`ResolvedData` by `tfpipe.format`, `VerifyReport` and `Fault` by `tfpipe.records`,
+`FitReport` by `tfpipe.training`, `DataService` by `tfpipe.loaders`, `DistributedInput` by
+`tfpipe.distribute`.
 
 `import tfpipe` is light: each public name is imported on first use (PEP 562), so that the
 `tfpipe` command answers `--help` without importing TensorFlow. The first use also hides
@@ -22,16 +23,14 @@ from tfpipe import logs as _logs  # light: no TensorFlow
 
 _logs.quiet()  # before TensorFlow is first imported, by tfpipe or after it (Keras)
 
-if typing.TYPE_CHECKING:  # the same names as _MODULES, for type checkers and editors
+if typing.TYPE_CHECKING:  # the names of _MODULES, for type checkers and editors
     from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
-    from tfpipe.loaders import augment
-    from tfpipe.loaders.pipeline import Pipeline
-    from tfpipe.loaders.sequence import SequenceLoader
+    from tfpipe.loaders import Pipeline, SequenceLoader, augment
     from tfpipe.records import infer_schema, locate_fault, read_tfrecords, verify, write_tfrecords
     from tfpipe.schema import Schema
     from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
+    from tfpipe.training import named_errors
     from tfpipe.training.benchmark import benchmark
-    from tfpipe.training.faults import named_errors
     from tfpipe.training.fit import fit
 
 __version__ = "0.1.0"  # the one source: pyproject.toml reads it (setuptools dynamic)
@@ -43,9 +42,9 @@ _MODULES = {
     "Feature": "tfpipe.features",
     "Image": "tfpipe.features",
     "Mask": "tfpipe.features",
-    "Pipeline": "tfpipe.loaders.pipeline",
+    "Pipeline": "tfpipe.loaders",
     "Schema": "tfpipe.schema",
-    "SequenceLoader": "tfpipe.loaders.sequence",
+    "SequenceLoader": "tfpipe.loaders",
     "Source": "tfpipe.sources",
     "Tensor": "tfpipe.features",
     "Text": "tfpipe.features",
@@ -58,38 +57,13 @@ _MODULES = {
     "from_tfrecords": "tfpipe.sources",
     "infer_schema": "tfpipe.records",
     "locate_fault": "tfpipe.records",
-    "named_errors": "tfpipe.training.faults",
+    "named_errors": "tfpipe.training",
     "read_tfrecords": "tfpipe.records",
     "verify": "tfpipe.records",
     "write_tfrecords": "tfpipe.records",
 }
 
-__all__ = [
-    "ClassLabel",
-    "Feature",
-    "Image",
-    "Mask",
-    "Pipeline",
-    "Schema",
-    "SequenceLoader",
-    "Source",
-    "Tensor",
-    "Text",
-    "__version__",
-    "augment",
-    "benchmark",
-    "fit",
-    "from_arrays",
-    "from_dataframe",
-    "from_directory",
-    "from_tfrecords",
-    "infer_schema",
-    "locate_fault",
-    "named_errors",
-    "read_tfrecords",
-    "verify",
-    "write_tfrecords",
-]
+__all__ = sorted(["__version__", *_MODULES])  # the one list of public names: _MODULES
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -21,10 +21,10 @@ RESULT_TYPES = {
         "TfpipeError",
         "TfpipeWarning",
     ],
-    "tfpipe.format.metadata": ["DatasetInfo", "ShardInfo", "SkippedExample"],
+    "tfpipe.format": ["DatasetInfo", "ShardInfo", "SkippedExample"],
     "tfpipe.records": ["Fault", "VerifyReport"],
-    "tfpipe.training.report": ["FitReport"],
-    "tfpipe.distribute.sharding": ["DistributedInput"],
+    "tfpipe.training": ["FitReport"],
+    "tfpipe.distribute": ["DistributedInput"],
 }
 MOST_TOP_LEVEL_NAMES = 25
 
@@ -75,6 +75,18 @@ def test_every_error_is_in_the_errors_module() -> None:
     errors = importlib.import_module("tfpipe.errors")
     classes = {name for name, value in vars(errors).items() if isinstance(value, type)}
     assert classes == set(RESULT_TYPES["tfpipe.errors"])
+
+
+@pytest.mark.parametrize(
+    "package", ["features", "format", "sources", "records", "distribute", "loaders", "training"]
+)
+def test_each_package_exports_its_public_names(package: str) -> None:
+    """Each package's `__init__` exports its public names: every name of its `__all__` exists,
+    and the result types listed above are among them."""
+    home = importlib.import_module(f"tfpipe.{package}")
+    assert home.__all__ == sorted(home.__all__)
+    assert [name for name in home.__all__ if not hasattr(home, name)] == []
+    assert set(RESULT_TYPES.get(home.__name__, [])) <= set(home.__all__)
 
 
 def test_the_fault_tools_are_public() -> None:

@@ -116,7 +116,7 @@ class SequenceLoader(keras.utils.PyDataset):
         workers: threads (or processes) Keras loads batches with. Defaults to 1.
         use_multiprocessing: use worker processes instead of threads; a worker killed by the
             kernel (out of memory) stops training with a `TfpipeError` naming it, instead of
-            hanging it (see `tfpipe.loaders.workers.WatchedPool`). Defaults to False.
+            hanging it (see `tfpipe.loaders.WatchedPool`). Defaults to False.
         max_queue_size: batches Keras prepares ahead. Defaults to 10.
         reduced_decode: decode JPEGs at least twice `image_size` at a reduced DCT scale, as
             `Pipeline(reduced_decode=...)` does; False decodes in full. Defaults to True.
