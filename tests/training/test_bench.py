@@ -60,7 +60,7 @@ def test_measure_stops_after_max_seconds() -> None:
 
 def test_adapt_prefetches_and_sizes_datasets() -> None:
     source = adapt(tf.data.Dataset.range(10).batch(4))
-    assert (source.kind, source.steps, source.infinite) == ("tf.data", 3, False)
+    assert (source.label, source.steps, source.infinite) == ("tf.data", 3, False)
     assert type(source.data).__name__ == "_PrefetchDataset"
     endless = adapt(tf.data.Dataset.range(10).repeat().batch(4))
     assert endless.infinite and endless.steps is None

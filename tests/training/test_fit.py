@@ -28,7 +28,6 @@ from tfpipe.training.bench import Throughput
 from tfpipe.training.fit import (
     _accelerator,
     _examples_per_step,
-    _one_iterator,
     _prefetch_to_device,
 )
 from tfpipe.training.keras_internals import RELEASE_WAIT_S, release_epoch_iterator
@@ -217,12 +216,12 @@ def test_a_finite_dataset_is_repeated_with_one_pass_per_epoch() -> None:
     # Keras then keeps one iterator for the run: no restart (and no ~3 s stall releasing an
     # autotuned iterator) between epochs.
     five = adapt(arrays_dataset(count=36))
-    dataset, steps = _one_iterator(five, None, steps_per_execution=1)
-    assert steps == 5 and dataset.cardinality() == tf.data.INFINITE_CARDINALITY
+    dataset, steps, endless = five.one_iterator(None, steps_per_execution=1)
+    assert steps == 5 and endless and dataset.cardinality() == tf.data.INFINITE_CARDINALITY
     two_passes = [len(x) for x, _ in dataset.take(10)]
     assert two_passes == [8, 8, 8, 8, 4] * 2
-    assert _one_iterator(five, None, steps_per_execution=2) == (five.data, None)
-    assert _one_iterator(five, 3, steps_per_execution=1) == (five.data, 3)
+    assert five.one_iterator(None, steps_per_execution=2) == (five.data, None, False)
+    assert five.one_iterator(3, steps_per_execution=1) == (five.data, 3, False)
 
 
 def test_batches_prefetched_to_a_device_train() -> None:
@@ -390,7 +389,7 @@ def test_inputs_declare_their_batch_size_and_examples(records: str, image_folder
         "tf.data": adapt(dropped),
     }
     for kind, source in declared.items():
-        assert (source.kind, source.batch_size) == (kind, 8)
+        assert (source.label, source.batch_size) == (kind, 8)
     assert [declared[k].examples for k in ("Pipeline", "PyDataset", "TFRecords")] == [36] * 3
     assert _examples_per_step(declared["Pipeline"], 8) == 36 / 5  # the last batch holds 4
     assert adapt(arrays_dataset()).batch_size is None  # the last batch is short: not static

@@ -1,25 +1,32 @@
-"""The one dispatcher that turns every input tfpipe trains on into what Keras consumes.
+"""The one dispatcher that turns every input tfpipe trains on into a `Feed`, what fit feeds Keras.
 
-    tfpipe.Pipeline ─────build()────────────┐
-    tf.data.Dataset ─────────────────────────┼─▶ Input(data=prefetched Dataset, steps, ...)
-    "out/train" (TFRecords) ─default Pipeline┘
-    keras.utils.PyDataset ──────────────────────▶ Input(data=the PyDataset, steps=num_batches)
+    tf.data.Dataset ───────────────prefetched────────▶ DatasetFeed
+    tfpipe.Pipeline ───────────────build()───────────▶ PipelineFeed
+    "out/train" (TFRecords), a source ─default Pipeline▶ PathFeed
+    keras.utils.PyDataset (a SequenceLoader too) ────▶ PyDatasetFeed
 
-It sits above the loaders and below `fit` and `benchmark`, which read every input through it.
+Each kind of Feed answers for itself what `fit`, its plan, `benchmark` and the report ask of an
+input (its batches, whether it can be repeated into one iterator, its split under a strategy,
+the loader backups resume, ...): `adapt` is the one place that looks at what an input is. It
+sits above the loaders and below `named_errors`, `fit` and `benchmark`, which read every input
+through it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import abc
 import dataclasses
+import functools
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, ClassVar, Self, cast
 
 import keras
 import tensorflow as tf
 
 from tfpipe.checks import check_image_size, check_int
+from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.features.tracing import plain
@@ -31,63 +38,318 @@ from tfpipe.loaders.supervised import Names, check_known, feature_names, selecto
 from tfpipe.records.locate import random_access, schema_for
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
-from tfpipe.training.faults import named_errors
+from tfpipe.training.resume import Resumable, ResumablePipeline, ResumableSequence
 
 DEFAULT_BATCH_SIZE = 32
 
 
-@dataclasses.dataclass(frozen=True)
-class Input:
-    """One training input in the form Keras consumes, with what is known about its size.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Feed(abc.ABC):
+    """One training input in the form Keras consumes, with what is known about it: the base of
+    one class per kind of input, each answering for itself what `fit` asks of it.
 
     Attributes:
-        kind: "tf.data", "PyDataset", "Pipeline", "TFRecords" (a path) or "source".
         data: the `tf.data.Dataset` (ending in a prefetch) or the `keras.utils.PyDataset`.
         steps: batches per epoch; None when unknown (a finite dataset Keras runs to its end)
             or infinite.
         infinite: the input repeats forever, so an epoch needs a `steps_per_epoch`.
-        honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
-        image_encoding: how the images are stored ("jpeg", "png", "raw" or "auto") when the input
-            reads tfpipe records or sources with one Image feature; None when unknown.
         batch_size: the size of every batch but an epoch's last, as declared (a Pipeline's
             `batch()`, a SequenceLoader's `batch_size`, the static batch dimension of a
             dataset); None when only the batches can tell.
         examples: examples in one pass over the data, when known (metadata, source length).
-        pipeline: the `Pipeline` the input reads (for a Pipeline, a path or a source), which
-            can locate the record behind a raw TensorFlow error; None for other kinds.
-        data_kind: "images" when the schema has an Image feature, "tensors" when it has none
-            (a table, lists, text); None when no schema is known.
         schema: the features the input holds, when known (a Pipeline's or a SequenceLoader's
             schema, a path's metadata, a source's); None for other kinds.
+        pipeline: the `Pipeline` the input reads (for a Pipeline, a path or a source), which
+            can locate the record behind a raw TensorFlow error; None for other kinds.
+        honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
     """
 
-    kind: str
-    data: tf.data.Dataset | keras.utils.PyDataset
+    honours: ClassVar[frozenset[str]] = frozenset()
+
+    data: Any
     steps: int | None
-    infinite: bool = False
-    honours: frozenset[str] = frozenset()
-    image_encoding: str | None = None
-    batch_size: int | None = None
-    examples: int | None = None
+    infinite: bool
+    batch_size: int | None
+    examples: int | None
+    schema: Schema | None
     pipeline: Pipeline | None = None
-    data_kind: str | None = None
-    schema: Schema | None = None
+
+    @property
+    @abc.abstractmethod
+    def label(self) -> str:
+        """The kind of input in messages and the report: "tf.data", "PyDataset", "Pipeline",
+        "TFRecords" (a path) or "source"."""
+
+    @abc.abstractmethod
+    def batches(self, *, repeat: bool = False) -> Iterator[Any]:
+        """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
 
     @property
     def service(self) -> DataService | None:
         """The tf.data service the input's Pipeline runs on (`Pipeline.distribute`), if any."""
         return None if self.pipeline is None else self.pipeline.service
 
+    @property
+    def image_encoding(self) -> str | None:
+        """How the images are stored ("jpeg", "png", "raw" or "auto") when the schema has one
+        Image feature; None for zero or several, or no schema."""
+        images = [] if self.schema is None else list(self.schema.of(Image).values())
+        return cast(Image, images[0]).encoding if len(images) == 1 else None
+
+    @property
+    def data_kind(self) -> str | None:
+        """ "images" when the schema has an Image feature, "tensors" when it has none (a table,
+        lists, text); None when no schema is known."""
+        if self.schema is None:
+            return None
+        return "images" if self.schema.of(Image) else "tensors"
+
+    @property
+    def accepts_stages(self) -> bool:
+        """Whether tfpipe can add tf.data stages after the batches: a meter of the time train
+        steps wait for them, a prefetch into a device's memory."""
+        return False
+
+    @property
+    def shuffled_by_keras(self) -> bool:
+        """Whether Keras shuffles the batch order when `fit`'s `shuffle` allows it."""
+        return False
+
+    def one_iterator(
+        self, steps: int | None, steps_per_execution: int
+    ) -> tuple[Any, int | None, bool]:
+        """What `model.fit` reads for the whole run, its `steps_per_epoch` (`steps`, the one
+        given to fit, unless the input is repeated), and whether it never ends (Keras then
+        reads it with one iterator for the whole run, across epochs): here the input as it is.
+        """
+        return self.data, steps, False
+
+    def truncated(self) -> dict[str, int]:
+        """How many values `truncate=True` cut to their pad length so far, per feature."""
+        return {}
+
+    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedInput | None:
+        """The input split over the workers of a multi-replica `strategy`, each reading its own
+        part and all running the same steps; None when Keras places the batches itself."""
+        return None
+
+    def resumable(
+        self, *, strategy: tf.distribute.Strategy, steps_per_epoch: int | None
+    ) -> Resumable:
+        """The loader `backup_dir` resumes, as the training input (`data`) under `strategy`;
+        `steps_per_epoch` is fit's (refused: positions count whole epochs). Refused here: this
+        kind of input has no position to restore."""
+        raise ValueError(
+            "backup_dir resumes a tfpipe.Pipeline, a TFRecord path, a tfpipe source or a "
+            f"tfpipe.SequenceLoader, whose position is (epoch, batch); data is a {self.label} "
+            "input, whose position cannot be restored"
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DatasetFeed(Feed):
+    """A `tf.data.Dataset`, ending in a prefetch: tfpipe can add stages to it, and repeat a
+    finite one into one iterator for the run."""
+
+    data: tf.data.Dataset
+
+    @classmethod
+    def of(cls, dataset: tf.data.Dataset) -> DatasetFeed:
+        """A user's dataset, with a prefetch added unless it ends in one."""
+        if type(dataset).__name__ != "_PrefetchDataset":
+            dataset = dataset.prefetch(tf.data.AUTOTUNE)
+        return cls.sized(dataset, examples=None, schema=None)
+
+    @classmethod
+    def sized(
+        cls,
+        dataset: tf.data.Dataset,
+        *,
+        steps_per_pass: int | None = None,
+        batch_size: int | None = None,
+        **fields: Any,
+    ) -> Self:
+        """A feed of `dataset` (ending in a prefetch) with the other `fields`: its steps are its
+        length, else `steps_per_pass` (batches in one pass over the data, from metadata, which
+        sizes the epochs of a repeated dataset); its batch size `batch_size`, else the batch
+        dimension its elements declare."""
+        cardinality = int(dataset.cardinality())
+        return cls(
+            data=dataset,
+            steps=cardinality if cardinality >= 0 else steps_per_pass,
+            infinite=cardinality == tf.data.INFINITE_CARDINALITY,
+            batch_size=batch_size or _static_batch_size(dataset.element_spec),
+            **fields,
+        )
+
+    @property
+    def label(self) -> str:
+        """ "tf.data"."""
+        return "tf.data"
+
+    @property
+    def accepts_stages(self) -> bool:
+        """True: the batches come from a dataset in this host's memory."""
+        return True
+
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
-        """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
-        if isinstance(self.data, tf.data.Dataset):
-            return iter(self.data.repeat() if repeat and not self.infinite else self.data)
+        """An iterator over the dataset, repeated unless it repeats already."""
+        return iter(self.data.repeat() if repeat and not self.infinite else self.data)
+
+    def one_iterator(
+        self, steps: int | None, steps_per_execution: int
+    ) -> tuple[Any, int | None, bool]:
+        """A finite dataset repeated, with `steps_per_epoch` = one pass, when it can be.
+
+        Keras makes a new iterator of a finite dataset at every epoch, and releasing an
+        autotuned tf.data iterator stalled training for ~3 s once or twice per run (TF 2.21,
+        also for a dataset held in memory; none with autotuning off). With one iterator for the
+        whole run the pipeline never restarts, and every epoch is still exactly one pass over
+        the data. Not when `steps` is given, or a pass is no whole number of executions.
+        """
+        data = self.data
+        whole_executions = self.steps is not None and self.steps % steps_per_execution == 0
+        if steps is None and not self.infinite and whole_executions:
+            data, steps = data.repeat(), self.steps
+        return data, steps, int(data.cardinality()) == tf.data.INFINITE_CARDINALITY
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PipelineFeed(DatasetFeed):
+    """A `tfpipe.Pipeline`, built: a dataset whose Pipeline also locates damaged records,
+    counts the values it truncated, splits over the workers of a strategy and resumes."""
+
+    pipeline: Pipeline
+
+    @classmethod
+    def reading(cls, pipeline: Pipeline, *, schema: Schema | None, **fields: Any) -> Self:
+        """A feed of `pipeline` (its dataset ends in its own prefetch) holding `schema`."""
+        return cls.sized(
+            dataset=pipeline.build(),
+            steps_per_pass=pipeline.batches_per_epoch(),
+            batch_size=pipeline.batch_size,
+            examples=pipeline.examples_per_epoch(),
+            schema=schema,
+            pipeline=pipeline,
+            **fields,
+        )
+
+    @property
+    def label(self) -> str:
+        """ "Pipeline"."""
+        return "Pipeline"
+
+    def truncated(self) -> dict[str, int]:
+        """The Pipeline's count (`Pipeline.truncated`)."""
+        return self.pipeline.truncated()
+
+    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedInput | None:
+        """`Pipeline.build_distributed`; None on the tf.data service, whose batches Keras
+        places on the replicas."""
+        if self.pipeline.service is not None:
+            return None
+        return self.pipeline.build_distributed(strategy)
+
+    def resumable(
+        self, *, strategy: tf.distribute.Strategy, steps_per_epoch: int | None
+    ) -> Resumable:
+        """The Pipeline, resumed (`Pipeline.start_at`)."""
+        return ResumablePipeline(self.pipeline, "data", strategy, steps_per_epoch=steps_per_epoch)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PathFeed(PipelineFeed):
+    """A path (TFRecords, a folder of images) or a tfpipe source, read by the default Pipeline
+    `adapt` builds, which honours fit's `batch_size` and `shuffle`.
+
+    Attributes:
+        records: the path names TFRecords (False: a folder of images or a source).
+    """
+
+    honours: ClassVar[frozenset[str]] = frozenset({"batch_size", "shuffle"})
+
+    records: bool
+
+    @property
+    def label(self) -> str:
+        """ "TFRecords" for records, else "source"."""
+        return "TFRecords" if self.records else "source"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PyDatasetFeed(Feed):
+    """A `keras.utils.PyDataset`, read by index: Keras fetches and shuffles its batches. A
+    `tfpipe.SequenceLoader` (`loader`) also declares its size and schema, counts the values it
+    truncated, splits over the workers of a strategy and resumes.
+
+    Attributes:
+        loader: the PyDataset when it is a `tfpipe.SequenceLoader`; None for another.
+    """
+
+    honours: ClassVar[frozenset[str]] = frozenset({"shuffle"})
+
+    data: keras.utils.PyDataset
+    loader: SequenceLoader | None
+
+    @classmethod
+    def of(cls, data: keras.utils.PyDataset, loader: SequenceLoader | None) -> PyDatasetFeed:
+        """A feed of `data`, which is `loader` when that is not None."""
+        steps = data.num_batches
+        schema = getattr(data, "schema", None)
+        return cls(
+            data=data,
+            steps=steps,
+            infinite=steps is None,
+            batch_size=None if loader is None else loader.options.batch_size,
+            examples=None if loader is None else loader.examples_per_epoch(),
+            schema=schema if isinstance(schema, Schema) else None,
+            loader=loader,
+        )
+
+    @property
+    def label(self) -> str:
+        """ "PyDataset"."""
+        return "PyDataset"
+
+    @property
+    def image_encoding(self) -> str | None:
+        """None: a PyDataset decodes its images itself."""
+        return None
+
+    @property
+    def data_kind(self) -> str | None:
+        """A SequenceLoader's, from its schema; None for another PyDataset."""
+        return None if self.loader is None else super().data_kind
+
+    @property
+    def shuffled_by_keras(self) -> bool:
+        """True: Keras shuffles a PyDataset's batch order."""
+        return True
+
+    def batches(self, *, repeat: bool = False) -> Iterator[Any]:
+        """The batches by index, in order (endless when its number is unknown)."""
         total = self.data.num_batches
         if total is None:
             indices: Iterable[int] = itertools.count()
         else:
             indices = itertools.cycle(range(total)) if repeat else range(total)
         return (self.data[i] for i in indices)
+
+    def truncated(self) -> dict[str, int]:
+        """The SequenceLoader's count (`SequenceLoader.truncated`); empty for another."""
+        return {} if self.loader is None else self.loader.truncated()
+
+    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedInput | None:
+        """`SequenceLoader.build_distributed`; None for another PyDataset (Keras shards it)."""
+        return None if self.loader is None else self.loader.build_distributed(strategy)
+
+    def resumable(
+        self, *, strategy: tf.distribute.Strategy, steps_per_epoch: int | None
+    ) -> Resumable:
+        """The SequenceLoader, resumed (`SequenceLoader.start_at`); refused for another."""
+        if self.loader is None:
+            return super().resumable(strategy=strategy, steps_per_epoch=steps_per_epoch)
+        return ResumableSequence(self.loader, "data", strategy, steps_per_epoch=steps_per_epoch)
 
 
 def adapt(
@@ -102,8 +364,9 @@ def adapt(
     pairs: bool = True,
     seed: int | None = None,
     schema: Schema | None = None,
-) -> Input:
-    """Turns any input tfpipe accepts into an `Input`: the one place that dispatches on kind.
+) -> Feed:
+    """Turns any input tfpipe accepts into its kind of `Feed`: the one place that dispatches on
+    kind.
 
     Examples:
         >>> adapt(tf.data.Dataset.range(10).batch(4)).steps
@@ -148,33 +411,23 @@ def adapt(
             f"{type(data).__name__}, which carries its own schema: drop schema=, or pass the path"
         )
     if by_schema:
-        return _default_pipeline(
-            _readable(data, argument, schema),
-            batch_size=batch_size,
-            shuffle=shuffle,
-            image_size=image_size,
-            x=x,
-            y=y,
-            pairs=pairs,
-            seed=seed,
+        readable = _readable(data, argument, schema)
+        x, y = readable.pairs(x, y, pairs=pairs)
+        pipeline = readable.pipeline(
+            batch_size=batch_size, shuffle=shuffle, image_size=image_size, seed=seed
         )
-
+        return PathFeed.reading(
+            pipeline if x is None else pipeline.as_supervised(x, y),
+            schema=readable.schema,
+            records=readable.records,
+        )
     if isinstance(data, Pipeline):
         data = _supervised(data, argument, x, y)
-        return _from_dataset(
-            data.build(),
-            "Pipeline",
-            steps_per_pass=data.batches_per_epoch(),
-            prefetched=True,
-            batch_size=data.batch_size,
-            examples=data.examples_per_epoch(),
-            pipeline=data,
-            schema=data.schema,
-        )
+        return PipelineFeed.reading(data, schema=data.schema)
     if isinstance(data, tf.data.Dataset):
         if x is not None and y is not None:
             data = _select(data, argument, x, y)
-        return _from_dataset(data, "tf.data")
+        return DatasetFeed.of(data)
     if isinstance(data, keras.utils.PyDataset):
         if x is not None:
             raise ValueError(
@@ -182,20 +435,7 @@ def adapt(
                 f"{type(data).__name__}, which yields its own (x, y) batches: drop x and y, or "
                 f"pass a tfpipe.Pipeline, a source or a TFRecord path. Received: x={x!r}, y={y!r}"
             )
-        steps = data.num_batches
-        known = isinstance(data, SequenceLoader)
-        schema = getattr(data, "schema", None)
-        return Input(
-            "PyDataset",
-            data,
-            steps,
-            steps is None,
-            honours=frozenset({"shuffle"}),
-            batch_size=data.options.batch_size if known else None,
-            examples=data.examples_per_epoch() if known else None,
-            data_kind=_data_kind(data.schema) if known else None,
-            schema=schema if isinstance(schema, Schema) else None,
-        )
+        return PyDatasetFeed.of(data, data if isinstance(data, SequenceLoader) else None)
     raise TypeError(
         f"{argument} must be a tfpipe.Pipeline, a tf.data.Dataset, a keras.utils.PyDataset, "
         "a path (TFRecords, a folder of images) or a tfpipe source. "
@@ -203,44 +443,28 @@ def adapt(
     )
 
 
-def naming(*inputs: Input) -> contextlib.AbstractContextManager[None]:
-    """`named_errors` over the Pipelines of `inputs` (other kinds cannot be searched)."""
-    return named_errors(*(i.pipeline for i in inputs if i.pipeline is not None))
+def check_pairs(data: Any, argument: str, x: Names | None) -> None:
+    """Refuses a Pipeline of example dicts to train on without `x` (and `y`), before any data
+    is read."""
+    if x is None and isinstance(data, Pipeline) and data.supervised is None and data.schema:
+        raise SchemaError(
+            f"{argument}: the Pipeline yields dicts of features {list(data.schema)}, not "
+            "(x, y) pairs: pass x=... and y=... (the feature name(s) the model takes and "
+            "predicts), or call .as_supervised(x, y) on the Pipeline"
+        )
 
 
-def _from_dataset(
-    dataset: tf.data.Dataset,
-    kind: str,
-    *,
-    steps_per_pass: int | None = None,
-    honours: frozenset[str] = frozenset(),
-    prefetched: bool = False,
-    batch_size: int | None = None,
-    examples: int | None = None,
-    pipeline: Pipeline | None = None,
-    schema: Schema | None = None,
-) -> Input:
-    """An Input over a dataset, ending in a prefetch; `steps_per_pass` (batches in one pass over
-    the data, from metadata) sizes the epochs of a repeated dataset. A Pipeline's dataset is
-    `prefetched` already (its last stage before the options) and declares its own length."""
-    cardinality = int(dataset.cardinality())
-    infinite = cardinality == tf.data.INFINITE_CARDINALITY
-    steps = cardinality if cardinality >= 0 else steps_per_pass
-    if not prefetched and type(dataset).__name__ != "_PrefetchDataset":
-        dataset = dataset.prefetch(tf.data.AUTOTUNE)
-    batch_size = batch_size or _static_batch_size(dataset.element_spec)
-    return Input(
-        kind,
-        dataset,
-        steps,
-        infinite,
-        honours,
-        _image_encoding(schema),
-        batch_size,
-        examples,
-        pipeline,
-        _data_kind(schema),
-        schema,
+def fault_search(source: Any) -> Callable[[], Pipeline]:
+    """How `named_errors` searches `source` for the record behind a raw TensorFlow error: a
+    Pipeline as it is, a path or a source read by a new Pipeline (made when an error is
+    searched); refuses anything else."""
+    if isinstance(source, Pipeline):
+        return lambda: source
+    if isinstance(source, str | os.PathLike | list | tuple | SourceBase):
+        return functools.partial(Pipeline, source)
+    raise TypeError(
+        "named_errors takes tfpipe.Pipelines, TFRecord paths or tfpipe sources. "
+        f"Received: {type(source).__name__}"
     )
 
 
@@ -251,106 +475,92 @@ def _static_batch_size(spec: Any) -> int | None:
     return int(sizes.pop()) if len(sizes) == 1 and None not in sizes else None
 
 
-def _image_encoding(schema: Schema | None) -> str | None:
-    """The storage encoding of the schema's one Image feature; None for zero or several."""
-    images = [f for f in (schema or {}).values() if isinstance(f, Image)]
-    return images[0].encoding if len(images) == 1 else None
-
-
-def _data_kind(schema: Schema | None) -> str | None:
-    """What the data holds: "images" with an Image feature, else "tensors"; None unknown."""
-    if schema is None:
-        return None
-    return "images" if any(isinstance(f, Image) for f in schema.values()) else "tensors"
-
-
 @dataclasses.dataclass(frozen=True)
 class Readable:
-    """What a default Pipeline reads: resolved TFRecords or a source, with its schema."""
+    """What a default Pipeline reads: resolved TFRecords or a source, with its schema.
+
+    Attributes:
+        data: the resolved TFRecords, or the source (also for a folder of images).
+        schema: the features it holds.
+        where: how messages name it (the argument and the path, or the source's class).
+        records: `data` is TFRecords.
+    """
 
     data: ResolvedData | SourceBase
     schema: Schema
     where: str
+    records: bool
+
+    def pairs(self, x: Names | None, y: Names | None, *, pairs: bool) -> tuple[Any, Any]:
+        """The `x` and `y` the default Pipeline selects: as given (checked against the schema),
+        or by default the one Image and the one ClassLabel, with `y` alone the one Image as
+        `x`, or every other feature by name for a schema without Image; both None (example
+        dicts) for another schema when not `pairs`."""
+        schema, where = self.schema, self.where
+        images, labels = list(schema.of(Image)), list(schema.of(ClassLabel))
+        if x is None and len(images) == len(labels) == 1 and y is None:
+            x, y = images[0], labels[0]
+        if x is None and y is not None and not images:  # a table: x is every other feature
+            x = {n: n for n in schema if n not in feature_names("y", y, where)}
+        if x is None and y is not None:
+            if len(images) != 1:
+                raise SchemaError(
+                    f"{where}: y={y!r} alone takes the one Image feature as x, but the schema "
+                    f"has {len(images)} ({', '.join(images) or 'none'}): pass x=... too (the "
+                    "feature name(s) the model takes)"
+                )
+            x = images[0]
+        if x is None or y is None:
+            if pairs:
+                raise SchemaError(
+                    f"{where}: without x and y, the default pipeline needs exactly one Image and "
+                    f"one ClassLabel feature (its x and y), but the schema has {schema}. Pass "
+                    "x=... and y=... (the feature name(s) the model takes and predicts), e.g. "
+                    f"x={next(iter(schema))!r}, y={list(schema)[-1]!r}"
+                    + (
+                        ""
+                        if images
+                        else f", or y={list(schema)[-1]!r} alone (x: every other feature)"
+                    )
+                )
+        else:
+            check_known(x=x, y=y, available=schema, where=where, what="the schema")
+        return x, y
+
+    def pipeline(
+        self,
+        *,
+        batch_size: int | None,
+        shuffle: bool,
+        image_size: tuple[int, int] | None,
+        seed: int | None,
+    ) -> Pipeline:
+        """The default Pipeline over the data: shuffled with `seed` when `shuffle`, batched
+        (`batch_size`, by default 32), images as float32 in [0, 1] resized to `image_size`
+        when the schema does not fix their size."""
+        fixed = all(None not in f.decoded_shape[:2] for f in self.schema.of(Image).values())
+        pipeline = Pipeline(
+            self.data,
+            schema=self.schema if self.records else None,
+            image_size=None if fixed else image_size,
+            rescale=1 / 255,
+        )
+        if shuffle:
+            pipeline = pipeline.shuffle(seed=seed)
+        return pipeline.batch(DEFAULT_BATCH_SIZE if batch_size is None else batch_size)
 
 
 def _readable(data: Any, argument: str, schema: Schema | None) -> Readable:
     """A path resolved once (records with their schema: given, the metadata's or inferred; a
     folder of images as a source), or a source as it is."""
     if isinstance(data, SourceBase):
-        return Readable(data, data.schema, f"{argument} ({type(data).__name__})")
+        return Readable(data, data.schema, f"{argument} ({type(data).__name__})", records=False)
     resolved = resolve(data, argument=argument)
     where = f"{argument}={resolved.origin!r}"
     if resolved.image_folder is not None:
         source = random_access(resolved, schema, argument=argument)
-        return Readable(source, source.schema, where)
-    return Readable(resolved, schema_for(resolved, schema), where)
-
-
-def _default_pipeline(
-    readable: Readable,
-    *,
-    batch_size: int | None,
-    shuffle: bool,
-    image_size: tuple[int, int] | None,
-    x: Names | None,
-    y: Names | None,
-    pairs: bool,
-    seed: int | None = None,
-) -> Input:
-    """The default Pipeline over a TFRecord path or a source: shuffle, batch, select `x` and
-    `y` (by default the one Image and the one ClassLabel, with `y` alone the one Image as `x`,
-    or every other feature by name for a schema without Image;
-    example dicts for another schema when not `pairs`), images as float32 in [0, 1]."""
-    schema, where = readable.schema, readable.where
-    images = [n for n, f in schema.items() if isinstance(f, Image)]
-    labels = [n for n, f in schema.items() if isinstance(f, ClassLabel)]
-    if x is None and len(images) == len(labels) == 1 and y is None:
-        x, y = images[0], labels[0]
-    if x is None and y is not None and not images:  # a table: x is every other feature
-        x = {n: n for n in schema if n not in feature_names("y", y, where)}
-    if x is None and y is not None:
-        if len(images) != 1:
-            raise SchemaError(
-                f"{where}: y={y!r} alone takes the one Image feature as x, but the schema has "
-                f"{len(images)} ({', '.join(images) or 'none'}): pass x=... too (the feature "
-                "name(s) the model takes)"
-            )
-        x = images[0]
-    if x is None or y is None:
-        if pairs:
-            raise SchemaError(
-                f"{where}: without x and y, the default pipeline needs exactly one Image and "
-                f"one ClassLabel feature (its x and y), but the schema has {schema}. Pass "
-                "x=... and y=... (the feature name(s) the model takes and predicts), e.g. "
-                f"x={next(iter(schema))!r}, y={list(schema)[-1]!r}"
-                + ("" if images else f", or y={list(schema)[-1]!r} alone (x: every other feature)")
-            )
-    else:
-        check_known(x, y, schema, where, "the schema")
-    size = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
-    fixed = all(None not in schema[n].decoded_shape[:2] for n in images)
-    records = isinstance(readable.data, ResolvedData)
-    pipeline = Pipeline(
-        readable.data,
-        schema=schema if records else None,
-        image_size=None if fixed else image_size,
-        rescale=1 / 255,
-    )
-    if shuffle:
-        pipeline = pipeline.shuffle(seed=seed)
-    pipeline = pipeline.batch(size)
-    if x is not None:
-        pipeline = pipeline.as_supervised(x, y)
-    return _from_dataset(
-        pipeline.build(),
-        "TFRecords" if records else "source",
-        honours=frozenset({"batch_size", "shuffle"}),
-        prefetched=True,
-        batch_size=size,
-        examples=pipeline.examples_per_epoch(),
-        pipeline=pipeline,
-        schema=schema,
-    )
+        return Readable(source, source.schema, where, records=False)
+    return Readable(resolved, schema_for(resolved, schema), where, records=True)
 
 
 def _supervised(pipeline: Pipeline, argument: str, x: Names | None, y: Names | None) -> Pipeline:
@@ -364,7 +574,7 @@ def _supervised(pipeline: Pipeline, argument: str, x: Names | None, y: Names | N
             f"and x={x!r}, y={y!r} were given too: say it in one place"
         )
     if pipeline.schema is not None:
-        check_known(x, y, pipeline.schema, argument, "the schema")
+        check_known(x=x, y=y, available=pipeline.schema, where=argument, what="the schema")
     return pipeline.as_supervised(x, y)
 
 
@@ -376,5 +586,5 @@ def _select(dataset: tf.data.Dataset, argument: str, x: Names, y: Names) -> tf.d
             f"x and y select features of example dicts, but {argument} yields "
             f"{type(spec).__name__}s: drop x and y, or yield dicts. Received: x={x!r}, y={y!r}"
         )
-    check_known(x, y, list(spec), argument, "the dataset's examples")
+    check_known(x=x, y=y, available=list(spec), where=argument, what="the dataset's examples")
     return dataset.map(plain(selector(x, y)), num_parallel_calls=tf.data.AUTOTUNE)

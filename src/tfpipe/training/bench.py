@@ -92,4 +92,11 @@ def measure(
     cpu = time.process_time() - cpu
     if count == 0:
         raise ValueError(f"the input ended during the {warmup} warm-up batches; nothing was timed")
-    return Throughput(examples / elapsed, count / elapsed, first_batch_s, count, examples, cpu)
+    return Throughput(
+        examples_per_s=examples / elapsed,
+        batches_per_s=count / elapsed,
+        first_batch_s=first_batch_s,
+        batches=count,
+        examples=examples,
+        cpu_s=cpu,
+    )

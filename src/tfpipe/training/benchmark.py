@@ -6,8 +6,9 @@ from typing import Any
 
 from tfpipe.checks import check_int
 from tfpipe.loaders.supervised import Names
-from tfpipe.training.adapters import adapt, naming
+from tfpipe.training.adapters import adapt
 from tfpipe.training.bench import Throughput, measure
+from tfpipe.training.faults import naming
 
 
 def benchmark(
@@ -54,7 +55,13 @@ def benchmark(
     """
     check_int("batches", batches)
     source = adapt(
-        data, batch_size=batch_size, shuffle=False, image_size=image_size, x=x, y=y, pairs=False
+        data=data,
+        batch_size=batch_size,
+        shuffle=False,
+        image_size=image_size,
+        x=x,
+        y=y,
+        pairs=False,
     )
     with naming(source):
         return measure(

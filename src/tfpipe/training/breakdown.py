@@ -146,9 +146,9 @@ class Breakdown:
             sorted(
                 (
                     BreakdownPart(
-                        name,
-                        seconds,
-                        seconds / wall,
+                        name=name,
+                        seconds=seconds,
+                        share=seconds / wall,
                         callback=name not in _PHASES,
                         detail=_detail(name, seconds, timings, input_kept),
                     )
@@ -163,13 +163,25 @@ class Breakdown:
             for part in parts
             if part.share >= ADVICE_SHARE
             for line in [
-                _advice(part, timings, steps_per_execution, input_kept, data_kind=data_kind)
+                _advice(
+                    part=part,
+                    timings=timings,
+                    steps_per_execution=steps_per_execution,
+                    input_kept=input_kept,
+                    data_kind=data_kind,
+                )
             ]
             if line
         ]
         if input_stages is not None and input_stages.maps_share >= MAPS_SHARE:
             advice.append(_maps_advice(input_stages))
-        return cls(timings.wall_s, parts, unexplained, input_stages, tuple(advice))
+        return cls(
+            wall_s=timings.wall_s,
+            parts=parts,
+            unexplained_s=unexplained,
+            input_stages=input_stages,
+            advice=tuple(advice),
+        )
 
     def __getitem__(self, name: str) -> BreakdownPart:
         for part in self.parts:

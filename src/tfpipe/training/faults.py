@@ -1,21 +1,19 @@
 """`tfpipe.named_errors`: TensorFlow's errors about damaged data, as errors naming the record.
 
-It sits above the loaders (it searches a `Pipeline` for the fault) and below `fit`,
-`benchmark` and the command line, which all read their data inside it.
+It sits above the adapters (it searches the `Pipeline` of a path, a source or a `Feed` for the
+fault) and below `fit`, `benchmark` and the command line, which all read their data inside it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from typing import Any
 
 from tfpipe.errors import SourceError, TfpipeError
-from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.service import stall_message
 from tfpipe.records.verification import RAW_ERRORS, from_input, named_error
-from tfpipe.sources import SourceBase
+from tfpipe.training.adapters import Feed, fault_search
 
 
 @contextlib.contextmanager
@@ -46,12 +44,7 @@ def named_errors(*sources: Any) -> Iterator[None]:
     Raises:
         DecodeError: a source holds a damaged record or image; the message names it.
     """
-    for source in sources:
-        if not isinstance(source, Pipeline | str | os.PathLike | list | tuple | SourceBase):
-            raise TypeError(
-                "named_errors takes tfpipe.Pipelines, TFRecord paths or tfpipe sources. "
-                f"Received: {type(source).__name__}"
-            )
+    searches = [fault_search(source) for source in sources]
     try:
         yield
     except RAW_ERRORS as e:
@@ -60,12 +53,17 @@ def named_errors(*sources: Any) -> Iterator[None]:
             raise SourceError(stalled) from e
         if not from_input(e):
             raise
-        for source in sources:
+        for search in searches:
             try:
-                pipeline = source if isinstance(source, Pipeline) else Pipeline(source)
+                pipeline = search()
             except TfpipeError as found:  # e.g. the first record is damaged
                 raise found from e
             fault = pipeline.locate_fault()
             if fault is not None:
                 raise named_error(fault, e) from e
         raise
+
+
+def naming(*feeds: Feed) -> contextlib.AbstractContextManager[None]:
+    """`named_errors` over the Pipelines of `feeds` (other kinds cannot be searched)."""
+    return named_errors(*(f.pipeline for f in feeds if f.pipeline is not None))

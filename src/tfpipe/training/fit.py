@@ -2,8 +2,9 @@
 
 It runs in three phases over one `Plan` (`tfpipe.training.plan`):
 
-    prepare(model, data, ...) ──▶ Plan: the inputs adapted once (kind, steps, schema, batch
-        size, identity), the arguments checked, the model alone timed on one full batch
+    prepare(model, data, FitSettings) ──▶ Plan: the inputs adapted once into Feeds (kind,
+        steps, schema, batch size, identity), the arguments checked, the model alone timed
+        on one full batch
     _train(model, plan) ──▶ model.fit over the plan's input (resumed, distributed, or repeated
         pass after pass and prefetched), every callback hook timed (report=True)
     _report(plan, run) ──▶ the input timed alone, then History.report, a `FitReport`
@@ -27,19 +28,19 @@ import tensorflow as tf
 
 from tfpipe.distribute.sharding import DistributedInput
 from tfpipe.errors import TfpipeWarning
-from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import PassCounter
 from tfpipe.loaders.supervised import Names
 from tfpipe.schema import Schema
-from tfpipe.training.adapters import Input, naming
+from tfpipe.training.adapters import Feed
 from tfpipe.training.backend import notes as backend_notes
 from tfpipe.training.backend import strategy_of, trains_with_tensorflow
 from tfpipe.training.bench import measure
 from tfpipe.training.breakdown import Breakdown
+from tfpipe.training.faults import naming
 from tfpipe.training.keras_internals import release_epoch_iterator, workarounds_for_workers
 from tfpipe.training.map_costs import input_stages
 from tfpipe.training.model_probe import set_steps_per_execution
-from tfpipe.training.plan import Plan, prepare
+from tfpipe.training.plan import FitSettings, Plan, prepare
 from tfpipe.training.report import FitReport
 from tfpipe.training.resume import fit_from
 from tfpipe.training.timing import Clock, Timings, WaitMeter
@@ -140,9 +141,7 @@ def fit(
     Returns:
         Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).
     """
-    plan = prepare(
-        model,
-        data,
+    settings = FitSettings(
         x=x,
         y=y,
         validation=validation,
@@ -150,12 +149,14 @@ def fit(
         steps_per_epoch=steps_per_epoch,
         callbacks=callbacks,
         batch_size=batch_size,
+        report=report,
         backup_dir=backup_dir,
         save_every=save_every,
         schema=schema,
         fit_kwargs=fit_kwargs,
     )
-    run = _train(model, plan, timed=report)
+    plan = prepare(model, data, settings)
+    run = _train(model, plan, timed=settings.report)
     run.history.report = None if run.timings is None else _report(plan, run, run.timings)
     if run.history.report is not None:
         print(run.history.report)
@@ -197,7 +198,9 @@ def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
     workarounds = workarounds_for_workers(model) if plan.multi_worker else contextlib.nullcontext()
     try:
         with workarounds, naming(*plan.inputs):
-            history, steps, kept = _fit(model, plan, callbacks, passes, meter)
+            history, steps, kept = _fit(
+                model=model, plan=plan, callbacks=callbacks, passes=passes, meter=meter
+            )
     finally:
         if plan.probe.chosen:
             set_steps_per_execution(model, 1)
@@ -206,7 +209,7 @@ def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
     _warn_truncated(plan.inputs)
     notes = _check_passes(plan.train, passes, plan.epochs * (steps or 0))
-    return _Run(history, timings, cpu_busy, notes, kept)
+    return _Run(history=history, timings=timings, cpu_busy=cpu_busy, notes=notes, input_kept=kept)
 
 
 def _fit(
@@ -223,9 +226,9 @@ def _fit(
     train = plan.train
     if plan.resumable is not None and plan.saver is not None:
         history = fit_from(
-            model,
-            plan.resumable,
-            plan.saver,
+            model=model,
+            resumable=plan.resumable,
+            saver=plan.saver,
             epochs=plan.epochs,
             callbacks=callbacks,
             **plan.keras_kwargs,
@@ -234,11 +237,10 @@ def _fit(
     kept = False
     if passes is not None:
         dataset, steps = passes.repeat(train.data), train.steps  # a new service job a pass
-        dataset = _feed(dataset, _accelerator(model), meter)
+        dataset = _feed(train, dataset, _accelerator(model), meter)
     elif plan.distributed is None:
-        dataset, steps = _one_iterator(train, plan.steps, plan.probe.steps_per_execution)
-        kept = _endless(dataset)
-        dataset = _feed(dataset, _accelerator(model), meter)
+        dataset, steps, kept = train.one_iterator(plan.steps, plan.probe.steps_per_execution)
+        dataset = _feed(train, dataset, _accelerator(model), meter)
     else:
         dataset, steps = plan.distributed.dataset, _distributed_steps(plan.steps, plan.distributed)
     history = model.fit(
@@ -276,7 +278,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
         input_alone=input_alone,
         model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
         achieved_examples_per_s=per_step / step if step else None,
-        input_kind=train.kind,
+        input_kind=train.label,
         batch_size=size,
         steps_per_execution=probe.steps_per_execution,
         steps_per_execution_chosen=probe.chosen,
@@ -287,7 +289,7 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
         cpu_busy=run.cpu_busy,
         service=None if train.service is None else train.service.address,
         breakdown=Breakdown.build(
-            timings,
+            timings=timings,
             steps_per_execution=probe.steps_per_execution,
             input_stages=stages,
             input_kept=run.input_kept,
@@ -296,15 +298,11 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
     )
 
 
-def _warn_truncated(inputs: tuple[Input, ...]) -> None:
+def _warn_truncated(inputs: tuple[Feed, ...]) -> None:
     """Warns about the values a `Pipeline` or `SequenceLoader` with `truncate=True` cut to
     their pad length."""
     for source, argument in zip(inputs, ("data", "validation"), strict=False):
-        if source.pipeline is not None:
-            counts = source.pipeline.truncated()
-        else:
-            counts = source.data.truncated() if isinstance(source.data, SequenceLoader) else {}
-        for name, count in counts.items():
+        for name, count in source.truncated().items():
             if count:
                 warnings.warn(
                     f"{argument}: {count} value(s) of {name!r} were cut to their pad length "
@@ -355,7 +353,7 @@ def _pass_counter(plan: Plan, model: keras.Model) -> PassCounter | None:
 
 
 def _check_passes(
-    source: Input, passes: PassCounter | None, trained_batches: int
+    source: Feed, passes: PassCounter | None, trained_batches: int
 ) -> tuple[str, ...]:
     """Warns about the passes a failed service worker shortened; the report's note.
 
@@ -392,36 +390,6 @@ def _check_passes(
     )
 
 
-def _one_iterator(
-    source: Input, steps: int | None, steps_per_execution: int
-) -> tuple[Any, int | None]:
-    """A finite tf.data input repeated, with `steps_per_epoch` = one pass, when it can be.
-
-    Keras makes a new iterator of a finite dataset at every epoch, and releasing an autotuned
-    tf.data iterator stalled training for ~3 s once or twice per run (TF 2.21, also for a
-    dataset held in memory; none with autotuning off). With one iterator for the whole run
-    the pipeline never restarts, and every epoch is still exactly one pass over the data.
-    """
-    whole_executions = source.steps is not None and source.steps % steps_per_execution == 0
-    if (
-        steps is None
-        and isinstance(source.data, tf.data.Dataset)
-        and not source.infinite
-        and whole_executions
-    ):
-        return source.data.repeat(), source.steps
-    return source.data, steps
-
-
-def _endless(data: Any) -> bool:
-    """Whether `data` is a tf.data dataset that never ends (repeated, by tfpipe.fit or its
-    user): Keras then reads it with one iterator for the whole run, across epochs."""
-    return (
-        isinstance(data, tf.data.Dataset)
-        and int(data.cardinality()) == tf.data.INFINITE_CARDINALITY
-    )
-
-
 def _accelerator(model: keras.Model) -> str | None:
     """The GPU a single-device model trains on; None on CPU, when a strategy places data, or
     when Keras trains on another backend than TensorFlow (which copies batches itself)."""
@@ -431,12 +399,12 @@ def _accelerator(model: keras.Model) -> str | None:
     return str(gpus[0].name)
 
 
-def _wait_meter(train: Input, model: keras.Model) -> WaitMeter | None:
+def _wait_meter(train: Feed, model: keras.Model) -> WaitMeter | None:
     """A meter of the time train steps are blocked on their next batch, for a tf.data input
     fed to one device from this host's memory (a device prefetch must be the last stage, and
     a multi-replica strategy or a PyDataset fetches batches where no stage can be added)."""
     if (
-        not isinstance(train.data, tf.data.Dataset)
+        not train.accepts_stages
         or _accelerator(model) is not None
         or strategy_of(model).num_replicas_in_sync > 1
         or not trains_with_tensorflow()
@@ -445,12 +413,15 @@ def _wait_meter(train: Input, model: keras.Model) -> WaitMeter | None:
     return WaitMeter()
 
 
-def _feed(data: Any, device: str | None, meter: WaitMeter | None) -> Any:
-    """The dataset `model.fit` reads: timed by `meter`, else prefetched into `device`."""
-    return meter.wrap(data) if meter is not None else _prefetch_to_device(data, device)
+def _feed(train: Feed, data: Any, device: str | None, meter: WaitMeter | None) -> Any:
+    """What `model.fit` reads of `train`: `data` timed by `meter`, else, when stages can be
+    added to it, prefetched into `device`."""
+    if meter is not None:
+        return meter.wrap(data)
+    return _prefetch_to_device(data, device) if train.accepts_stages else data
 
 
-def _prefetch_to_device(data: Any, device: str | None) -> Any:
+def _prefetch_to_device(data: tf.data.Dataset, device: str | None) -> tf.data.Dataset:
     """`data` with batches prefetched into `device`'s memory while the current step runs.
 
     Only for a repeated dataset (epochs sized by `steps_per_epoch`): the device stage hides
@@ -459,11 +430,7 @@ def _prefetch_to_device(data: Any, device: str | None) -> Any:
     stage; if that fails, training falls back to the host dataset with a warning rather than
     failing inside `model.fit`.
     """
-    if (
-        device is None
-        or not isinstance(data, tf.data.Dataset)
-        or data.cardinality() != tf.data.INFINITE_CARDINALITY
-    ):
+    if device is None or data.cardinality() != tf.data.INFINITE_CARDINALITY:
         return data
     moved = data.apply(tf.data.experimental.prefetch_to_device(device))
     try:
@@ -479,7 +446,7 @@ def _prefetch_to_device(data: Any, device: str | None) -> Any:
     return moved
 
 
-def _examples_per_step(source: Input, batch_size: int) -> float:
+def _examples_per_step(source: Feed, batch_size: int) -> float:
     """Examples in an average training step: an epoch's examples over its steps when both are
     known (the short last batch counts as what it holds), else the batch size."""
     if source.examples and source.steps:

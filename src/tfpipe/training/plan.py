@@ -1,6 +1,6 @@
 """What `tfpipe.fit` knows before it trains: its inputs adapted once, and what it decided.
 
-    model, data, validation, arguments ──prepare()──▶ Plan
+    model, data, FitSettings (fit's arguments) ──prepare()──▶ Plan
         check the model and the arguments ─▶ adapt data and validation once (kind, steps,
         schema, batch size) ─▶ steps per epoch, class lists, the resumable or distributed
         input ─▶ one full batch ─▶ the model alone timed on it ─▶ the backups' identity
@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import keras
@@ -23,13 +23,12 @@ from tfpipe.checks import check_int
 from tfpipe.distribute.sharding import DistributedInput, Layout
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.labels import check_same_class_names
-from tfpipe.loaders.pipeline import Pipeline
-from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.schema import Schema
-from tfpipe.training.adapters import Input, adapt, naming
+from tfpipe.training.adapters import Feed, adapt, check_pairs
 from tfpipe.training.backend import data_only, strategy_of, trains_with_tensorflow
 from tfpipe.training.bench import batch_size_of
+from tfpipe.training.faults import naming
 from tfpipe.training.keras_internals import build_on
 from tfpipe.training.lists import check_lists
 from tfpipe.training.model_probe import (
@@ -42,6 +41,53 @@ from tfpipe.training.model_probe import (
 from tfpipe.training.resume import BackupCallback, Backups, Resumable, check_backup
 
 SIZE_PROBE_BATCHES = 4
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FitSettings:
+    """The arguments of one `tfpipe.fit` call but the model and the data, as `fit` got them
+    (see `tfpipe.fit` for each); the epochs and the batch size are checked when it is made.
+
+    Attributes:
+        x: the feature name(s) the model takes.
+        y: the feature name(s) the model predicts.
+        validation: the validation input; None without one.
+        epochs: number of epochs.
+        steps_per_epoch: batches per epoch; None for one pass over `data`.
+        callbacks: the user's Keras callbacks.
+        batch_size: the batch size of the Pipeline built for a path or a source.
+        report: time the run and attach the `FitReport`.
+        backup_dir: the folder of the backups that resume mid-epoch; None for none.
+        save_every: batches between backups; None for once per epoch.
+        schema: the schema of the TFRecords a path `data` names.
+        fit_kwargs: the rest of fit's keyword arguments, for `model.fit` (left unchanged).
+    """
+
+    x: Names | None
+    y: Names | None
+    validation: Any
+    epochs: int
+    steps_per_epoch: int | None
+    callbacks: Sequence[keras.callbacks.Callback] | None
+    batch_size: int | None
+    report: bool
+    backup_dir: str | os.PathLike[str] | None
+    save_every: int | None
+    schema: Schema | None
+    fit_kwargs: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        check_int("epochs", self.epochs)
+        check_int("batch_size", self.batch_size, or_none=True)
+
+    @property
+    def shuffle(self) -> Any:
+        """`fit_kwargs`' `shuffle`; None when not given."""
+        return self.fit_kwargs.get("shuffle")
+
+    def keras_kwargs(self) -> dict[str, Any]:
+        """A new dict of `fit_kwargs` but `shuffle`, which fit decides for `model.fit`."""
+        return {name: value for name, value in self.fit_kwargs.items() if name != "shuffle"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +114,8 @@ class Plan:
             `validation_steps` and `shuffle` set.
     """
 
-    train: Input
-    validation: Input | None
+    train: Feed
+    validation: Feed | None
     epochs: int
     steps: int | None
     batch: Any
@@ -84,81 +130,75 @@ class Plan:
     keras_kwargs: dict[str, Any]
 
     @property
-    def inputs(self) -> tuple[Input, ...]:
+    def inputs(self) -> tuple[Feed, ...]:
         """The training input, and the validation input when there is one."""
         return (self.train,) if self.validation is None else (self.train, self.validation)
 
 
-def prepare(
-    model: keras.Model,
-    data: Any,
-    *,
-    x: Names | None,
-    y: Names | None,
-    validation: Any,
-    epochs: int,
-    steps_per_epoch: int | None,
-    callbacks: Sequence[keras.callbacks.Callback] | None,
-    batch_size: int | None,
-    backup_dir: str | os.PathLike[str] | None,
-    save_every: int | None,
-    schema: Schema | None,
-    fit_kwargs: dict[str, Any],
-) -> Plan:
+def prepare(model: keras.Model, data: Any, settings: FitSettings) -> Plan:
     """Checks `fit`'s arguments, adapts `data` and `validation` once, and times the model alone.
 
-    The arguments are `tfpipe.fit`'s (`fit_kwargs` its `**fit_kwargs`, left unchanged). Every
-    fault is raised here, before training: a wrong argument, an input of the wrong form, a
-    batch that does not fit the model, train and validation class names that differ.
+    `settings` holds the other arguments of `tfpipe.fit`. Every fault is raised here, before
+    training: a wrong argument, an input of the wrong form, a batch that does not fit the
+    model, train and validation class names that differ.
     """
     _check_model(model)
     data_only()
-    check_int("epochs", epochs)
-    check_int("batch_size", batch_size, or_none=True)
-    save_every = check_backup(backup_dir, save_every, model)
-    keras_kwargs = dict(fit_kwargs)
-    shuffle = keras_kwargs.pop("shuffle", None)
+    save_every = check_backup(settings.backup_dir, settings.save_every, model)
+    keras_kwargs, shuffle = settings.keras_kwargs(), settings.shuffle
     image_size = _image_size(model)
-    _check_x_y(model, x, y, data, validation)
+    _check_x_y(model, data, settings)
+    x, y, callbacks = settings.x, settings.y, settings.callbacks
     train = adapt(
-        data,
-        batch_size=batch_size,
+        data=data,
+        batch_size=settings.batch_size,
         shuffle=shuffle is not False,
         image_size=image_size,
         argument="data",
         x=x,
         y=y,
-        seed=None if backup_dir is None else 0,
-        schema=schema,
+        seed=None if settings.backup_dir is None else 0,
+        schema=settings.schema,
     )
-    _warn_ignored(train, "data", batch_size=batch_size, shuffle=shuffle)
-    steps = _steps(train, steps_per_epoch, "data", "steps_per_epoch")
-    resumable = None if backup_dir is None else _resumable(train, steps_per_epoch, model)
+    _warn_ignored(train, "data", batch_size=settings.batch_size, shuffle=shuffle)
+    steps = _steps(train, settings.steps_per_epoch, "data", "steps_per_epoch")
+    resumable = None
+    if settings.backup_dir is not None:
+        resumable = train.resumable(
+            strategy=strategy_of(model), steps_per_epoch=settings.steps_per_epoch
+        )
     checked = None
-    if validation is not None:
-        checked = _validation(validation, train, batch_size, image_size, x, y, keras_kwargs)
+    if settings.validation is not None:
+        checked = _validation(train, settings, image_size=image_size, keras_kwargs=keras_kwargs)
     inputs = (train,) if checked is None else (train, checked)
     distributed = None if resumable is not None else _distributed(model, train)
     # Keras shuffles a PyDataset's batch order; a distributed or resumable loader (a
     # SequenceLoader shuffles itself) draws its own orders, the same in every run.
     keras_kwargs["shuffle"] = (
-        train.kind == "PyDataset" and shuffle is not False and not distributed and not resumable
+        train.shuffled_by_keras and shuffle is not False and not distributed and not resumable
     )
     with naming(*inputs):
         batch, size = full_batch(train)
     supervised = train.pipeline.supervised if train.pipeline is not None else None
     check_lists(model, batch, *((x, y) if x is not None or supervised is None else supervised))
-    probe = _probe(model, batch, steps or train.steps, resumable is None, callbacks, checked)
+    probe = _probe(
+        model=model,
+        batch=batch,
+        steps=steps or train.steps,
+        tune=resumable is None,
+        callbacks=callbacks,
+        validation=checked,
+    )
     saver = None
     if resumable is not None:
         with naming(*inputs):
             identity = resumable.loader.identity()
-        backups = Backups(backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
+        backups = Backups(settings.backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
         saver = BackupCallback(backups, save_every or resumable.steps)
     return Plan(
         train=train,
         validation=checked,
-        epochs=epochs,
+        epochs=settings.epochs,
         steps=steps,
         batch=batch,
         batch_size=size,
@@ -178,38 +218,36 @@ def prepare(
 
 
 def _validation(
-    validation: Any,
-    train: Input,
-    batch_size: int | None,
+    train: Feed,
+    settings: FitSettings,
+    *,
     image_size: tuple[int, int] | None,
-    x: Names | None,
-    y: Names | None,
     keras_kwargs: dict[str, Any],
-) -> Input:
-    """`validation` adapted (in order, batched as `validation_batch_size` or `batch_size`),
-    its class names checked against `train`'s; sets Keras's `validation_data` and
-    `validation_steps` in `keras_kwargs`."""
+) -> Feed:
+    """`settings.validation` adapted (in order, batched as `validation_batch_size` or
+    `batch_size`), its class names checked against `train`'s; sets Keras's `validation_data`
+    and `validation_steps` in `keras_kwargs`."""
     validation_batch_size = check_int(
         "validation_batch_size", keras_kwargs.pop("validation_batch_size", None), or_none=True
     )
     checked = adapt(
-        validation,
-        batch_size=batch_size if validation_batch_size is None else validation_batch_size,
+        data=settings.validation,
+        batch_size=settings.batch_size if validation_batch_size is None else validation_batch_size,
         shuffle=False,
         image_size=image_size,
         argument="validation",
-        x=x,
-        y=y,
+        x=settings.x,
+        y=settings.y,
     )
     if train.schema is not None and checked.schema is not None:
         check_same_class_names(train.schema, checked.schema, ("data", "validation"))
     _warn_ignored(checked, "validation", stacklevel=5, batch_size=validation_batch_size)
     keras_kwargs["validation_data"] = checked.data
     keras_kwargs["validation_steps"] = _steps(
-        checked,
-        keras_kwargs.pop("validation_steps", None),
-        "validation",
-        "validation_steps",
+        source=checked,
+        given=keras_kwargs.pop("validation_steps", None),
+        argument="validation",
+        name="validation_steps",
         stacklevel=5,
     )
     return checked
@@ -221,7 +259,7 @@ def _probe(
     steps: int | None,
     tune: bool,
     callbacks: Sequence[keras.callbacks.Callback] | None,
-    validation: Input | None,
+    validation: Feed | None,
 ) -> Probe:
     """The model alone timed on `batch` (`probe_model`), or, under a multi-replica strategy,
     only built on it."""
@@ -229,9 +267,9 @@ def _probe(
         build_on(model, batch)
         return Probe(0.0, model.steps_per_execution, False, (REPLICATED_NOTE,))
     return probe_model(
-        model,
-        batch,
-        steps,
+        model=model,
+        batch=batch,
+        steps=steps,
         tune=tune,
         batch_callbacks=batch_level_callbacks(callbacks or [], validation is not None),
     )
@@ -255,22 +293,16 @@ def _image_size(model: keras.Model) -> tuple[int, int] | None:
     return (height, width) if height and width else None
 
 
-def _check_x_y(
-    model: keras.Model, x: Names | None, y: Names | None, data: Any, validation: Any
-) -> None:
+def _check_x_y(model: keras.Model, data: Any, settings: FitSettings) -> None:
     """Refuses `x` or `y` of the wrong form, a list of names whose length is not the model's
     number of inputs (outputs), and a Pipeline of example dicts without them, before any data
     is read: Keras's errors name none of these."""
+    x, y = settings.x, settings.y
     for argument, names in (("x", x), ("y", y)):
         if names is not None:
             feature_names(argument, names, "tfpipe.training.fit")
-    for argument, given in (("data", data), ("validation", validation)):
-        if x is None and isinstance(given, Pipeline) and given.supervised is None and given.schema:
-            raise SchemaError(
-                f"{argument}: the Pipeline yields dicts of features {list(given.schema)}, not "
-                "(x, y) pairs: pass x=... and y=... (the feature name(s) the model takes and "
-                "predicts), or call .as_supervised(x, y) on the Pipeline"
-            )
+    check_pairs(data, "data", x)
+    check_pairs(settings.validation, "validation", x)
     if not model.built:
         return
     for argument, names, tensors, what in (
@@ -291,14 +323,14 @@ def _check_x_y(
             )
 
 
-def _warn_ignored(source: Input, argument: str, stacklevel: int = 4, **given: Any) -> None:
+def _warn_ignored(source: Feed, argument: str, stacklevel: int = 4, **given: Any) -> None:
     """Warns about each given argument that the kind of input cannot use; `stacklevel`
     points the warning at the caller of `tfpipe.fit`."""
     where = {"batch_size": "batch", "shuffle": "shuffle"}
     for name, value in given.items():
         if value is not None and name not in source.honours:
             warnings.warn(
-                f"{name}={value!r} is ignored: {argument} is a {source.kind} input; "
+                f"{name}={value!r} is ignored: {argument} is a {source.label} input; "
                 f"{where.get(name, name)} where it is built (e.g. tfpipe.Pipeline(...)."
                 f"{where.get(name, name)}(...))",
                 TfpipeWarning,
@@ -307,7 +339,7 @@ def _warn_ignored(source: Input, argument: str, stacklevel: int = 4, **given: An
 
 
 def _steps(
-    source: Input, given: int | None, argument: str, name: str, stacklevel: int = 4
+    source: Feed, given: int | None, argument: str, name: str, stacklevel: int = 4
 ) -> int | None:
     """The steps per epoch to pass to Keras, so that an epoch never runs out of data."""
     if given is not None:
@@ -338,41 +370,17 @@ def _steps(
     return None
 
 
-def _distributed(model: keras.Model, source: Input) -> DistributedInput | None:
-    """Under a multi-replica strategy, a Pipeline or SequenceLoader split over the workers so
-    that each reads its own part and all run the same steps (other inputs are left to Keras,
-    which shards them itself)."""
+def _distributed(model: keras.Model, source: Feed) -> DistributedInput | None:
+    """Under a multi-replica strategy, the input split over the workers so that each reads its
+    own part and all run the same steps (`Feed.distributed`: a Pipeline's or a
+    SequenceLoader's; other inputs are left to Keras, which shards them itself)."""
     strategy = strategy_of(model)
     if strategy.num_replicas_in_sync == 1:
         return None
-    origin = source.pipeline if source.pipeline is not None else source.data
-    if isinstance(origin, Pipeline) and origin.service is not None:
-        return None  # batches come from the tf.data service; Keras places them on replicas
-    if isinstance(origin, Pipeline | SequenceLoader):
-        return origin.build_distributed(strategy)
-    return None
+    return source.distributed(strategy)
 
 
-def _resumable(source: Input, steps_per_epoch: int | None, model: keras.Model) -> Resumable:
-    """The loader behind `data` that `backup_dir` resumes: a Pipeline (also the one built for
-    a path or a source) or a SequenceLoader, in whole epochs (split over the workers of a
-    multi-worker strategy)."""
-    loader = source.data if isinstance(source.data, SequenceLoader) else source.pipeline
-    if loader is None:
-        raise ValueError(
-            "backup_dir resumes a tfpipe.Pipeline, a TFRecord path, a tfpipe source or a "
-            f"tfpipe.SequenceLoader, whose position is (epoch, batch); data is a {source.kind} "
-            "input, whose position cannot be restored"
-        )
-    if steps_per_epoch is not None:
-        raise ValueError(
-            "backup_dir counts positions in whole epochs (one pass each): drop steps_per_epoch. "
-            f"Received: steps_per_epoch={steps_per_epoch}"
-        )
-    return Resumable(loader, "data", strategy_of(model))
-
-
-def full_batch(source: Input) -> tuple[Any, int]:
+def full_batch(source: Feed) -> tuple[Any, int]:
     """A batch of the input's true batch size, and that size, for the probe and the report.
 
     The first batch alone can be the short last one of an epoch (a non-deterministic pipeline
@@ -387,5 +395,5 @@ def full_batch(source: Input) -> tuple[Any, int]:
         if examples == source.batch_size:
             break
     if largest is None:
-        raise ValueError(f"the {source.kind} input yielded no batches: it is empty")
+        raise ValueError(f"the {source.label} input yielded no batches: it is empty")
     return (tuple(largest) if isinstance(largest, list) else largest), size

@@ -21,6 +21,7 @@ before training: a worker that failed alone would leave the others waiting at an
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import hashlib
 import json
@@ -30,7 +31,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import keras
 import tensorflow as tf
@@ -52,6 +53,8 @@ _TEMPORARY = ".partial-"
 # is read or removed (a user's "backup-old" copy is neither a backup nor ours to delete).
 _BACKUP = re.compile(rf"{_PREFIX}\d{{12}}")
 _OURS = re.compile(rf"{_BACKUP.pattern}|{re.escape(_TEMPORARY)}\d{{12}}-\d+")
+
+Loader = TypeVar("Loader", Pipeline, SequenceLoader)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,36 +338,35 @@ class BackupCallback(keras.callbacks.Callback):
         self.done = done
 
 
-class Resumable:
-    """A `tfpipe.Pipeline` or `tfpipe.SequenceLoader` fit can resume at any position; under
-    a multi-worker `strategy`, split over the workers (`build_distributed`), the position
-    counting global steps."""
+class Resumable(abc.ABC, Generic[Loader]):
+    """A loader fit can resume at any position (`start_at`); under a multi-worker `strategy`,
+    split over the workers (`build_distributed`), the position counting global steps.
+
+    One subclass per kind of loader: `ResumablePipeline` and `ResumableSequence`. Made for the
+    training input `argument` (named in errors); `steps_per_epoch` is fit's, refused (a
+    position counts whole epochs).
+    """
 
     def __init__(
         self,
-        loader: Pipeline | SequenceLoader,
+        loader: Loader,
         argument: str,
         strategy: tf.distribute.Strategy | None = None,
+        *,
+        steps_per_epoch: int | None = None,
     ) -> None:
-        problem = None
-        if isinstance(loader, Pipeline):
-            steps = loader.batches_per_epoch()
-            try:
-                loader.start_at(0)
-            except ValueError as e:
-                problem = str(e)
-            if steps is None:
-                problem = "its number of batches per epoch is unknown (a filter(), no metadata)"
-        else:
-            steps = len(loader)
-            if loader.options.shuffle and loader.options.seed is None:
-                problem = "it shuffles without a seed: pass SequenceLoader(..., seed=0)"
+        if steps_per_epoch is not None:
+            raise ValueError(
+                "backup_dir counts positions in whole epochs (one pass each): drop "
+                f"steps_per_epoch. Received: steps_per_epoch={steps_per_epoch}"
+            )
+        self.loader: Loader = loader
+        steps, problem = self.epoch_length()
         if problem is not None:
             raise ValueError(
                 f"backup_dir resumes an input whose batches are the same in every run; "
                 f"{argument}: {problem}"
             )
-        self.loader = loader
         self.strategy = strategy or tf.distribute.get_strategy()
         self.split = Layout.of(self.strategy).num_workers > 1
         self._first: DistributedInput | None = None
@@ -373,21 +375,30 @@ class Resumable:
             steps = self._first.steps_per_epoch
         self.steps = int(steps)  # type: ignore[arg-type]
 
+    @abc.abstractmethod
+    def epoch_length(self) -> tuple[int | None, str | None]:
+        """The loader's batches per epoch, and why its batches are not the same in every run
+        (None when they are)."""
+
+    @abc.abstractmethod
+    def batches_from(self, epoch: int, batch: int) -> Any:
+        """The batches of `epoch` from `batch` on, read by this process alone."""
+
+    @abc.abstractmethod
+    def every_epoch_from(self, epoch: int) -> Any:
+        """Every batch of `epoch` and of the epochs after it, read by this process alone."""
+
     def rest_of_epoch(self, position: Position) -> Any:
         """The batches of `position.epoch` from `position.batch` on."""
         if self.split:
             return self._distributed(position.epoch, position.batch)
-        if isinstance(self.loader, Pipeline):
-            return self.loader.start_at(position.epoch, position.batch).build()
-        return self.loader.start_at(position.epoch, position.batch)
+        return self.batches_from(position.epoch, position.batch)
 
     def epochs_from(self, epoch: int) -> Any:
         """Every batch of epoch `epoch` and of the epochs after it."""
         if self.split:
             return self._distributed(epoch, 0)
-        if isinstance(self.loader, Pipeline):
-            return self.loader.repeat().start_at(epoch).build()
-        return self.loader.start_at(epoch)
+        return self.every_epoch_from(epoch)
 
     def _distributed(self, epoch: int, batch: int) -> Any:
         """Each worker's part of the global batches from `(epoch, batch)` on, forever."""
@@ -397,6 +408,49 @@ class Resumable:
         with warnings.catch_warnings():  # the examples left out were counted at __init__
             warnings.simplefilter("ignore", TfpipeWarning)
             return self.loader.start_at(epoch, batch).build_distributed(self.strategy).dataset
+
+
+class ResumablePipeline(Resumable[Pipeline]):
+    """A `tfpipe.Pipeline` fit resumes (also the default one it builds for a path or a source):
+    seeded, and of a length its metadata gives."""
+
+    def epoch_length(self) -> tuple[int | None, str | None]:
+        """`batches_per_epoch()`, and the problem `start_at` or an unknown length names."""
+        steps, problem = self.loader.batches_per_epoch(), None
+        try:
+            self.loader.start_at(0)
+        except ValueError as e:
+            problem = str(e)
+        if steps is None:
+            problem = "its number of batches per epoch is unknown (a filter(), no metadata)"
+        return steps, problem
+
+    def batches_from(self, epoch: int, batch: int) -> Any:
+        """The dataset of `epoch` from `batch` on."""
+        return self.loader.start_at(epoch, batch).build()
+
+    def every_epoch_from(self, epoch: int) -> Any:
+        """The dataset repeated from `epoch` on."""
+        return self.loader.repeat().start_at(epoch).build()
+
+
+class ResumableSequence(Resumable[SequenceLoader]):
+    """A `tfpipe.SequenceLoader` fit resumes: one that shuffles does so with a seed."""
+
+    def epoch_length(self) -> tuple[int | None, str | None]:
+        """`len(loader)`, and the problem of a shuffle without a seed."""
+        unseeded = self.loader.options.shuffle and self.loader.options.seed is None
+        return len(self.loader), (
+            "it shuffles without a seed: pass SequenceLoader(..., seed=0)" if unseeded else None
+        )
+
+    def batches_from(self, epoch: int, batch: int) -> Any:
+        """The loader positioned at `(epoch, batch)`; its epochs after that one are whole."""
+        return self.loader.start_at(epoch, batch)
+
+    def every_epoch_from(self, epoch: int) -> Any:
+        """The loader positioned at `epoch` (Keras iterates a PyDataset epoch after epoch)."""
+        return self.loader.start_at(epoch)
 
 
 def check_backup(backup_dir: Any, save_every: Any, model: keras.Model) -> int | None:
