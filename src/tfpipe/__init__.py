@@ -29,8 +29,8 @@ if typing.TYPE_CHECKING:  # the names of _MODULES, for type checkers and editors
     from tfpipe.records import infer_schema, locate_fault, read_tfrecords, verify, write_tfrecords
     from tfpipe.schema import Schema
     from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
-    from tfpipe.training import named_errors
     from tfpipe.training.benchmark import benchmark
+    from tfpipe.training.faults import named_errors
     from tfpipe.training.fit import fit
 
 __version__ = "0.1.0"  # the one source: pyproject.toml reads it (setuptools dynamic)
@@ -57,7 +57,7 @@ _MODULES = {
     "from_tfrecords": "tfpipe.sources",
     "infer_schema": "tfpipe.records",
     "locate_fault": "tfpipe.records",
-    "named_errors": "tfpipe.training",
+    "named_errors": "tfpipe.training.faults",
     "read_tfrecords": "tfpipe.records",
     "verify": "tfpipe.records",
     "write_tfrecords": "tfpipe.records",

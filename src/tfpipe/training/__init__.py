@@ -1,12 +1,13 @@
 """Training: `tfpipe.fit`, its input adapters, the report and its measurements, resume.
 
-`tfpipe.fit` and `tfpipe.benchmark` keep their modules' names (`tfpipe.training.fit`,
-`tfpipe.training.benchmark`); what they return is exported here.
+What `tfpipe.fit` and `tfpipe.benchmark` return is exported here. The entry points keep their
+modules (`tfpipe.training.fit`, `tfpipe.training.benchmark`, `tfpipe.training.faults` for
+`named_errors`): this package is imported on the first use of any public tfpipe name (to keep
+TensorFlow to the data, `tfpipe.training.backend`), so it imports only the light result types.
 """
 
 from tfpipe.training.bench import Throughput
 from tfpipe.training.breakdown import Breakdown, BreakdownPart, InputStages
-from tfpipe.training.faults import named_errors
 from tfpipe.training.report import FitReport
 
-__all__ = ["Breakdown", "BreakdownPart", "FitReport", "InputStages", "Throughput", "named_errors"]
+__all__ = ["Breakdown", "BreakdownPart", "FitReport", "InputStages", "Throughput"]
