@@ -27,7 +27,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.features.tracing import plain
 from tfpipe.loaders import lists
-from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step
+from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Stage
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.seeding import shuffled
 from tfpipe.loaders.service import DataService
@@ -116,8 +116,8 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
     inp = recipe.input
     cached = recipe.cache is not None
-    steps, by_record = inp.read(recipe.shard, seed, recipe.shuffle and not cached, det)
-    assembly.run_all(steps)
+    stages, by_record = inp.read(recipe.shard, seed, recipe.shuffle and not cached, det)
+    assembly.run_all(stages)
     if recipe.shard is not None and by_record:
         num, index = recipe.shard
         assembly.run(f"shard records {index} of {num}", lambda ds: ds.shard(num, index))
@@ -145,7 +145,7 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
         # batch left the parallelism to the autotuner's guess per batch.
         defer = not cached and inp.defers_images()
         decoder = inp.decoder(recipe.decoding, defer_images=defer)
-        assembly.run_all([decoder, *recipe.padding.steps])
+        assembly.run_all([decoder, *recipe.padding.stages])
         assembly.batched = True
         if defer:
             orient, label, decode = inp.image_decoders(recipe.decoding)
@@ -377,13 +377,13 @@ class Assembly:
         self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
         self.position: tuple[Any, Any] | None = None  # (epoch, first record) after start_at
 
-    def run(self, label: str, step: Callable[[Any], tf.data.Dataset]) -> None:
-        self.dataset = step(self.dataset)
+    def run(self, label: str, stage: Callable[[Any], tf.data.Dataset]) -> None:
+        self.dataset = stage(self.dataset)
         self.labels.append(label)
 
-    def run_all(self, steps: list[Step]) -> None:
-        for label, step in steps:
-            self.run(label, step)
+    def run_all(self, stages: list[Stage]) -> None:
+        for label, stage in stages:
+            self.run(label, stage)
 
     def unbatch(self) -> None:
         if self.batched:

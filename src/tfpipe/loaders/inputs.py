@@ -1,6 +1,6 @@
 """What `Pipeline` reads: TFRecord shards, in-memory sources, or a Keras `PyDataset`.
 
-Each input turns into a list of named steps (label, function on a `tf.data.Dataset`) so that
+Each input turns into a list of named stages (label, function on a `tf.data.Dataset`) so that
 `Pipeline.explain()` shows exactly what `build()` runs. TFRecords and in-memory sources give a
 stream of cheap *records* (serialized bytes, or example indices) that are shuffled, batched and
 then decoded per batch; a `PyDataset` gives decoded examples directly.
@@ -32,9 +32,9 @@ from tfpipe.schema import Schema
 from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
 
 AUTOTUNE = tf.data.AUTOTUNE
-# One step of the tf.data graph and its label, a line of `Pipeline.explain()` (not a stage of
-# the report: those are the parts of the input fit times apart).
-Step = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
+# One stage of the tf.data graph and its label, a line of `Pipeline.explain()`. The stages of
+# fit's report (`training.map_costs`) are groups of these: the map()s, and all the others.
+Stage = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
 _MAX_CYCLE = 8
 
 
@@ -103,11 +103,11 @@ class RecordInput:
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
-    ) -> tuple[list[Step], bool]:
-        """Steps that yield serialized records; the second value says if records get sharded."""
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
         counts = np.array(self._declared_counts(), np.int64)
-        steps: list[Step] = [
+        stages: list[Stage] = [
             (
                 f"list {len(self.files)} TFRecord file(s) of {self.name}"
                 + (f" ({self.compression})" if self.compression else ""),
@@ -118,9 +118,9 @@ class RecordInput:
         ]
         if by_file:
             num, index = shard  # type: ignore[misc]
-            steps.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
+            stages.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
         if shuffle and (shard is None or by_file):
-            steps.append(
+            stages.append(
                 (
                     f"shuffle file list (seed={seed}, reshuffled each epoch)",
                     lambda ds: shuffled(ds, len(self.files), seed),
@@ -128,7 +128,7 @@ class RecordInput:
             )
         cycle = min(len(self.files), _MAX_CYCLE)
         compression = tf_compression(self.compression)
-        steps.append(
+        stages.append(
             (
                 f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
                 lambda ds: ds.interleave(
@@ -139,7 +139,7 @@ class RecordInput:
                 ),
             )
         )
-        return steps, not by_file
+        return stages, not by_file
 
     def _declared_counts(self) -> list[int]:
         """The record count the metadata declares for each file; -1 where none does."""
@@ -166,8 +166,8 @@ class RecordInput:
     def describe(self) -> str:
         return f"{self.name} ({len(self.files)} TFRecord file(s), {self.num_examples} examples)"
 
-    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Step:
-        """The per-batch step: vectorised parse_example, then per-element image decode (in a
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: vectorised parse_example, then per-element image decode (in a
         `tf.map_fn`), or, with `defer_images`, images and masks left as stored bytes for
         `image_decoder` after an unbatch."""
         decoding.check(self.schema)
@@ -216,7 +216,7 @@ def _has_images(inp: RecordInput | MemoryInput) -> bool:
     return any(isinstance(f, Image | Mask) for f in inp.schema.values())
 
 
-Decoders = tuple[Step, str, Callable[..., dict[str, tf.Tensor]]]
+Decoders = tuple[Stage, str, Callable[..., dict[str, tf.Tensor]]]
 
 
 def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
@@ -224,7 +224,7 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
     unbatch: a parallel map of single decodes keeps every core busy, where a `tf.map_fn` over
     each batch left the parallelism to the autotuner's guess per batch.
 
-    Returns the step reading the images' EXIF orientations per batch (a few vectorised ops)
+    Returns the stage reading the images' EXIF orientations per batch (a few vectorised ops)
     into `(batch, orientations)` pairs; the label of the decode; and the function decoding one
     `(example, orientations)` pair, to run in a parallel map of its own or in the next map's.
     """
@@ -346,8 +346,8 @@ class _IndexedInput:
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
-    ) -> tuple[list[Step], bool]:
-        """Steps that yield the indices; they are sharded and shuffled as records."""
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield the indices; they are sharded and shuffled as records."""
         return [
             (
                 f"indices of {self.count} {self.unit} of a {self.name}",
@@ -409,8 +409,8 @@ class MemoryInput(_IndexedInput):
     def _image_files(self) -> list[str]:
         return [name for name in self._files() if isinstance(self.schema[name], Image)]
 
-    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Step:
-        """The per-batch step: gather the examples' columns; arrays are resized per batch,
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: gather the examples' columns; arrays are resized per batch,
         image files decoded per element (`tf.map_fn`) or, with `defer_images`, read into
         their bytes for `image_decoders` after an unbatch."""
         decoding.check(self.schema)
@@ -553,7 +553,7 @@ class PyDatasetInput(_IndexedInput):
         batch = self.dataset[int(index)]
         yield tuple(batch) if isinstance(batch, list) else batch
 
-    def loader(self, det: bool) -> list[Step]:
+    def loader(self, det: bool) -> list[Stage]:
         def load(index: tf.Tensor) -> tf.data.Dataset:
             return tf.data.Dataset.from_generator(
                 self._load, args=(index,), output_signature=self.signature

@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfpipe.checks import check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import Tensor
-from tfpipe.loaders.inputs import AUTOTUNE, Step
+from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.schema import Schema
 
 
@@ -107,17 +107,17 @@ def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> lis
 
 
 class Padding:
-    """The padding steps of a pipeline (see `check_pad` for the arguments), and what they cut."""
+    """The padding stages of a pipeline (see `check_pad` for the arguments), and what they cut."""
 
     def __init__(self, pad: Any, value: Any, truncate: Any, schema: Schema | None) -> None:
-        self.steps: list[Step] = []
+        self.stages: list[Stage] = []
         self.cut: dict[str, tf.Variable] = {}
         for one in check_pad(pad, value, truncate, schema):
             if one.truncate:
                 self.cut[one.name] = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.steps.append(self._step(one))
+            self.stages.append(self._stage(one))
 
-    def _step(self, one: Pad) -> Step:
+    def _stage(self, one: Pad) -> Stage:
         cut = self.cut.get(one.name)
 
         def pad(batch: dict[str, Any]) -> dict[str, Any]:

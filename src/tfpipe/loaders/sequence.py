@@ -38,7 +38,9 @@ from tfpipe.records.locate import random_access
 from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
-Transform = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
+# `transform(example, rng) -> example`: a numpy augmentation of one example (not a Pipeline's
+# map or filter, `tfpipe.loaders.transforms.Transform`).
+Augmentation = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
 
 
 def _names(selection: Selection) -> list[str]:
@@ -142,7 +144,7 @@ class SequenceLoader(keras.utils.PyDataset):
         shuffle: bool = True,
         seed: int | None = None,
         drop_remainder: bool = False,
-        transform: Transform | None = None,
+        transform: Augmentation | None = None,
         dtype: str = "float32",
         rescale: float | None = 1 / 255,
         workers: int = 1,
