@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError
-from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
+from tfpipe.features import Image, Mask
 from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
@@ -29,7 +29,7 @@ from tfpipe.loaders.seeding import shuffled
 from tfpipe.records.locate import check_first_record, random_access, schema_for
 from tfpipe.records.verification import Fault, failing_images, first_fault
 from tfpipe.schema import Schema
-from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
+from tfpipe.sources import SourceBase
 
 AUTOTUNE = tf.data.AUTOTUNE
 # One stage of the tf.data graph and its label, a line of `Pipeline.explain()`. The stages of
@@ -262,68 +262,15 @@ def _records(file: tf.Tensor, count: tf.Tensor, compression: str) -> tf.data.Dat
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:
-    """The examples of an in-memory source as arrays: image paths or pixels, label indices."""
-    if isinstance(source, Subset):
-        return {name: column[source.indices] for name, column in _columns(source.source).items()}
-    if isinstance(source, DirectorySource):
-        return {"image": source.paths, "label": source.labels()}
-    if isinstance(source, DataFrameSource):
-        columns = dict(source.files)  # file paths, read in the graph
-        for name, values in source.values.items():
-            feature = source.schema[name]
-            loaded = [feature.load(v) for v in values]
-            variable = isinstance(feature, Tensor) and feature.variable
-            columns[name] = _rows(loaded) if variable else np.stack(loaded)
-        return columns
-    if isinstance(source, ArraySource):
-        return {name: _array_column(name, a, source.schema) for name, a in source.arrays.items()}
-    raise SourceError(
-        "source: expected a TFRecord prefix, file, glob or list of files, a tfpipe source "
-        "(from_directory, from_dataframe, from_arrays, or a split of one) or a "
-        f"keras.utils.PyDataset. Received: {type(source).__name__}"
-    )
-
-
-def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
-    feature = schema[name]
-    if isinstance(feature, Image):
-        if array.dtype != np.uint8:
-            raise SourceError(
-                f"{name}: Pipeline reads images from arrays as uint8 pixels, got dtype "
-                f"{array.dtype}; write them with tfpipe.write_tfrecords first"
-            )
-        return array[..., np.newaxis] if array.ndim == 3 else array
-    if isinstance(feature, Mask):
-        try:
-            return np.stack([feature.load(mask, mask.shape[:2]) for mask in array])
-        except (TypeError, ValueError) as e:
-            raise SourceError(f"{name}: {e}") from e
-    if isinstance(feature, ClassLabel):
-        return np.stack([feature.load(v) for v in array])
-    if isinstance(feature, Tensor) and array.dtype == object and feature.variable:
-        loaded = []
-        for row, value in enumerate(array):
-            try:
-                loaded.append(feature.load(value))
-            except (TypeError, ValueError) as e:
-                raise SourceError(f"{name}: {e} in row {row}") from e
-        return _rows(loaded)
-    if isinstance(feature, Tensor):
-        try:
-            return feature.convert(array)
-        except (TypeError, ValueError) as e:
-            raise SourceError(f"{name}: {e}") from e
-    if isinstance(feature, Text):
-        return array.astype(str).astype(object)
-    raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")
-
-
-def _rows(values: list[np.ndarray]) -> np.ndarray:
-    """Arrays of different lengths (a variable-length Tensor's) as an object array of rows."""
-    rows = np.empty(len(values), dtype=object)
-    for row, value in enumerate(values):
-        rows[row] = value
-    return rows
+    """The examples of an in-memory source as arrays (`SourceBase.columns`)."""
+    columns = source.columns() if isinstance(source, SourceBase) else None
+    if columns is None:
+        raise SourceError(
+            "source: expected a TFRecord prefix, file, glob or list of files, a tfpipe source "
+            "(from_directory, from_dataframe, from_arrays, or a split of one) or a "
+            f"keras.utils.PyDataset. Received: {type(source).__name__}"
+        )
+    return columns
 
 
 def _constant(column: np.ndarray, paths: bool) -> tf.Tensor | tf.RaggedTensor:

@@ -284,6 +284,9 @@ class DirectorySource(SourceBase):
     def labels(self) -> np.ndarray:
         return self._labels
 
+    def columns(self) -> dict[str, np.ndarray] | None:
+        return {"image": self.paths, "label": self.labels()}
+
 
 def from_directory(
     root: str | os.PathLike[str],
