@@ -52,8 +52,8 @@ class Decoding:
 
     def check(self, schema: Schema) -> None:
         """Raises when an image or a mask has no fixed size to batch at."""
-        for name, feature in schema.items():
-            if isinstance(feature, Image | Mask) and None in (self.image_size or feature.shape[:2]):
+        for name, feature in schema.of(Image, Mask).items():
+            if None in (self.image_size or feature.decoded_shape[:2]):
                 raise SchemaError(
                     f"{name}: {feature.kind}s of variable size cannot be batched; pass "
                     f"image_size=(height, width) to Pipeline, or declare "
@@ -72,7 +72,7 @@ class Decoding:
             parts.append("reduced DCT-scale JPEG decode")
         if self.rescale is not None:
             parts.append(f"float32 x {self.rescale:g}")
-        if any(isinstance(feature, Mask) for feature in schema.values()):
+        if schema.of(Mask):
             parts.append("masks: nearest-neighbour resize, integer values, never rescaled")
         return f" ({', '.join(parts)})" if parts else ""
 
@@ -196,10 +196,8 @@ class RecordInput:
         """Whether images or masks are stored encoded (JPEG, PNG): decoding them one example
         at a time in a parallel map beats a `tf.map_fn` over a batch when the examples are
         unbatched anyway (raw pixels decode in one op per batch)."""
-        return any(
-            isinstance(f, Mask) or (isinstance(f, Image) and f.encoding != "raw")
-            for f in self.schema.values()
-        )
+        images = self.schema.of(Image).values()
+        return bool(self.schema.of(Mask)) or any(f.encoding != "raw" for f in images)
 
     def image_decoders(self, decoding: Decoding) -> Decoders:
         """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""
@@ -213,7 +211,7 @@ class RecordInput:
 
 def _has_images(inp: RecordInput | MemoryInput) -> bool:
     """Whether the input's schema has an Image or a Mask (else nothing is decoded or resized)."""
-    return any(isinstance(f, Image | Mask) for f in inp.schema.values())
+    return bool(inp.schema.of(Image, Mask))
 
 
 Decoders = tuple[Stage, str, Callable[..., dict[str, tf.Tensor]]]
@@ -228,7 +226,7 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
     into `(batch, orientations)` pairs; the label of the decode; and the function decoding one
     `(example, orientations)` pair, to run in a parallel map of its own or in the next map's.
     """
-    images = {n: f for n, f in schema.items() if isinstance(f, Image)}
+    images = schema.of(Image)
 
     def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
         turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
@@ -332,10 +330,11 @@ class MemoryInput(_IndexedInput):
 
     def _files(self) -> list[str]:
         """The Image and Mask features whose columns are file paths, read in the graph."""
+        stored = self.schema.of(Image, Mask)
         return [
             name
             for name, column in self.columns.items()
-            if isinstance(self.schema[name], Image | Mask) and column.dtype.kind in "USO"
+            if name in stored and column.dtype.kind in "USO"
         ]
 
     def _file_pairs(self) -> list[tuple[str, str]]:
@@ -354,7 +353,8 @@ class MemoryInput(_IndexedInput):
         return stored_image_decoders(files, decoding)
 
     def _image_files(self) -> list[str]:
-        return [name for name in self._files() if isinstance(self.schema[name], Image)]
+        images = self.schema.of(Image)
+        return [name for name in self._files() if name in images]
 
     def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
         """The per-batch stage: gather the examples' columns; arrays are resized per batch,
@@ -406,15 +406,16 @@ class MemoryInput(_IndexedInput):
             masks.set_shape((None, *size, *feature.shape[2:]))
             return masks
 
+        image_features, mask_features = self.schema.of(Image), self.schema.of(Mask)
+
         def decode(indices: tf.Tensor) -> dict[str, tf.Tensor]:
             batch = {}
             for name, constant in constants.items():
-                feature = self.schema[name]
                 values = tf.gather(constant, indices)
-                if isinstance(feature, Image):
-                    values = image_of(name, feature, values)
-                elif isinstance(feature, Mask):
-                    values = mask_of(name, feature, values, indices)
+                if name in image_features:
+                    values = image_of(name, image_features[name], values)
+                elif name in mask_features:
+                    values = mask_of(name, mask_features[name], values, indices)
                 batch[name] = values
             return batch
 
@@ -432,17 +433,18 @@ class MemoryInput(_IndexedInput):
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first image or mask file that cannot be read or decoded (arrays cannot be
         damaged)."""
+        image_features, mask_features = self.schema.of(Image), self.schema.of(Mask)
         for name, column in self.columns.items():
-            feature = self.schema[name]
-            if isinstance(feature, Mask) and column.dtype.kind in "USO":
+            if name in mask_features and column.dtype.kind in "USO":
                 images = [image for mask, image in self._file_pairs() if mask == name]
                 for row, path in enumerate(column):
                     paired = {image: self.columns[image][row] for image in images}
                     try:
-                        _load_mask(feature, name, decoding.image_size, path, paired)
+                        _load_mask(mask_features[name], name, decoding.image_size, path, paired)
                     except (TypeError, ValueError, OSError) as e:  # the message names the file
                         return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))
-            if isinstance(feature, Image) and column.dtype.kind in "USO":
+            if name in image_features and column.dtype.kind in "USO":
+                feature = image_features[name]
                 size = decoding.image_size or feature.shape[:2]
                 paths = _path_bytes(column)
                 for position, why in failing_images(paths, feature, size, read_files=True):  # type: ignore[arg-type]

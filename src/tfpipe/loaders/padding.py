@@ -90,10 +90,10 @@ def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> lis
     pads = []
     for name, length in pad.items():
         length = check_int(f"pad[{name!r}]", length)
-        feature = schema[name]
-        if not isinstance(feature, Tensor) or not feature.variable:
+        feature = schema.of(Tensor).get(name)
+        if feature is None or not feature.variable:
             raise SchemaError(
-                f"pad: feature {name!r} is {feature!r}; only a Tensor with a variable first "
+                f"pad: feature {name!r} is {schema[name]!r}; only a Tensor with a variable first "
                 "dimension (shape=(None, ...)) has lengths to pad. Remove it from pad"
             )
         try:
@@ -102,7 +102,9 @@ def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> lis
             raise ValueError(
                 f"pad_value={value!r} is not a value of feature {name!r} ({feature.dtype}): {e}"
             ) from e
-        pads.append(Pad(name, feature, length, filler, bool(truncate)))
+        pads.append(
+            Pad(name=name, feature=feature, length=length, filler=filler, truncate=bool(truncate))
+        )
     return pads
 
 
