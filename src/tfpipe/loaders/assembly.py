@@ -27,7 +27,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.features.tracing import plain
 from tfpipe.loaders import lists
-from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Stage
+from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.seeding import shuffled
 from tfpipe.loaders.service import DataService
@@ -35,11 +35,6 @@ from tfpipe.loaders.supervised import check_known, selector
 from tfpipe.records.reader import NamedDataset
 from tfpipe.records.verification import from_input, named_error
 
-_RECORD_BUFFER = 4096
-# Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
-# ran at half the speed of 1024. The record buffer holds at most this many bytes.
-_RECORD_BUFFER_BYTES = 32 * 2**20
-_MIN_RECORD_BUFFER = 256
 _EXAMPLE_BUFFER = 1024
 _FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
 _SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
@@ -124,10 +119,11 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     if recipe.take is not None and not inp.decoded:
         assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
     if not cached:
-        _shuffle_and_repeat(recipe, assembly, _record_buffer(recipe), "records", seed)
+        buffer = inp.record_buffer(recipe.buffer)
+        _shuffle_and_repeat(recipe, assembly, buffer, "records", seed)
     if recipe.start is not None:
         assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
-    if isinstance(inp, PyDatasetInput):
+    if inp.decoded:
         assembly.run_all(inp.loader(det))
         if recipe.take is not None:
             assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
@@ -223,16 +219,6 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
         )
 
 
-def _record_buffer(recipe: Recipe) -> int:
-    inp = recipe.input
-    if isinstance(inp, PyDatasetInput):
-        return inp.count
-    if isinstance(inp, MemoryInput):
-        return recipe.buffer or inp.num_examples
-    by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, inp.record_bytes)))
-    return recipe.buffer or min(inp.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
-
-
 def _shuffle_and_repeat(
     recipe: Recipe, assembly: Assembly, buffer: int, what: str, seed: Any = None
 ) -> None:
@@ -260,7 +246,7 @@ def _check_service(recipe: Recipe) -> None:
         "cache()": recipe.cache is not None,
         "take()": recipe.take is not None,
         "shard()": recipe.shard is not None,
-        "a keras.utils.PyDataset source": isinstance(recipe.input, PyDatasetInput),
+        "a keras.utils.PyDataset source": not recipe.input.servable,
         "Pipeline(truncate=True) (its counter lives in this process)": bool(recipe.padding.cut),
     }
     for what, present in refused.items():
@@ -282,12 +268,7 @@ def _serve(
         f"options on the workers: deterministic={det}",
         lambda ds: _apply_options(recipe, ds, det),
     )
-    inp = recipe.input
-    splits = (
-        f"the {len(inp.files)} TFRecord file(s)"
-        if isinstance(inp, RecordInput)
-        else f"the {inp.num_examples} example indices"
-    )
+    splits = recipe.input.service_splits()
     assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
     if recipe.batch is not None:
         size, drop = recipe.batch

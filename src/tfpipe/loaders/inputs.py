@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import keras
 import numpy as np
@@ -36,6 +36,11 @@ AUTOTUNE = tf.data.AUTOTUNE
 # fit's report (`training.map_costs`) are groups of these: the map()s, and all the others.
 Stage = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
 _MAX_CYCLE = 8
+_RECORD_BUFFER = 4096
+# Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
+# ran at half the speed of 1024. The record buffer holds at most this many bytes.
+_RECORD_BUFFER_BYTES = 32 * 2**20
+_MIN_RECORD_BUFFER = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +82,81 @@ class Decoding:
         return f" ({', '.join(parts)})" if parts else ""
 
 
+class PipelineInput(Protocol):
+    """What a `Pipeline`'s graph asks of its input, whatever `make_input` made of the source.
+
+    Its records (serialized examples, or indices) are read, sharded, shuffled and repeated.
+    Those of an input that is not `decoded` are then batched and decoded per batch (`decoder`;
+    when it `defers_images`, images are decoded per example after an unbatch, by
+    `image_decoders`); a `decoded` input's records become examples through its `loader`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The source, for messages and `explain()`."""
+
+    @property
+    def schema(self) -> Schema | None:
+        """The schema of the examples; None for a PyDataset."""
+
+    @property
+    def num_examples(self) -> int | None:
+        """The examples of one pass; None when unknown."""
+
+    @property
+    def decoded(self) -> bool:
+        """Whether `loader` makes the examples (a PyDataset's batches), not `decoder`."""
+
+    @property
+    def servable(self) -> bool:
+        """Whether tf.data service workers can run its stages."""
+
+    @property
+    def replayable(self) -> bool:
+        """Whether every run reads the same records, so `start_at` can skip to a batch."""
+
+    def read(
+        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield the records; the second value says if records get sharded."""
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """The records the shuffle buffer holds, given `shuffle(buffer_size=buffer)`."""
+
+    def declared_counts(self) -> list[int]:
+        """The examples of each TFRecord file (-1: unknown); empty for other inputs."""
+
+    def service_splits(self) -> str:
+        """What the tf.data service hands to its workers, for `explain()`."""
+
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage turning batches of records into examples."""
+
+    def defers_images(self) -> bool:
+        """Whether images are best decoded one example at a time after an unbatch."""
+
+    def image_decoders(self, decoding: Decoding) -> Decoders:
+        """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""
+
+    def loader(self, det: bool) -> list[Stage]:
+        """The stages turning the records of a `decoded` input into examples."""
+
+    def locate_fault(self, decoding: Decoding) -> Fault | None:
+        """The first damaged record or file; None when all are sound."""
+
+    def identity(self) -> list[bytes | str]:
+        """What identifies the examples, for `Pipeline.identity`."""
+
+    def describe(self) -> str:
+        """The input in a few words."""
+
+
 class RecordInput:
     """TFRecord shards: file list -> (file shuffle) -> parallel interleaved reads."""
 
     decoded = False
+    servable = True
+    replayable = True
 
     def __init__(self, data: ResolvedData, schema: Schema | None, compression: str | None) -> None:
         files = data.record_files("Pipeline")
@@ -106,7 +182,7 @@ class RecordInput:
     ) -> tuple[list[Stage], bool]:
         """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
-        counts = np.array(self._declared_counts(), np.int64)
+        counts = np.array(self.declared_counts(), np.int64)
         stages: list[Stage] = [
             (
                 f"list {len(self.files)} TFRecord file(s) of {self.name}"
@@ -141,11 +217,23 @@ class RecordInput:
         )
         return stages, not by_file
 
-    def _declared_counts(self) -> list[int]:
+    def declared_counts(self) -> list[int]:
         """The record count the metadata declares for each file; -1 where none does."""
         info = self.info
         declared = {} if info is None else {s.file: s.num_examples for s in info.shards}
         return [declared.get(os.path.basename(f), -1) for f in self.files]
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """`buffer`, else min(examples, 4096, as many as fit in 32 MiB but at least 256)."""
+        by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, self.record_bytes)))
+        return buffer or min(self.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
+
+    def service_splits(self) -> str:
+        return f"the {len(self.files)} TFRecord file(s)"
+
+    def loader(self, det: bool) -> list[Stage]:
+        """No stages: the records are batched and decoded (`decoder`)."""
+        return []
 
     def identity(self) -> list[bytes | str]:
         """What identifies the records: file names, sizes, the CRC-32C digest of each file
@@ -304,6 +392,10 @@ class _IndexedInput:
         """What identifies the examples: their count (a MemoryInput adds its columns)."""
         return [self.name, str(self.count)]
 
+    def declared_counts(self) -> list[int]:
+        """None: the records are not files."""
+        return []
+
     def describe(self) -> str:
         return f"{self.name} of {self.count} {self.unit}"
 
@@ -312,6 +404,8 @@ class MemoryInput(_IndexedInput):
     """A folder, DataFrame or arrays: indices are the records; files are read in the graph."""
 
     decoded = False
+    servable = True
+    replayable = True
     unit = "examples"
 
     def __init__(self, source: Any) -> None:
@@ -319,6 +413,17 @@ class MemoryInput(_IndexedInput):
         self.schema: Schema = source.schema
         self.num_examples = self.count = len(source)
         self.name = type(source).__name__
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """`buffer`, else every example (their indices are small)."""
+        return buffer or self.num_examples
+
+    def service_splits(self) -> str:
+        return f"the {self.num_examples} example indices"
+
+    def loader(self, det: bool) -> list[Stage]:
+        """No stages: the records are batched and decoded (`decoder`)."""
+        return []
 
     def identity(self) -> list[bytes | str]:
         """What identifies the examples: every column's values (image paths, labels, arrays)."""
@@ -481,6 +586,8 @@ class PyDatasetInput(_IndexedInput):
     """A `keras.utils.PyDataset`: batches loaded by a generator, then split into examples."""
 
     decoded = True
+    servable = False  # its generator runs in this process
+    replayable = False  # its batches are its own, the same or not in every run
     unit = "batches"
 
     def __init__(self, dataset: Any) -> None:
@@ -497,6 +604,25 @@ class PyDatasetInput(_IndexedInput):
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """None: a PyDataset's own errors name what failed, tfpipe cannot look inside it."""
         return None
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """Every batch index, whatever `buffer` says (its batches are the records)."""
+        return self.count
+
+    def service_splits(self) -> str:
+        return f"the {self.count} batch indices"
+
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """Refused: a PyDataset's batches are decoded; its `loader` makes the examples."""
+        raise TypeError("a PyDataset yields decoded batches: its loader() makes the examples")
+
+    def defers_images(self) -> bool:
+        """False: a PyDataset decodes its own images."""
+        return False
+
+    def image_decoders(self, decoding: Decoding) -> Decoders:
+        """Refused: a PyDataset decodes its own images."""
+        raise TypeError("a PyDataset yields decoded batches: it has no images to decode")
 
     def _load(self, index: Any) -> Any:
         batch = self.dataset[int(index)]
@@ -521,7 +647,7 @@ class PyDatasetInput(_IndexedInput):
 
 def make_input(
     source: Any, schema: Any, compression: str | None, split: str | None = None
-) -> RecordInput | MemoryInput | PyDatasetInput:
+) -> PipelineInput:
     """The input of a `Pipeline` for `source`: TFRecords or a folder of images named by a path
     (see `tfpipe.format.lookup.resolve`), an in-memory source or a PyDataset."""
     if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):

@@ -26,7 +26,7 @@ from tfpipe.loaders.distributed_pipeline import (
     worker_datasets,
     worker_examples,
 )
-from tfpipe.loaders.inputs import AUTOTUNE, Decoding, PyDatasetInput, make_input
+from tfpipe.loaders.inputs import AUTOTUNE, Decoding, make_input
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.recipe import PipelineOptions, Recipe
@@ -301,7 +301,7 @@ class Pipeline:
             (recipe.options.deterministic is False, "options(deterministic=False) is set"),
             (recipe.cache is not None, "cache() is set: decoded examples cannot be skipped"),
             (recipe.filtered, "a filter() changes batches"),
-            (isinstance(recipe.input, PyDatasetInput), "the source is a PyDataset"),
+            (not recipe.input.replayable, "the source is a PyDataset"),
             (recipe.repeat not in (0, None) and epoch >= recipe.repeat, "repeat() ends before"),
         ):
             if wrong:
@@ -471,7 +471,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").schema["image"].encoding  # as from_directory's
             'auto'
         """
-        return getattr(self._recipe.input, "schema", None)
+        return self._recipe.input.schema
 
     @property
     def batch_size(self) -> int | None:
