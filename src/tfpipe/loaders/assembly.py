@@ -80,9 +80,9 @@ def assemble(recipe: Recipe, explain: bool = False) -> tuple[tf.data.Dataset, li
             "replayed from a position"
         )
     if recipe.start is None:
-        _one_pass(recipe, assembly, recipe.seed, 0, det)
+        _one_pass(recipe, assembly, seed=recipe.seed, skip=0, det=det)
         if recipe.service is not None:
-            _serve(recipe, assembly, recipe.service, det, explain)
+            _serve(recipe, assembly, service=recipe.service, det=det, explain=explain)
         batches = recipe.batches_per_epoch()
         if batches is not None and recipe.repeat == 0 and recipe.service is None:
             # Keras then shows the epoch's length and never stops on "input ran out of
@@ -120,7 +120,7 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
         assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
     if not cached:
         buffer = inp.record_buffer(recipe.buffer)
-        _shuffle_and_repeat(recipe, assembly, buffer, "records", seed)
+        _shuffle_and_repeat(recipe, assembly, buffer=buffer, what="records", seed=seed)
     if recipe.start is not None:
         assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
     if inp.decoded:
@@ -195,7 +195,7 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
         skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
         inner.dataset, inner.labels, inner.batched = None, [], False
         inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
-        _one_pass(one_epoch, inner, seed, skip, det)
+        _one_pass(one_epoch, inner, seed=seed, skip=skip, det=det)
         if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
             inner.run(
                 f"take the {recipe.epoch_batches} batches of the epoch every worker runs",
@@ -332,7 +332,7 @@ def _supervise(recipe: Recipe, assembly: Assembly) -> None:
             "as_supervised: the examples are not a dict of named features "
             f"(got {type(spec).__name__}); a PyDataset already yields (x, y)"
         )
-    check_known(x, y, sorted(spec), "as_supervised", "the examples")
+    check_known(x, y, available=sorted(spec), where="as_supervised", what="the examples")
     assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(plain(selector(x, y))))
 
 

@@ -294,7 +294,13 @@ class RecordInput:
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first damaged record of the shards: frame, Example, feature or image."""
         files = [fs.path(f) for f in self.files]
-        return first_fault(files, self.info, self.compression, self.schema, decoding.image_size)
+        return first_fault(
+            files,
+            info=self.info,
+            compression=self.compression,
+            schema=self.schema,
+            image_size=decoding.image_size,
+        )
 
 
 def _has_images(inp: RecordInput | MemoryInput) -> bool:
@@ -322,7 +328,11 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
 
     def decode(example: dict[str, tf.Tensor], turns: Any) -> dict[str, tf.Tensor]:
         return schema.decode_images(
-            example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
+            example,
+            image_size=decoding.image_size,
+            reduced_decode=decoding.reduced_decode,
+            rescale=decoding.rescale,
+            orientations=turns,
         )
 
     return (
@@ -500,7 +510,13 @@ class MemoryInput(_IndexedInput):
             masks = tf.numpy_function(
                 lambda paths, *image_paths: np.stack(
                     [
-                        _load_mask(feature, name, size, path, dict(zip(images, row, strict=True)))
+                        _load_mask(
+                            feature,
+                            name,
+                            size=size,
+                            path=path,
+                            images=dict(zip(images, row, strict=True)),
+                        )
                         for path, *row in zip(paths, *image_paths, strict=True)
                     ]
                 ),
@@ -545,7 +561,13 @@ class MemoryInput(_IndexedInput):
                 for row, path in enumerate(column):
                     paired = {image: self.columns[image][row] for image in images}
                     try:
-                        _load_mask(mask_features[name], name, decoding.image_size, path, paired)
+                        _load_mask(
+                            mask_features[name],
+                            name,
+                            size=decoding.image_size,
+                            path=path,
+                            images=paired,
+                        )
                     except (TypeError, ValueError, OSError) as e:  # the message names the file
                         return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))
             if name in image_features and column.dtype.kind in "USO":

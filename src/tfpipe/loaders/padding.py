@@ -53,7 +53,9 @@ class Pad:
 
     def one(self, value: np.ndarray) -> tuple[np.ndarray, bool]:
         """One value (as `Tensor.load` gives it) padded, and whether it was cut."""
-        return self.feature.pad(value, self.length, self.filler, self.name, self.truncate)
+        return self.feature.pad(
+            value, self.length, fill=self.filler, name=self.name, truncate=self.truncate
+        )
 
 
 def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> list[Pad]:
@@ -123,7 +125,9 @@ class Padding:
         cut = self.cut.get(one.name)
 
         def pad(batch: dict[str, Any]) -> dict[str, Any]:
-            padded = one.feature.pad_batch(batch[one.name], one.length, one.filler, one.name, cut)
+            padded = one.feature.pad_batch(
+                batch[one.name], one.length, value=one.filler, name=one.name, cut=cut
+            )
             return {**batch, one.name: padded}
 
         longer = "cut to it, counted" if cut is not None else "an error"

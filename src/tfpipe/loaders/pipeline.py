@@ -450,7 +450,7 @@ class Pipeline:
         feature_names("y", y, "as_supervised")
         schema = self._recipe.input.schema
         if schema is not None and not self._recipe.transforms:
-            check_known(x, y, schema, "as_supervised", "the schema")
+            check_known(x, y, available=schema, where="as_supervised", what="the schema")
         return self._with(supervised=(x, y))
 
     @property
@@ -624,7 +624,13 @@ class Pipeline:
         batch = recipe.batch_size
         name = f"Pipeline({recipe.name})"
         return distribute(
-            strategy, worker_datasets(recipe, workers), examples, batch, by, name, start
+            strategy,
+            worker_dataset=worker_datasets(recipe, workers),
+            worker_examples=examples,
+            global_batch=batch,
+            shard_by=by,
+            what=name,
+            start=start,
         )
 
 

@@ -156,8 +156,10 @@ class SequenceLoader(keras.utils.PyDataset):
         truncate: bool = False,
     ) -> None:
         options = LoaderOptions(
-            batch_size, image_size, shuffle, seed, drop_remainder, dtype, rescale,
-            workers, use_multiprocessing, max_queue_size, bool(reduced_decode),
+            batch_size=batch_size, image_size=image_size, shuffle=shuffle, seed=seed,
+            drop_remainder=drop_remainder, dtype=dtype, rescale=rescale, workers=workers,
+            use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size,
+            reduced_decode=bool(reduced_decode),
         )  # fmt: skip
         super().__init__(
             workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
@@ -397,7 +399,9 @@ class SequenceLoader(keras.utils.PyDataset):
         examples = [self.source[int(index)] for index in indices]
         images = self._decode_images(examples)
         for position, (index, example) in enumerate(zip(indices, examples, strict=True)):
-            self._fill(arrays, position, int(index), example, epoch, images)
+            self._fill(
+                arrays, position, index=int(index), example=example, epoch=epoch, images=images
+            )
         x = pick(arrays, self.x or ())
         return (x,) if self.y is None else (x, pick(arrays, self.y))
 
@@ -524,13 +528,13 @@ class SequenceLoader(keras.utils.PyDataset):
                 one, `tf.distribute.get_strategy()`).
         """
         loader = DistributableLoader(
-            self.options,
-            self._size,
-            self.epoch,
-            self._first_batch,
-            self.order,
-            self._load,
-            self._batch_signature(),
+            options=self.options,
+            size=self._size,
+            first_epoch=self.epoch,
+            first_batch=self._first_batch,
+            order=self.order,
+            load=self._load,
+            signature=self._batch_signature(),
         )
         return distribute_loader(loader, strategy or tf.distribute.get_strategy())
 

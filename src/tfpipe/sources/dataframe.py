@@ -208,7 +208,13 @@ class DataFrameSource(SourceBase):
             raise SourceError(f"df must be a pandas DataFrame, got {type(df).__name__}")
         if schema is not None and not isinstance(schema, Schema):
             raise SourceError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
-        plan = DataFrameColumns(list(df.columns), path_col, image_cols, label_cols, schema)
+        plan = DataFrameColumns(
+            list(df.columns),
+            path_col=path_col,
+            image_cols=image_cols,
+            label_cols=label_cols,
+            schema=schema,
+        )
         if len(df) == 0:
             raise SourceError("df is empty: a source needs at least one row")
         suffixes = _per_column("image_suffix", image_suffix, list(plan.files))
@@ -469,12 +475,12 @@ def from_dataframe(
     """
     return DataFrameSource(
         df,
-        path_col,
-        label_cols,
-        base_dir,
-        schema,
-        image_shape,
-        image_cols,
-        label_sep,
-        image_suffix,
+        path_col=path_col,
+        label_cols=label_cols,
+        base_dir=base_dir,
+        schema=schema,
+        image_shape=image_shape,
+        image_cols=image_cols,
+        label_sep=label_sep,
+        image_suffix=image_suffix,
     )

@@ -332,4 +332,10 @@ def from_directory(
             images of their own, only sub-folders of images that two of them share, or one
             folder holding several); pass `class_names` if those folders are the classes.
     """
-    return DirectorySource(root, extensions, follow_links, image_shape, class_names)
+    return DirectorySource(
+        root,
+        extensions=extensions,
+        follow_links=follow_links,
+        image_shape=image_shape,
+        class_names=class_names,
+    )
