@@ -16,7 +16,7 @@ import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import tensorflow as tf
@@ -25,6 +25,8 @@ from tfpipe.errors import DecodeError, EncodeError, SchemaError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.features.base import Where, describe_value, where_text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, same_size_tensor
+
+Kind = TypeVar("Kind", bound=Feature)
 
 __all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
 
@@ -111,9 +113,10 @@ class Schema(Mapping[str, Feature]):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._features.items())
         return f"Schema({{{inner}}})"
 
-    def of(self, *kinds: type[Feature]) -> dict[str, Feature]:
+    def of(self, *kinds: type[Kind]) -> dict[str, Kind]:
         """The features of the given kinds, by name, in schema order: what code outside
-        `tfpipe.features` asks instead of checking each feature's class.
+        `tfpipe.features` asks instead of checking each feature's class. Typed as the kind
+        asked for (with several kinds, their common base).
 
         Examples:
             >>> schema = tfpipe.Schema({"image": tfpipe.Image(), "mask": tfpipe.Mask(),

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.errors import SchemaError
+from tfpipe.errors import SchemaError, SourceError
 
 
 def describe_value(value: Any) -> str:
@@ -39,6 +39,9 @@ class Feature:
     """
 
     kind: ClassVar[str]
+    # Whether a table cell of this feature (a DataFrame column) names a file to read, as for an
+    # image or a mask, rather than holding the value itself.
+    reads_file: ClassVar[bool] = True
     _registry: ClassVar[dict[str, type[Feature]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -75,6 +78,40 @@ class Feature:
             array([0., 1.], dtype=float32)
         """
         raise NotImplementedError
+
+    def keep(self, value: Any) -> Any:
+        """`value` as a source keeps it in memory, once `load` accepts it (else raises as
+        `load` does): the value itself, a ClassLabel's class index (indices), a Tensor's array.
+
+        Examples:
+            >>> tfpipe.ClassLabel(names=["cat", "dog"]).keep("dog")
+            1
+        """
+        self.load(value)
+        return value
+
+    def stack(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        """Values as `load` gives them, as one array of rows: stacked, or (a variable-length
+        Tensor's, whose lengths differ) an object array of one array per row.
+
+        Examples:
+            >>> tokens = tfpipe.Tensor(shape=(None,), dtype="int64")
+            >>> tokens.stack([tokens.load([1, 2]), tokens.load([3])])
+            array([array([1, 2]), array([3])], dtype=object)
+        """
+        return np.stack(values)
+
+    def array_column(self, name: str, array: np.ndarray) -> np.ndarray:
+        """The values of feature `name` in `array`, one row per example (as `from_arrays`
+        holds them), as a `Pipeline` holds them in memory to gather batches from; raises a
+        `SourceError` naming `name` for values it cannot hold.
+
+        Examples:
+            >>> pixels = np.zeros((5, 2, 2), np.uint8)  # 5 grayscale images
+            >>> tfpipe.Image(shape=(2, 2, 1), encoding="raw").array_column("image", pixels).shape
+            (5, 2, 2, 1)
+        """
+        raise SourceError(f"{name}: unsupported feature {type(self).__name__}")
 
     def stored(self, proto: tf.train.Feature) -> Any:
         """The stored value of a `tf.train.Feature`, in a form `load()` accepts.

@@ -34,6 +34,7 @@ class ClassLabel(Feature):
     """
 
     kind: ClassVar[str] = "class_label"
+    reads_file: ClassVar[bool] = False
     names: Sequence[str] | None = None
     num_classes: int | None = None
     multi_label: bool = False
@@ -115,6 +116,13 @@ class ClassLabel(Feature):
         hot = np.zeros(self.num_classes, np.float32)  # type: ignore[arg-type]
         hot[indices] = 1.0
         return hot
+
+    def keep(self, value: Any) -> Any:
+        indices = self.indices(value)
+        return indices if self.multi_label else indices[0]
+
+    def array_column(self, name: str, array: np.ndarray) -> np.ndarray:
+        return np.stack([self.load(v) for v in array])
 
     def stored(self, proto: tf.train.Feature) -> Any:
         values = proto.int64_list.value

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from PIL import Image as PILImage
 
-from tfpipe.errors import DecodeError, SchemaError
+from tfpipe.errors import DecodeError, SchemaError, SourceError
 from tfpipe.features import decoding, imaging, orientation
 from tfpipe.features.base import Feature
 
@@ -149,6 +149,14 @@ class Image(Feature):
                 raise TypeError(f"expected a uint8 image array, got dtype {value.dtype}")
             return value
         return imaging.as_array(self._prepare(value, target, reduced))
+
+    def array_column(self, name: str, array: np.ndarray) -> np.ndarray:
+        if array.dtype != np.uint8:
+            raise SourceError(
+                f"{name}: Pipeline reads images from arrays as uint8 pixels, got dtype "
+                f"{array.dtype}; write them with tfpipe.write_tfrecords first"
+            )
+        return array[..., np.newaxis] if array.ndim == 3 else array
 
     def load_batch(
         self, values: Sequence[Any], size: tuple[int, int], reduced: bool = True

@@ -19,7 +19,7 @@ import tensorflow as tf
 from PIL import Image as PILImage
 
 from tfpipe.checks import is_int
-from tfpipe.errors import SchemaError
+from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import decoding, imaging
 from tfpipe.features.base import Feature
 from tfpipe.features.image import Image
@@ -192,6 +192,12 @@ class Mask(Feature):
         height, width = size if size is not None else self.shape[:2]
         values = resize_nearest(values, (height or values.shape[0], width or values.shape[1]))
         return values if len(self.shape) == 2 else values[..., np.newaxis]
+
+    def array_column(self, name: str, array: np.ndarray) -> np.ndarray:
+        try:
+            return np.stack([self.load(mask, mask.shape[:2]) for mask in array])
+        except (TypeError, ValueError) as e:
+            raise SourceError(f"{name}: {e}") from e
 
     def _values(self, value: Any) -> np.ndarray:
         """The (H, W) values of a source or stored value, checked against the classes."""

@@ -6,12 +6,13 @@ import dataclasses
 import functools
 import math
 import zlib
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.errors import SchemaError
+from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features.base import Feature, describe_value
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
@@ -39,6 +40,7 @@ class Tensor(Feature):
     """
 
     kind: ClassVar[str] = "tensor"
+    reads_file: ClassVar[bool] = False
     shape: tuple[int | None, ...] = ()
     dtype: str = "float32"
     encoding: str = "list"
@@ -134,6 +136,31 @@ class Tensor(Feature):
         ):
             raise ValueError(f"expected shape {self.shape}, got {array.shape}")
         return self.convert(array)
+
+    def keep(self, value: Any) -> Any:
+        return self.load(value)
+
+    def stack(self, values: Sequence[np.ndarray]) -> np.ndarray:
+        if not self.variable:
+            return super().stack(values)
+        rows = np.empty(len(values), dtype=object)
+        for row, value in enumerate(values):
+            rows[row] = value
+        return rows
+
+    def array_column(self, name: str, array: np.ndarray) -> np.ndarray:
+        if self.variable and array.dtype == object:
+            loaded = []
+            for row, value in enumerate(array):
+                try:
+                    loaded.append(self.load(value))
+                except (TypeError, ValueError) as e:
+                    raise SourceError(f"{name}: {e} in row {row}") from e
+            return self.stack(loaded)
+        try:
+            return self.convert(array)
+        except (TypeError, ValueError) as e:
+            raise SourceError(f"{name}: {e}") from e
 
     def convert(self, array: np.ndarray) -> np.ndarray:
         """`array` (any shape) as this dtype; raises ValueError naming the first value that

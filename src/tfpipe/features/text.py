@@ -22,6 +22,7 @@ class Text(Feature):
     """
 
     kind: ClassVar[str] = "text"
+    reads_file: ClassVar[bool] = False
 
     @property
     def dtype(self) -> str:
@@ -44,6 +45,9 @@ class Text(Feature):
         if not isinstance(value, str):
             raise TypeError(f"expected str or bytes, got {describe_value(value)}")
         return np.asarray(value)
+
+    def array_column(self, name: str, array: np.ndarray) -> np.ndarray:
+        return array.astype(str).astype(object)
 
     def stored(self, proto: tf.train.Feature) -> Any:
         values = proto.bytes_list.value

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.features.tracing import plain
 from tfpipe.loaders import lists
-from tfpipe.loaders.inputs import AUTOTUNE, MemoryInput, PyDatasetInput, RecordInput, Step
+from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.seeding import shuffled
 from tfpipe.loaders.service import DataService
@@ -35,11 +35,6 @@ from tfpipe.loaders.supervised import check_known, selector
 from tfpipe.records.reader import NamedDataset
 from tfpipe.records.verification import from_input, named_error
 
-_RECORD_BUFFER = 4096
-# Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
-# ran at half the speed of 1024. The record buffer holds at most this many bytes.
-_RECORD_BUFFER_BYTES = 32 * 2**20
-_MIN_RECORD_BUFFER = 256
 _EXAMPLE_BUFFER = 1024
 _FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
 _SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
@@ -85,9 +80,9 @@ def assemble(recipe: Recipe, explain: bool = False) -> tuple[tf.data.Dataset, li
             "replayed from a position"
         )
     if recipe.start is None:
-        _one_pass(recipe, assembly, recipe.seed, 0, det)
+        _one_pass(recipe, assembly, seed=recipe.seed, skip=0, det=det)
         if recipe.service is not None:
-            _serve(recipe, assembly, recipe.service, det, explain)
+            _serve(recipe, assembly, service=recipe.service, det=det, explain=explain)
         batches = recipe.batches_per_epoch()
         if batches is not None and recipe.repeat == 0 and recipe.service is None:
             # Keras then shows the epoch's length and never stops on "input ran out of
@@ -116,18 +111,19 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
     inp = recipe.input
     cached = recipe.cache is not None
-    steps, by_record = inp.read(recipe.shard, seed, recipe.shuffle and not cached, det)
-    assembly.run_all(steps)
+    stages, by_record = inp.read(recipe.shard, seed, recipe.shuffle and not cached, det)
+    assembly.run_all(stages)
     if recipe.shard is not None and by_record:
         num, index = recipe.shard
         assembly.run(f"shard records {index} of {num}", lambda ds: ds.shard(num, index))
     if recipe.take is not None and not inp.decoded:
         assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
     if not cached:
-        _shuffle_and_repeat(recipe, assembly, _record_buffer(recipe), "records", seed)
+        buffer = inp.record_buffer(recipe.buffer)
+        _shuffle_and_repeat(recipe, assembly, buffer=buffer, what="records", seed=seed)
     if recipe.start is not None:
         assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
-    if isinstance(inp, PyDatasetInput):
+    if inp.decoded:
         assembly.run_all(inp.loader(det))
         if recipe.take is not None:
             assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
@@ -145,7 +141,7 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
         # batch left the parallelism to the autotuner's guess per batch.
         defer = not cached and inp.defers_images()
         decoder = inp.decoder(recipe.decoding, defer_images=defer)
-        assembly.run_all([decoder, *recipe.padding.steps])
+        assembly.run_all([decoder, *recipe.padding.stages])
         assembly.batched = True
         if defer:
             orient, label, decode = inp.image_decoders(recipe.decoding)
@@ -199,7 +195,7 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
         skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
         inner.dataset, inner.labels, inner.batched = None, [], False
         inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
-        _one_pass(one_epoch, inner, seed, skip, det)
+        _one_pass(one_epoch, inner, seed=seed, skip=skip, det=det)
         if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
             inner.run(
                 f"take the {recipe.epoch_batches} batches of the epoch every worker runs",
@@ -221,16 +217,6 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
             f"declare {total} batches (from the example count)",
             lambda ds: ds.apply(tf.data.experimental.assert_cardinality(total)),
         )
-
-
-def _record_buffer(recipe: Recipe) -> int:
-    inp = recipe.input
-    if isinstance(inp, PyDatasetInput):
-        return inp.count
-    if isinstance(inp, MemoryInput):
-        return recipe.buffer or inp.num_examples
-    by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, inp.record_bytes)))
-    return recipe.buffer or min(inp.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
 
 
 def _shuffle_and_repeat(
@@ -260,7 +246,7 @@ def _check_service(recipe: Recipe) -> None:
         "cache()": recipe.cache is not None,
         "take()": recipe.take is not None,
         "shard()": recipe.shard is not None,
-        "a keras.utils.PyDataset source": isinstance(recipe.input, PyDatasetInput),
+        "a keras.utils.PyDataset source": not recipe.input.servable,
         "Pipeline(truncate=True) (its counter lives in this process)": bool(recipe.padding.cut),
     }
     for what, present in refused.items():
@@ -282,12 +268,7 @@ def _serve(
         f"options on the workers: deterministic={det}",
         lambda ds: _apply_options(recipe, ds, det),
     )
-    inp = recipe.input
-    splits = (
-        f"the {len(inp.files)} TFRecord file(s)"
-        if isinstance(inp, RecordInput)
-        else f"the {inp.num_examples} example indices"
-    )
+    splits = recipe.input.service_splits()
     assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
     if recipe.batch is not None:
         size, drop = recipe.batch
@@ -351,7 +332,7 @@ def _supervise(recipe: Recipe, assembly: Assembly) -> None:
             "as_supervised: the examples are not a dict of named features "
             f"(got {type(spec).__name__}); a PyDataset already yields (x, y)"
         )
-    check_known(x, y, sorted(spec), "as_supervised", "the examples")
+    check_known(x, y, available=sorted(spec), where="as_supervised", what="the examples")
     assembly.run(f"as_supervised x={x!r}, y={y!r}", lambda ds: ds.map(plain(selector(x, y))))
 
 
@@ -377,13 +358,13 @@ class Assembly:
         self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
         self.position: tuple[Any, Any] | None = None  # (epoch, first record) after start_at
 
-    def run(self, label: str, step: Callable[[Any], tf.data.Dataset]) -> None:
-        self.dataset = step(self.dataset)
+    def run(self, label: str, stage: Callable[[Any], tf.data.Dataset]) -> None:
+        self.dataset = stage(self.dataset)
         self.labels.append(label)
 
-    def run_all(self, steps: list[Step]) -> None:
-        for label, step in steps:
-            self.run(label, step)
+    def run_all(self, stages: list[Stage]) -> None:
+        for label, stage in stages:
+            self.run(label, stage)
 
     def unbatch(self) -> None:
         if self.batched:

@@ -348,7 +348,7 @@ class Joint:
         with tf.control_dependencies(self._graph_checks(values)):
             out = {key: self._apply(key, v, draw) for key, v in values.items()}
         for key, value in boxes.items():
-            out[key] = self._apply_boxes(value, draw, height, width, _TF_OPS)
+            out[key] = self._apply_boxes(value, draw, height=height, width=width, ops=_TF_OPS)
         return {**example, **out}
 
     def _augment_arrays(
@@ -371,7 +371,9 @@ class Joint:
         draw = self._draw(rng.random(6), height, width, _NUMPY_OPS)
         out = {key: np.ascontiguousarray(self._apply(key, arrays[key], draw)) for key in self._keys}
         for key in self.boxes:
-            out[key] = self._apply_boxes(arrays[key], draw, height, width, _NUMPY_OPS)
+            out[key] = self._apply_boxes(
+                arrays[key], draw, height=height, width=width, ops=_NUMPY_OPS
+            )
         return out
 
     def _check(self, values: Mapping[str, Any]) -> None:

@@ -100,10 +100,10 @@ def distribute_loader(
 
     return distribute(
         strategy,
-        worker_dataset,
-        record_split(loader.size, layout.num_workers),
-        global_batch,
-        "permutation",
-        "SequenceLoader",
-        loader.first_batch,
+        worker_dataset=worker_dataset,
+        worker_examples=record_split(loader.size, layout.num_workers),
+        global_batch=global_batch,
+        shard_by="permutation",
+        what="SequenceLoader",
+        start=loader.first_batch,
     )

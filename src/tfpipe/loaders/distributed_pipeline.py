@@ -8,8 +8,6 @@ Recipe ──check_distributable──▶ worker_examples: by file when every wo
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
 from tfpipe.distribute.sharding import WorkerDataset, file_split, record_split
@@ -46,13 +44,10 @@ def check_distributable(recipe: Recipe) -> None:
 def worker_examples(recipe: Recipe, workers: int) -> tuple[list[int], str]:
     """The examples each of `workers` reads, and whether files or records are split."""
     inp = recipe.input
-    files = getattr(inp, "files", [])
-    if workers > 1 and len(files) >= workers:
-        info = inp.info
-        declared = {} if info is None else {s.file: s.num_examples for s in info.shards}
-        counts = [declared.get(os.path.basename(f)) for f in files]
-        if None not in counts:
-            return file_split(counts, workers), "file"  # type: ignore[arg-type]
+    counts = inp.declared_counts()  # one per TFRecord file, -1 where unknown
+    if workers > 1 and len(counts) >= workers:
+        if -1 not in counts:
+            return file_split(counts, workers), "file"
     elif inp.num_examples is not None:
         return record_split(inp.num_examples, workers), "record"
     raise SourceError(

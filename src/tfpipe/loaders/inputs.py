@@ -1,6 +1,6 @@
 """What `Pipeline` reads: TFRecord shards, in-memory sources, or a Keras `PyDataset`.
 
-Each input turns into a list of named steps (label, function on a `tf.data.Dataset`) so that
+Each input turns into a list of named stages (label, function on a `tf.data.Dataset`) so that
 `Pipeline.explain()` shows exactly what `build()` runs. TFRecords and in-memory sources give a
 stream of cheap *records* (serialized bytes, or example indices) that are shuffled, batched and
 then decoded per batch; a `PyDataset` gives decoded examples directly.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import keras
 import numpy as np
@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError
-from tfpipe.features import ClassLabel, Image, Mask, Tensor, Text
+from tfpipe.features import Image, Mask
 from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
@@ -29,13 +29,18 @@ from tfpipe.loaders.seeding import shuffled
 from tfpipe.records.locate import check_first_record, random_access, schema_for
 from tfpipe.records.verification import Fault, failing_images, first_fault
 from tfpipe.schema import Schema
-from tfpipe.sources import ArraySource, DataFrameSource, DirectorySource, Subset
+from tfpipe.sources import SourceBase
 
 AUTOTUNE = tf.data.AUTOTUNE
-# One step of the tf.data graph and its label, a line of `Pipeline.explain()` (not a stage of
-# the report: those are the parts of the input fit times apart).
-Step = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
+# One stage of the tf.data graph and its label, a line of `Pipeline.explain()`. The stages of
+# fit's report (`training.map_costs`) are groups of these: the map()s, and all the others.
+Stage = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
 _MAX_CYCLE = 8
+_RECORD_BUFFER = 4096
+# Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
+# ran at half the speed of 1024. The record buffer holds at most this many bytes.
+_RECORD_BUFFER_BYTES = 32 * 2**20
+_MIN_RECORD_BUFFER = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +57,8 @@ class Decoding:
 
     def check(self, schema: Schema) -> None:
         """Raises when an image or a mask has no fixed size to batch at."""
-        for name, feature in schema.items():
-            if isinstance(feature, Image | Mask) and None in (self.image_size or feature.shape[:2]):
+        for name, feature in schema.of(Image, Mask).items():
+            if None in (self.image_size or feature.decoded_shape[:2]):
                 raise SchemaError(
                     f"{name}: {feature.kind}s of variable size cannot be batched; pass "
                     f"image_size=(height, width) to Pipeline, or declare "
@@ -72,15 +77,86 @@ class Decoding:
             parts.append("reduced DCT-scale JPEG decode")
         if self.rescale is not None:
             parts.append(f"float32 x {self.rescale:g}")
-        if any(isinstance(feature, Mask) for feature in schema.values()):
+        if schema.of(Mask):
             parts.append("masks: nearest-neighbour resize, integer values, never rescaled")
         return f" ({', '.join(parts)})" if parts else ""
+
+
+class PipelineInput(Protocol):
+    """What a `Pipeline`'s graph asks of its input, whatever `make_input` made of the source.
+
+    Its records (serialized examples, or indices) are read, sharded, shuffled and repeated.
+    Those of an input that is not `decoded` are then batched and decoded per batch (`decoder`;
+    when it `defers_images`, images are decoded per example after an unbatch, by
+    `image_decoders`); a `decoded` input's records become examples through its `loader`.
+    """
+
+    @property
+    def name(self) -> str:
+        """The source, for messages and `explain()`."""
+
+    @property
+    def schema(self) -> Schema | None:
+        """The schema of the examples; None for a PyDataset."""
+
+    @property
+    def num_examples(self) -> int | None:
+        """The examples of one pass; None when unknown."""
+
+    @property
+    def decoded(self) -> bool:
+        """Whether `loader` makes the examples (a PyDataset's batches), not `decoder`."""
+
+    @property
+    def servable(self) -> bool:
+        """Whether tf.data service workers can run its stages."""
+
+    @property
+    def replayable(self) -> bool:
+        """Whether every run reads the same records, so `start_at` can skip to a batch."""
+
+    def read(
+        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield the records; the second value says if records get sharded."""
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """The records the shuffle buffer holds, given `shuffle(buffer_size=buffer)`."""
+
+    def declared_counts(self) -> list[int]:
+        """The examples of each TFRecord file (-1: unknown); empty for other inputs."""
+
+    def service_splits(self) -> str:
+        """What the tf.data service hands to its workers, for `explain()`."""
+
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage turning batches of records into examples."""
+
+    def defers_images(self) -> bool:
+        """Whether images are best decoded one example at a time after an unbatch."""
+
+    def image_decoders(self, decoding: Decoding) -> Decoders:
+        """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""
+
+    def loader(self, det: bool) -> list[Stage]:
+        """The stages turning the records of a `decoded` input into examples."""
+
+    def locate_fault(self, decoding: Decoding) -> Fault | None:
+        """The first damaged record or file; None when all are sound."""
+
+    def identity(self) -> list[bytes | str]:
+        """What identifies the examples, for `Pipeline.identity`."""
+
+    def describe(self) -> str:
+        """The input in a few words."""
 
 
 class RecordInput:
     """TFRecord shards: file list -> (file shuffle) -> parallel interleaved reads."""
 
     decoded = False
+    servable = True
+    replayable = True
 
     def __init__(self, data: ResolvedData, schema: Schema | None, compression: str | None) -> None:
         files = data.record_files("Pipeline")
@@ -103,11 +179,11 @@ class RecordInput:
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
-    ) -> tuple[list[Step], bool]:
-        """Steps that yield serialized records; the second value says if records get sharded."""
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
-        counts = np.array(self._declared_counts(), np.int64)
-        steps: list[Step] = [
+        counts = np.array(self.declared_counts(), np.int64)
+        stages: list[Stage] = [
             (
                 f"list {len(self.files)} TFRecord file(s) of {self.name}"
                 + (f" ({self.compression})" if self.compression else ""),
@@ -118,9 +194,9 @@ class RecordInput:
         ]
         if by_file:
             num, index = shard  # type: ignore[misc]
-            steps.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
+            stages.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
         if shuffle and (shard is None or by_file):
-            steps.append(
+            stages.append(
                 (
                     f"shuffle file list (seed={seed}, reshuffled each epoch)",
                     lambda ds: shuffled(ds, len(self.files), seed),
@@ -128,7 +204,7 @@ class RecordInput:
             )
         cycle = min(len(self.files), _MAX_CYCLE)
         compression = tf_compression(self.compression)
-        steps.append(
+        stages.append(
             (
                 f"interleave reads of {cycle} file(s) at a time (parallel, AUTOTUNE)",
                 lambda ds: ds.interleave(
@@ -139,13 +215,25 @@ class RecordInput:
                 ),
             )
         )
-        return steps, not by_file
+        return stages, not by_file
 
-    def _declared_counts(self) -> list[int]:
+    def declared_counts(self) -> list[int]:
         """The record count the metadata declares for each file; -1 where none does."""
         info = self.info
         declared = {} if info is None else {s.file: s.num_examples for s in info.shards}
         return [declared.get(os.path.basename(f), -1) for f in self.files]
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """`buffer`, else min(examples, 4096, as many as fit in 32 MiB but at least 256)."""
+        by_bytes = max(_MIN_RECORD_BUFFER, int(_RECORD_BUFFER_BYTES // max(1, self.record_bytes)))
+        return buffer or min(self.num_examples or _RECORD_BUFFER, _RECORD_BUFFER, by_bytes)
+
+    def service_splits(self) -> str:
+        return f"the {len(self.files)} TFRecord file(s)"
+
+    def loader(self, det: bool) -> list[Stage]:
+        """No stages: the records are batched and decoded (`decoder`)."""
+        return []
 
     def identity(self) -> list[bytes | str]:
         """What identifies the records: file names, sizes, the CRC-32C digest of each file
@@ -166,8 +254,8 @@ class RecordInput:
     def describe(self) -> str:
         return f"{self.name} ({len(self.files)} TFRecord file(s), {self.num_examples} examples)"
 
-    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Step:
-        """The per-batch step: vectorised parse_example, then per-element image decode (in a
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: vectorised parse_example, then per-element image decode (in a
         `tf.map_fn`), or, with `defer_images`, images and masks left as stored bytes for
         `image_decoder` after an unbatch."""
         decoding.check(self.schema)
@@ -196,10 +284,8 @@ class RecordInput:
         """Whether images or masks are stored encoded (JPEG, PNG): decoding them one example
         at a time in a parallel map beats a `tf.map_fn` over a batch when the examples are
         unbatched anyway (raw pixels decode in one op per batch)."""
-        return any(
-            isinstance(f, Mask) or (isinstance(f, Image) and f.encoding != "raw")
-            for f in self.schema.values()
-        )
+        images = self.schema.of(Image).values()
+        return bool(self.schema.of(Mask)) or any(f.encoding != "raw" for f in images)
 
     def image_decoders(self, decoding: Decoding) -> Decoders:
         """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""
@@ -208,15 +294,21 @@ class RecordInput:
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first damaged record of the shards: frame, Example, feature or image."""
         files = [fs.path(f) for f in self.files]
-        return first_fault(files, self.info, self.compression, self.schema, decoding.image_size)
+        return first_fault(
+            files,
+            info=self.info,
+            compression=self.compression,
+            schema=self.schema,
+            image_size=decoding.image_size,
+        )
 
 
 def _has_images(inp: RecordInput | MemoryInput) -> bool:
     """Whether the input's schema has an Image or a Mask (else nothing is decoded or resized)."""
-    return any(isinstance(f, Image | Mask) for f in inp.schema.values())
+    return bool(inp.schema.of(Image, Mask))
 
 
-Decoders = tuple[Step, str, Callable[..., dict[str, tf.Tensor]]]
+Decoders = tuple[Stage, str, Callable[..., dict[str, tf.Tensor]]]
 
 
 def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
@@ -224,11 +316,11 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
     unbatch: a parallel map of single decodes keeps every core busy, where a `tf.map_fn` over
     each batch left the parallelism to the autotuner's guess per batch.
 
-    Returns the step reading the images' EXIF orientations per batch (a few vectorised ops)
+    Returns the stage reading the images' EXIF orientations per batch (a few vectorised ops)
     into `(batch, orientations)` pairs; the label of the decode; and the function decoding one
     `(example, orientations)` pair, to run in a parallel map of its own or in the next map's.
     """
-    images = {n: f for n, f in schema.items() if isinstance(f, Image)}
+    images = schema.of(Image)
 
     def orient(batch: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], Any]:
         turns = {name: feature.orientations(batch[name]) for name, feature in images.items()}
@@ -236,7 +328,11 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
 
     def decode(example: dict[str, tf.Tensor], turns: Any) -> dict[str, tf.Tensor]:
         return schema.decode_images(
-            example, decoding.image_size, decoding.reduced_decode, decoding.rescale, turns
+            example,
+            image_size=decoding.image_size,
+            reduced_decode=decoding.reduced_decode,
+            rescale=decoding.rescale,
+            orientations=turns,
         )
 
     return (
@@ -262,68 +358,15 @@ def _records(file: tf.Tensor, count: tf.Tensor, compression: str) -> tf.data.Dat
 
 
 def _columns(source: Any) -> dict[str, np.ndarray]:
-    """The examples of an in-memory source as arrays: image paths or pixels, label indices."""
-    if isinstance(source, Subset):
-        return {name: column[source.indices] for name, column in _columns(source.source).items()}
-    if isinstance(source, DirectorySource):
-        return {"image": source.paths, "label": source.labels()}
-    if isinstance(source, DataFrameSource):
-        columns = dict(source.files)  # file paths, read in the graph
-        for name, values in source.values.items():
-            feature = source.schema[name]
-            loaded = [feature.load(v) for v in values]
-            variable = isinstance(feature, Tensor) and feature.variable
-            columns[name] = _rows(loaded) if variable else np.stack(loaded)
-        return columns
-    if isinstance(source, ArraySource):
-        return {name: _array_column(name, a, source.schema) for name, a in source.arrays.items()}
-    raise SourceError(
-        "source: expected a TFRecord prefix, file, glob or list of files, a tfpipe source "
-        "(from_directory, from_dataframe, from_arrays, or a split of one) or a "
-        f"keras.utils.PyDataset. Received: {type(source).__name__}"
-    )
-
-
-def _array_column(name: str, array: np.ndarray, schema: Schema) -> np.ndarray:
-    feature = schema[name]
-    if isinstance(feature, Image):
-        if array.dtype != np.uint8:
-            raise SourceError(
-                f"{name}: Pipeline reads images from arrays as uint8 pixels, got dtype "
-                f"{array.dtype}; write them with tfpipe.write_tfrecords first"
-            )
-        return array[..., np.newaxis] if array.ndim == 3 else array
-    if isinstance(feature, Mask):
-        try:
-            return np.stack([feature.load(mask, mask.shape[:2]) for mask in array])
-        except (TypeError, ValueError) as e:
-            raise SourceError(f"{name}: {e}") from e
-    if isinstance(feature, ClassLabel):
-        return np.stack([feature.load(v) for v in array])
-    if isinstance(feature, Tensor) and array.dtype == object and feature.variable:
-        loaded = []
-        for row, value in enumerate(array):
-            try:
-                loaded.append(feature.load(value))
-            except (TypeError, ValueError) as e:
-                raise SourceError(f"{name}: {e} in row {row}") from e
-        return _rows(loaded)
-    if isinstance(feature, Tensor):
-        try:
-            return feature.convert(array)
-        except (TypeError, ValueError) as e:
-            raise SourceError(f"{name}: {e}") from e
-    if isinstance(feature, Text):
-        return array.astype(str).astype(object)
-    raise SourceError(f"{name}: unsupported feature {type(feature).__name__}")
-
-
-def _rows(values: list[np.ndarray]) -> np.ndarray:
-    """Arrays of different lengths (a variable-length Tensor's) as an object array of rows."""
-    rows = np.empty(len(values), dtype=object)
-    for row, value in enumerate(values):
-        rows[row] = value
-    return rows
+    """The examples of an in-memory source as arrays (`SourceBase.columns`)."""
+    columns = source.columns() if isinstance(source, SourceBase) else None
+    if columns is None:
+        raise SourceError(
+            "source: expected a TFRecord prefix, file, glob or list of files, a tfpipe source "
+            "(from_directory, from_dataframe, from_arrays, or a split of one) or a "
+            f"keras.utils.PyDataset. Received: {type(source).__name__}"
+        )
+    return columns
 
 
 def _constant(column: np.ndarray, paths: bool) -> tf.Tensor | tf.RaggedTensor:
@@ -346,8 +389,8 @@ class _IndexedInput:
 
     def read(
         self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
-    ) -> tuple[list[Step], bool]:
-        """Steps that yield the indices; they are sharded and shuffled as records."""
+    ) -> tuple[list[Stage], bool]:
+        """Stages that yield the indices; they are sharded and shuffled as records."""
         return [
             (
                 f"indices of {self.count} {self.unit} of a {self.name}",
@@ -359,6 +402,10 @@ class _IndexedInput:
         """What identifies the examples: their count (a MemoryInput adds its columns)."""
         return [self.name, str(self.count)]
 
+    def declared_counts(self) -> list[int]:
+        """None: the records are not files."""
+        return []
+
     def describe(self) -> str:
         return f"{self.name} of {self.count} {self.unit}"
 
@@ -367,6 +414,8 @@ class MemoryInput(_IndexedInput):
     """A folder, DataFrame or arrays: indices are the records; files are read in the graph."""
 
     decoded = False
+    servable = True
+    replayable = True
     unit = "examples"
 
     def __init__(self, source: Any) -> None:
@@ -374,6 +423,17 @@ class MemoryInput(_IndexedInput):
         self.schema: Schema = source.schema
         self.num_examples = self.count = len(source)
         self.name = type(source).__name__
+
+    def record_buffer(self, buffer: int | None) -> int:
+        """`buffer`, else every example (their indices are small)."""
+        return buffer or self.num_examples
+
+    def service_splits(self) -> str:
+        return f"the {self.num_examples} example indices"
+
+    def loader(self, det: bool) -> list[Stage]:
+        """No stages: the records are batched and decoded (`decoder`)."""
+        return []
 
     def identity(self) -> list[bytes | str]:
         """What identifies the examples: every column's values (image paths, labels, arrays)."""
@@ -385,10 +445,11 @@ class MemoryInput(_IndexedInput):
 
     def _files(self) -> list[str]:
         """The Image and Mask features whose columns are file paths, read in the graph."""
+        stored = self.schema.of(Image, Mask)
         return [
             name
             for name, column in self.columns.items()
-            if isinstance(self.schema[name], Image | Mask) and column.dtype.kind in "USO"
+            if name in stored and column.dtype.kind in "USO"
         ]
 
     def _file_pairs(self) -> list[tuple[str, str]]:
@@ -407,10 +468,11 @@ class MemoryInput(_IndexedInput):
         return stored_image_decoders(files, decoding)
 
     def _image_files(self) -> list[str]:
-        return [name for name in self._files() if isinstance(self.schema[name], Image)]
+        images = self.schema.of(Image)
+        return [name for name in self._files() if name in images]
 
-    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Step:
-        """The per-batch step: gather the examples' columns; arrays are resized per batch,
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """The per-batch stage: gather the examples' columns; arrays are resized per batch,
         image files decoded per element (`tf.map_fn`) or, with `defer_images`, read into
         their bytes for `image_decoders` after an unbatch."""
         decoding.check(self.schema)
@@ -448,7 +510,13 @@ class MemoryInput(_IndexedInput):
             masks = tf.numpy_function(
                 lambda paths, *image_paths: np.stack(
                     [
-                        _load_mask(feature, name, size, path, dict(zip(images, row, strict=True)))
+                        _load_mask(
+                            feature,
+                            name,
+                            size=size,
+                            path=path,
+                            images=dict(zip(images, row, strict=True)),
+                        )
                         for path, *row in zip(paths, *image_paths, strict=True)
                     ]
                 ),
@@ -459,15 +527,16 @@ class MemoryInput(_IndexedInput):
             masks.set_shape((None, *size, *feature.shape[2:]))
             return masks
 
+        image_features, mask_features = self.schema.of(Image), self.schema.of(Mask)
+
         def decode(indices: tf.Tensor) -> dict[str, tf.Tensor]:
             batch = {}
             for name, constant in constants.items():
-                feature = self.schema[name]
                 values = tf.gather(constant, indices)
-                if isinstance(feature, Image):
-                    values = image_of(name, feature, values)
-                elif isinstance(feature, Mask):
-                    values = mask_of(name, feature, values, indices)
+                if name in image_features:
+                    values = image_of(name, image_features[name], values)
+                elif name in mask_features:
+                    values = mask_of(name, mask_features[name], values, indices)
                 batch[name] = values
             return batch
 
@@ -485,17 +554,24 @@ class MemoryInput(_IndexedInput):
     def locate_fault(self, decoding: Decoding) -> Fault | None:
         """The first image or mask file that cannot be read or decoded (arrays cannot be
         damaged)."""
+        image_features, mask_features = self.schema.of(Image), self.schema.of(Mask)
         for name, column in self.columns.items():
-            feature = self.schema[name]
-            if isinstance(feature, Mask) and column.dtype.kind in "USO":
+            if name in mask_features and column.dtype.kind in "USO":
                 images = [image for mask, image in self._file_pairs() if mask == name]
                 for row, path in enumerate(column):
                     paired = {image: self.columns[image][row] for image in images}
                     try:
-                        _load_mask(feature, name, decoding.image_size, path, paired)
+                        _load_mask(
+                            mask_features[name],
+                            name,
+                            size=decoding.image_size,
+                            path=path,
+                            images=paired,
+                        )
                     except (TypeError, ValueError, OSError) as e:  # the message names the file
                         return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))
-            if isinstance(feature, Image) and column.dtype.kind in "USO":
+            if name in image_features and column.dtype.kind in "USO":
+                feature = image_features[name]
                 size = decoding.image_size or feature.shape[:2]
                 paths = _path_bytes(column)
                 for position, why in failing_images(paths, feature, size, read_files=True):  # type: ignore[arg-type]
@@ -532,6 +608,8 @@ class PyDatasetInput(_IndexedInput):
     """A `keras.utils.PyDataset`: batches loaded by a generator, then split into examples."""
 
     decoded = True
+    servable = False  # its generator runs in this process
+    replayable = False  # its batches are its own, the same or not in every run
     unit = "batches"
 
     def __init__(self, dataset: Any) -> None:
@@ -549,11 +627,30 @@ class PyDatasetInput(_IndexedInput):
         """None: a PyDataset's own errors name what failed, tfpipe cannot look inside it."""
         return None
 
+    def record_buffer(self, buffer: int | None) -> int:
+        """Every batch index, whatever `buffer` says (its batches are the records)."""
+        return self.count
+
+    def service_splits(self) -> str:
+        return f"the {self.count} batch indices"
+
+    def decoder(self, decoding: Decoding, defer_images: bool = False) -> Stage:
+        """Refused: a PyDataset's batches are decoded; its `loader` makes the examples."""
+        raise TypeError("a PyDataset yields decoded batches: its loader() makes the examples")
+
+    def defers_images(self) -> bool:
+        """False: a PyDataset decodes its own images."""
+        return False
+
+    def image_decoders(self, decoding: Decoding) -> Decoders:
+        """Refused: a PyDataset decodes its own images."""
+        raise TypeError("a PyDataset yields decoded batches: it has no images to decode")
+
     def _load(self, index: Any) -> Any:
         batch = self.dataset[int(index)]
         yield tuple(batch) if isinstance(batch, list) else batch
 
-    def loader(self, det: bool) -> list[Step]:
+    def loader(self, det: bool) -> list[Stage]:
         def load(index: tf.Tensor) -> tf.data.Dataset:
             return tf.data.Dataset.from_generator(
                 self._load, args=(index,), output_signature=self.signature
@@ -572,7 +669,7 @@ class PyDatasetInput(_IndexedInput):
 
 def make_input(
     source: Any, schema: Any, compression: str | None, split: str | None = None
-) -> RecordInput | MemoryInput | PyDatasetInput:
+) -> PipelineInput:
     """The input of a `Pipeline` for `source`: TFRecords or a folder of images named by a path
     (see `tfpipe.format.lookup.resolve`), an in-memory source or a PyDataset."""
     if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):

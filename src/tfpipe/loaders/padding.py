@@ -24,7 +24,7 @@ import tensorflow as tf
 from tfpipe.checks import check_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import Tensor
-from tfpipe.loaders.inputs import AUTOTUNE, Step
+from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.schema import Schema
 
 
@@ -53,7 +53,9 @@ class Pad:
 
     def one(self, value: np.ndarray) -> tuple[np.ndarray, bool]:
         """One value (as `Tensor.load` gives it) padded, and whether it was cut."""
-        return self.feature.pad(value, self.length, self.filler, self.name, self.truncate)
+        return self.feature.pad(
+            value, self.length, fill=self.filler, name=self.name, truncate=self.truncate
+        )
 
 
 def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> list[Pad]:
@@ -90,10 +92,10 @@ def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> lis
     pads = []
     for name, length in pad.items():
         length = check_int(f"pad[{name!r}]", length)
-        feature = schema[name]
-        if not isinstance(feature, Tensor) or not feature.variable:
+        feature = schema.of(Tensor).get(name)
+        if feature is None or not feature.variable:
             raise SchemaError(
-                f"pad: feature {name!r} is {feature!r}; only a Tensor with a variable first "
+                f"pad: feature {name!r} is {schema[name]!r}; only a Tensor with a variable first "
                 "dimension (shape=(None, ...)) has lengths to pad. Remove it from pad"
             )
         try:
@@ -102,26 +104,30 @@ def check_pad(pad: Any, value: Any, truncate: Any, schema: Schema | None) -> lis
             raise ValueError(
                 f"pad_value={value!r} is not a value of feature {name!r} ({feature.dtype}): {e}"
             ) from e
-        pads.append(Pad(name, feature, length, filler, bool(truncate)))
+        pads.append(
+            Pad(name=name, feature=feature, length=length, filler=filler, truncate=bool(truncate))
+        )
     return pads
 
 
 class Padding:
-    """The padding steps of a pipeline (see `check_pad` for the arguments), and what they cut."""
+    """The padding stages of a pipeline (see `check_pad` for the arguments), and what they cut."""
 
     def __init__(self, pad: Any, value: Any, truncate: Any, schema: Schema | None) -> None:
-        self.steps: list[Step] = []
+        self.stages: list[Stage] = []
         self.cut: dict[str, tf.Variable] = {}
         for one in check_pad(pad, value, truncate, schema):
             if one.truncate:
                 self.cut[one.name] = tf.Variable(0, dtype=tf.int64, trainable=False)
-            self.steps.append(self._step(one))
+            self.stages.append(self._stage(one))
 
-    def _step(self, one: Pad) -> Step:
+    def _stage(self, one: Pad) -> Stage:
         cut = self.cut.get(one.name)
 
         def pad(batch: dict[str, Any]) -> dict[str, Any]:
-            padded = one.feature.pad_batch(batch[one.name], one.length, one.filler, one.name, cut)
+            padded = one.feature.pad_batch(
+                batch[one.name], one.length, value=one.filler, name=one.name, cut=cut
+            )
             return {**batch, one.name: padded}
 
         longer = "cut to it, counted" if cut is not None else "an error"

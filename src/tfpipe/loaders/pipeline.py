@@ -26,7 +26,7 @@ from tfpipe.loaders.distributed_pipeline import (
     worker_datasets,
     worker_examples,
 )
-from tfpipe.loaders.inputs import AUTOTUNE, Decoding, PyDatasetInput, make_input
+from tfpipe.loaders.inputs import AUTOTUNE, Decoding, make_input
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.recipe import PipelineOptions, Recipe
@@ -301,7 +301,7 @@ class Pipeline:
             (recipe.options.deterministic is False, "options(deterministic=False) is set"),
             (recipe.cache is not None, "cache() is set: decoded examples cannot be skipped"),
             (recipe.filtered, "a filter() changes batches"),
-            (isinstance(recipe.input, PyDatasetInput), "the source is a PyDataset"),
+            (not recipe.input.replayable, "the source is a PyDataset"),
             (recipe.repeat not in (0, None) and epoch >= recipe.repeat, "repeat() ends before"),
         ):
             if wrong:
@@ -450,7 +450,7 @@ class Pipeline:
         feature_names("y", y, "as_supervised")
         schema = self._recipe.input.schema
         if schema is not None and not self._recipe.transforms:
-            check_known(x, y, schema, "as_supervised", "the schema")
+            check_known(x, y, available=schema, where="as_supervised", what="the schema")
         return self._with(supervised=(x, y))
 
     @property
@@ -471,7 +471,7 @@ class Pipeline:
             >>> tfpipe.Pipeline("out/train").schema["image"].encoding  # as from_directory's
             'auto'
         """
-        return getattr(self._recipe.input, "schema", None)
+        return self._recipe.input.schema
 
     @property
     def batch_size(self) -> int | None:
@@ -624,7 +624,13 @@ class Pipeline:
         batch = recipe.batch_size
         name = f"Pipeline({recipe.name})"
         return distribute(
-            strategy, worker_datasets(recipe, workers), examples, batch, by, name, start
+            strategy,
+            worker_dataset=worker_datasets(recipe, workers),
+            worker_examples=examples,
+            global_batch=batch,
+            shard_by=by,
+            what=name,
+            start=start,
         )
 
 

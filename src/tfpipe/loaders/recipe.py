@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from tfpipe.checks import check_int
-from tfpipe.loaders.inputs import AUTOTUNE, Decoding
+from tfpipe.loaders.inputs import AUTOTUNE, Decoding, PipelineInput
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.transforms import Transform
@@ -42,7 +42,7 @@ class PipelineOptions:
 class Recipe:
     """A pipeline's input, decoding and every builder method's setting (see `Pipeline`)."""
 
-    input: Any  # a RecordInput, MemoryInput or PyDatasetInput
+    input: PipelineInput
     decoding: Decoding
     padding: Padding
     seed: int | None = None
@@ -78,7 +78,7 @@ class Recipe:
     @property
     def name(self) -> str:
         """The input, for messages: its name, else its type."""
-        return repr(getattr(self.input, "name", type(self.input).__name__))
+        return repr(self.input.name)
 
     def examples_per_epoch(self) -> int | None:
         """See `Pipeline.examples_per_epoch`."""

@@ -38,7 +38,9 @@ from tfpipe.records.locate import random_access
 from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
-Transform = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
+# `transform(example, rng) -> example`: a numpy augmentation of one example (not a Pipeline's
+# map or filter, `tfpipe.loaders.transforms.Transform`).
+Augmentation = Callable[[dict[str, np.ndarray], np.random.Generator], Mapping[str, Any]]
 
 
 def _names(selection: Selection) -> list[str]:
@@ -142,7 +144,7 @@ class SequenceLoader(keras.utils.PyDataset):
         shuffle: bool = True,
         seed: int | None = None,
         drop_remainder: bool = False,
-        transform: Transform | None = None,
+        transform: Augmentation | None = None,
         dtype: str = "float32",
         rescale: float | None = 1 / 255,
         workers: int = 1,
@@ -154,8 +156,10 @@ class SequenceLoader(keras.utils.PyDataset):
         truncate: bool = False,
     ) -> None:
         options = LoaderOptions(
-            batch_size, image_size, shuffle, seed, drop_remainder, dtype, rescale,
-            workers, use_multiprocessing, max_queue_size, bool(reduced_decode),
+            batch_size=batch_size, image_size=image_size, shuffle=shuffle, seed=seed,
+            drop_remainder=drop_remainder, dtype=dtype, rescale=rescale, workers=workers,
+            use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size,
+            reduced_decode=bool(reduced_decode),
         )  # fmt: skip
         super().__init__(
             workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size
@@ -170,6 +174,7 @@ class SequenceLoader(keras.utils.PyDataset):
         self.source = source
         self.schema = schema
         self.options = options
+        self._images, self._masks = schema.of(Image), schema.of(Mask)
         self.x = _check_selection(x, "x", schema)
         self.y = _check_selection(y, "y", schema)
         self.transform = transform
@@ -185,7 +190,7 @@ class SequenceLoader(keras.utils.PyDataset):
             for name, (shape, _) in self._layout.items()
         }
         if options.image_size is not None and not any(
-            isinstance(schema[n], Image | Mask) for n in self._layout
+            n in self._images or n in self._masks for n in self._layout
         ):
             warnings.warn(
                 f"image_size={options.image_size} is ignored: x and y select no Image or Mask "
@@ -246,25 +251,26 @@ class SequenceLoader(keras.utils.PyDataset):
         """The shape of one example of a feature in a batch, and the batch dtype."""
         if name in self._pads:
             return self._pads[name].shape, feature.dtype
-        if isinstance(feature, Image | Mask):
-            size = self.options.image_size or feature.shape[:2]
+        if name in self._images or name in self._masks:
+            size = self.options.image_size or feature.decoded_shape[:2]
             if size[0] is None or size[1] is None:
                 raise SchemaError(
                     f"{name}: {feature.kind}s have no fixed size to batch at; pass "
                     f"image_size=(height, width) or declare {type(feature).__name__}(shape=...). "
-                    f"Received: shape={feature.shape}"
+                    f"Received: shape={feature.decoded_shape}"
                 )
-            if isinstance(feature, Mask):
-                return (size[0], size[1], 1)[: len(feature.shape)], feature.dtype
-            return (size[0], size[1], feature.channels), self.options.dtype
-        if isinstance(feature, Tensor) and feature.variable:
+            if name in self._masks:
+                return (size[0], size[1], 1)[: len(feature.decoded_shape)], feature.dtype
+            return (size[0], size[1], self._images[name].channels), self.options.dtype
+        tensor = self.schema.of(Tensor).get(name)
+        if tensor is not None and tensor.variable:
             raise SchemaError(
                 f"SequenceLoader: feature {name!r} is a list of variable length, and a batch "
                 "is one numpy array per feature. Pad it with SequenceLoader(source, "
                 f"pad={{{name!r}: length}}), read it with tfpipe.Pipeline(source) (a "
                 f"tf.RaggedTensor per batch), or select other features. Received: {feature!r}"
             )
-        if isinstance(feature, Text):
+        if name in self.schema.of(Text):
             raise SchemaError(
                 f"{name}: {feature!r} has no fixed shape and dtype to batch as a numpy array; "
                 "select it with the tf.data pipeline instead"
@@ -393,7 +399,9 @@ class SequenceLoader(keras.utils.PyDataset):
         examples = [self.source[int(index)] for index in indices]
         images = self._decode_images(examples)
         for position, (index, example) in enumerate(zip(indices, examples, strict=True)):
-            self._fill(arrays, position, int(index), example, epoch, images)
+            self._fill(
+                arrays, position, index=int(index), example=example, epoch=epoch, images=images
+            )
         x = pick(arrays, self.x or ())
         return (x,) if self.y is None else (x, pick(arrays, self.y))
 
@@ -411,10 +419,9 @@ class SequenceLoader(keras.utils.PyDataset):
             return {}
         decoded = {}
         for name, (shape, _) in self._layout.items():
-            feature = self.schema[name]
-            if isinstance(feature, Image) and all(name in example for example in examples):
+            if name in self._images and all(name in example for example in examples):
                 size = (shape[0], shape[1])
-                batch = feature.load_batch(
+                batch = self._images[name].load_batch(
                     [example[name] for example in examples], size, self.options.reduced_decode
                 )
                 if batch is not None:
@@ -439,11 +446,12 @@ class SequenceLoader(keras.utils.PyDataset):
                 stored = example[name]
                 if name in images:
                     values[name] = images[name][position]
-                elif isinstance(feature, Image):
+                elif name in self._images:
                     size = (shape[0], shape[1])
-                    values[name] = feature.load(stored, size, self.options.reduced_decode)
-                elif isinstance(feature, Mask):
-                    values[name] = feature.load(stored, size=(shape[0], shape[1]))
+                    image = self._images[name]
+                    values[name] = image.load(stored, size, self.options.reduced_decode)
+                elif name in self._masks:
+                    values[name] = self._masks[name].load(stored, size=(shape[0], shape[1]))
                 else:
                     values[name] = feature.load(stored)
             except (KeyError, TypeError, ValueError, OSError) as e:
@@ -475,7 +483,7 @@ class SequenceLoader(keras.utils.PyDataset):
                     f"{self._origin(index)}" + (" after transform" if self.transform else "")
                 )
             out = arrays[name]
-            if self._scale is not None and isinstance(self.schema[name], Image):
+            if self._scale is not None and name in self._images:
                 np.multiply(
                     value, self._scale, out=out[position], dtype=out.dtype, casting="unsafe"
                 )
@@ -520,13 +528,13 @@ class SequenceLoader(keras.utils.PyDataset):
                 one, `tf.distribute.get_strategy()`).
         """
         loader = DistributableLoader(
-            self.options,
-            self._size,
-            self.epoch,
-            self._first_batch,
-            self.order,
-            self._load,
-            self._batch_signature(),
+            options=self.options,
+            size=self._size,
+            first_epoch=self.epoch,
+            first_batch=self._first_batch,
+            order=self.order,
+            load=self._load,
+            signature=self._batch_signature(),
         )
         return distribute_loader(loader, strategy or tf.distribute.get_strategy())
 

@@ -140,8 +140,8 @@ class ArraySource(SourceBase):
         return {name: array[index] for name, array in self.arrays.items()}
 
     def labels(self) -> np.ndarray | None:
-        for name, feature in self.schema.items():
-            if isinstance(feature, ClassLabel) and not feature.multi_label:
+        for name, feature in self.schema.of(ClassLabel).items():
+            if not feature.multi_label:
                 values = self.arrays[name]
                 if values.dtype.kind in "iu":
                     return values
@@ -149,10 +149,15 @@ class ArraySource(SourceBase):
         return None
 
     def label_sets(self) -> np.ndarray | None:
-        for name, feature in self.schema.items():
-            if isinstance(feature, ClassLabel) and feature.multi_label:
+        for name, feature in self.schema.of(ClassLabel).items():
+            if feature.multi_label:
                 return multi_hot(feature, self.arrays[name])
         return None
+
+    def columns(self) -> dict[str, np.ndarray] | None:
+        return {
+            name: self.schema[name].array_column(name, array) for name, array in self.arrays.items()
+        }
 
 
 def from_arrays(arrays: Mapping[str, Any], schema: Schema | None = None) -> ArraySource:

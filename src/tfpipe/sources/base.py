@@ -69,6 +69,18 @@ class SourceBase:
         in one split. None when every example is a group of its own."""
         return None
 
+    def columns(self) -> dict[str, np.ndarray] | None:
+        """The examples as arrays a `Pipeline` gathers from, by feature name: image file
+        paths or pixels, class indices, values; None for a source it does not hold in memory
+        (a `from_tfrecords` source: give the Pipeline its path).
+
+        Examples:
+            >>> source = tfpipe.from_arrays({"x": np.arange(3.0), "label": np.array([0, 1, 1])})
+            >>> source.columns()["label"]
+            array([0, 1, 1])
+        """
+        return None
+
     def check_index(self, index: int) -> int:
         """Normalizes a possibly negative index; raises IndexError when out of range."""
         size = len(self)
@@ -131,6 +143,12 @@ class Subset(SourceBase):
     def groups(self) -> np.ndarray | None:
         groups = self.source.groups()
         return None if groups is None else groups[self.indices]
+
+    def columns(self) -> dict[str, np.ndarray] | None:
+        columns = self.source.columns()
+        if columns is None:
+            return None
+        return {name: column[self.indices] for name, column in columns.items()}
 
 
 def _allocate(count: int, fractions: Sequence[float]) -> list[int]:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
-from tfpipe.features import ClassLabel, Feature, Image, Tensor, Text
+from tfpipe.features import ClassLabel, Feature, Image
 from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase, multi_hot
 from tfpipe.sources.cells import (
@@ -40,9 +40,9 @@ def file_image(image_shape: tuple[int | None, int | None, int] = (None, None, 3)
 
 
 def reads_file(feature: Feature) -> bool:
-    """True for the features whose DataFrame cell is a file path: every feature but ClassLabel,
-    Tensor and Text (Image, Mask, ...), which hold their value in the cell itself."""
-    return not isinstance(feature, ClassLabel | Tensor | Text)
+    """True for the features whose DataFrame cell is a file path (Image, Mask, ...); False for
+    those that hold their value in the cell itself (ClassLabel, Tensor, Text)."""
+    return feature.reads_file
 
 
 def _names(argument: str, value: str | Sequence[str]) -> list[str]:
@@ -208,7 +208,13 @@ class DataFrameSource(SourceBase):
             raise SourceError(f"df must be a pandas DataFrame, got {type(df).__name__}")
         if schema is not None and not isinstance(schema, Schema):
             raise SourceError(f"schema must be a tfpipe.Schema, got {type(schema).__name__}")
-        plan = DataFrameColumns(list(df.columns), path_col, image_cols, label_cols, schema)
+        plan = DataFrameColumns(
+            list(df.columns),
+            path_col=path_col,
+            image_cols=image_cols,
+            label_cols=label_cols,
+            schema=schema,
+        )
         if len(df) == 0:
             raise SourceError("df is empty: a source needs at least one row")
         suffixes = _per_column("image_suffix", image_suffix, list(plan.files))
@@ -222,8 +228,9 @@ class DataFrameSource(SourceBase):
             for name in self.files
         }
         separators = _per_column("label_sep", label_sep, plan.labels)
+        labels = {} if schema is None else schema.of(ClassLabel)
         if isinstance(label_sep, str) and schema is not None:
-            separators = {n: s for n, s in separators.items() if _multi_label(schema[n])}
+            separators = {n: s for n, s in separators.items() if _multi_label(labels.get(n))}
             if not separators:
                 raise SourceError(
                     "label_sep: schema= declares no multi-label ClassLabel among label_cols "
@@ -235,31 +242,36 @@ class DataFrameSource(SourceBase):
             if plan.table:
                 given, column = table_column(column, name in plan.labels)
             features[name], self.values[name] = self._value_column(
-                column, given, separators.get(name)
+                column, given, labels.get(name), separators.get(name)
             )
         self.schema = schema if schema is not None else Schema(features)
         self.paths = next(iter(self.files.values()), None)
         self._groups = self._check_duplicates(next(iter(plan.files.values()), ""))
 
     def _value_column(
-        self, column: pd.Series, feature: Feature | None, sep: str | None
+        self,
+        column: pd.Series,
+        feature: Feature | None,
+        label: ClassLabel | None,
+        sep: str | None,
     ) -> tuple[Feature, list[Any]]:
-        """The feature of a value column (inferred: a ClassLabel) and its validated values."""
+        """The feature of a value column (inferred: a ClassLabel) and its validated values;
+        `label` is `feature` when it is a ClassLabel."""
         name = str(column.name)
-        if sep is not None and not (feature is None or _multi_label(feature)):
+        if sep is not None and not (feature is None or _multi_label(label)):
             raise SourceError(
                 f"label_sep: column {name!r} is declared {feature!r} in schema=; tag strings "
                 "need ClassLabel(..., multi_label=True)"
             )
-        if isinstance(feature, Text):
+        if feature is not None and feature.dtype == "str":  # Text: the cells as they are
             values = column.tolist()
             for row, value in zip(column.index, values, strict=True):
                 if is_missing(value):
                     raise SourceError(f"{name}: missing text in row {row}")
         else:
-            missing = "label" if feature is None or isinstance(feature, ClassLabel) else None
+            missing = "label" if feature is None or label is not None else None
             values = tag_cells(column, sep) if sep is not None else cells(column, missing)
-            if sep is not None and not (isinstance(feature, ClassLabel) and feature.names):
+            if sep is not None and not (label is not None and label.names):
                 values = as_indices(values)  # "3 7" names classes 3 and 7 when there are no names
         if feature is None:
             feature = infer_label(name, values)
@@ -293,21 +305,22 @@ class DataFrameSource(SourceBase):
         if not len(repeats):
             return None
         columns: dict[str, Any] = {**self.files, **self.values}
+        labels = self.schema.of(ClassLabel)
         for row in repeats.tolist():
             first = int(firsts[groups[row]])
             for name, values in columns.items():
                 if _key(values[row]) != _key(values[first]):
-                    label = isinstance(self.schema[name], ClassLabel)
+                    label = labels.get(name)
                     raise SourceError(
                         f"{name}: rows {self.rows[first]} and {self.rows[row]} name the same "
                         f"image {str(self.paths[row])!r} with different "
-                        f"{'labels' if label else 'values'} "
-                        f"({_text(self.schema[name], values[first])} and "
-                        f"{_text(self.schema[name], values[row])}); fix or remove one of the rows"
+                        f"{'values' if label is None else 'labels'} "
+                        f"({_text(label, values[first])} and "
+                        f"{_text(label, values[row])}); fix or remove one of the rows"
                         + (
                             ", or give an image several classes in one row with a list cell "
                             "such as \"['cat', 'dog']\""
-                            if label
+                            if label is not None
                             else ""
                         )
                     )
@@ -343,22 +356,29 @@ class DataFrameSource(SourceBase):
         return self._groups
 
     def labels(self) -> np.ndarray | None:
+        labels = self.schema.of(ClassLabel)
         for name, values in self.values.items():
-            feature = self.schema[name]
-            if isinstance(feature, ClassLabel) and not feature.multi_label:
+            if name in labels and not labels[name].multi_label:
                 return np.asarray(values, np.int64)
         return None
 
     def label_sets(self) -> np.ndarray | None:
+        labels = self.schema.of(ClassLabel)
         for name, values in self.values.items():
-            feature = self.schema[name]
-            if isinstance(feature, ClassLabel) and feature.multi_label:
-                return multi_hot(feature, values)
+            if name in labels and labels[name].multi_label:
+                return multi_hot(labels[name], values)
         return None
 
+    def columns(self) -> dict[str, np.ndarray] | None:
+        columns = dict(self.files)  # file paths, read in the graph
+        for name, values in self.values.items():
+            feature = self.schema[name]
+            columns[name] = feature.stack([feature.load(v) for v in values])
+        return columns
 
-def _multi_label(feature: Feature) -> bool:
-    return isinstance(feature, ClassLabel) and feature.multi_label
+
+def _multi_label(label: ClassLabel | None) -> bool:
+    return label is not None and label.multi_label
 
 
 def _key(value: Any) -> Any:
@@ -372,22 +392,19 @@ def _key(value: Any) -> Any:
     return value
 
 
-def _text(feature: Feature, value: Any) -> str:
-    """A value for an error: class name(s) when the ClassLabel has names, else its repr."""
-    if not isinstance(feature, ClassLabel) or feature.names is None:
+def _text(label: ClassLabel | None, value: Any) -> str:
+    """A value for an error: class name(s) when it is a ClassLabel's with names, else its
+    repr."""
+    if label is None or label.names is None:
         return repr(value.tolist() if isinstance(value, np.ndarray) else str(value))
-    names = feature.names
+    names = label.names
     return repr([names[i] for i in value] if isinstance(value, list) else names[value])
 
 
 def _checked(feature: Feature, value: Any, column: str, row: Any) -> Any:
-    """A cell as the source keeps it: class index (or indices), a loaded array, or the text."""
+    """A cell as the source keeps it (`Feature.keep`), or a SourceError naming it."""
     try:
-        if isinstance(feature, ClassLabel):
-            indices = feature.indices(value)
-            return indices if feature.multi_label else indices[0]
-        loaded = feature.load(value)
-        return loaded if isinstance(feature, Tensor) else value
+        return feature.keep(value)
     except (TypeError, ValueError) as e:
         raise SourceError(f"{column}: {e} in row {row}") from e
 
@@ -458,12 +475,12 @@ def from_dataframe(
     """
     return DataFrameSource(
         df,
-        path_col,
-        label_cols,
-        base_dir,
-        schema,
-        image_shape,
-        image_cols,
-        label_sep,
-        image_suffix,
+        path_col=path_col,
+        label_cols=label_cols,
+        base_dir=base_dir,
+        schema=schema,
+        image_shape=image_shape,
+        image_cols=image_cols,
+        label_sep=label_sep,
+        image_suffix=image_suffix,
     )

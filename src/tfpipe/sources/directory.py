@@ -284,6 +284,9 @@ class DirectorySource(SourceBase):
     def labels(self) -> np.ndarray:
         return self._labels
 
+    def columns(self) -> dict[str, np.ndarray] | None:
+        return {"image": self.paths, "label": self.labels()}
+
 
 def from_directory(
     root: str | os.PathLike[str],
@@ -329,4 +332,10 @@ def from_directory(
             images of their own, only sub-folders of images that two of them share, or one
             folder holding several); pass `class_names` if those folders are the classes.
     """
-    return DirectorySource(root, extensions, follow_links, image_shape, class_names)
+    return DirectorySource(
+        root,
+        extensions=extensions,
+        follow_links=follow_links,
+        image_shape=image_shape,
+        class_names=class_names,
+    )

@@ -76,7 +76,7 @@ def _draw_scene(
     drawn = [int(k) for k in rng.choice(num_classes, int(rng.integers(1, 4)), replace=False)]
     for k in drawn:
         pair = [(ImageDraw.Draw(image), None), (ImageDraw.Draw(mask), k + 1)]
-        _draw_shape(SHAPES[k], size, rng, pair, scale=(0.12, 0.24))  # type: ignore[arg-type]
+        _draw_shape(SHAPES[k], size, rng=rng, draws=pair, scale=(0.12, 0.24))  # type: ignore[arg-type]
     shown = set(np.unique(np.asarray(mask)).tolist()) - {0}
     return image, mask, [SHAPES[k - 1] for k in sorted(shown)]
 
