@@ -16,7 +16,7 @@ import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +27,9 @@ from tfpipe.features.base import Where, describe_value, where_text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, same_size_tensor
 
 __all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
+
+F = TypeVar("F", bound=Feature)
+G = TypeVar("G", bound=Feature)
 
 
 def parse_spec(features: Mapping[str, Feature]) -> dict[str, Any]:
@@ -111,9 +114,19 @@ class Schema(Mapping[str, Feature]):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._features.items())
         return f"Schema({{{inner}}})"
 
-    def of(self, *kinds: type[Feature]) -> dict[str, Feature]:
+    @overload
+    def of(self, kind: type[F], /) -> dict[str, F]: ...
+
+    @overload
+    def of(self, kind: type[F], other: type[G], /) -> dict[str, F | G]: ...
+
+    @overload
+    def of(self, *kinds: type[Feature]) -> dict[str, Feature]: ...
+
+    def of(self, *kinds: type[Feature]) -> dict[str, Any]:
         """The features of the given kinds, by name, in schema order: what code outside
-        `tfpipe.features` asks instead of checking each feature's class.
+        `tfpipe.features` asks instead of checking each feature's class. Typed by the kinds
+        asked: `schema.of(Image)` holds `Image` features.
 
         Examples:
             >>> schema = tfpipe.Schema({"image": tfpipe.Image(), "mask": tfpipe.Mask(),
