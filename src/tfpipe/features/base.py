@@ -96,6 +96,20 @@ class Feature:
         """
         return parsed
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        """How `tf.io.parse_example` parses the stored value: the feature's entry in
+        `Schema.parse_spec()`.
+
+        Examples:
+            >>> tfpipe.ClassLabel(num_classes=2).parse_spec()
+            FixedLenFeature(shape=[], dtype=tf.int64, default_value=None)
+            >>> tfpipe.Tensor(shape=(None,), dtype="int64").parse_spec().dtype
+            tf.int64
+        """
+        raise SchemaError(
+            f"{self!r} has no parse spec: {type(self).__name__} must define parse_spec()"
+        )
+
     @property
     def dtype(self) -> str:
         """The numpy dtype name of the decoded value.

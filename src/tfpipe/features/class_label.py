@@ -105,6 +105,11 @@ class ClassLabel(Feature):
             value = [value]
         return [self.index(v) for v in value]
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        if self.multi_label:
+            return tf.io.RaggedFeature(tf.int64)
+        return tf.io.FixedLenFeature([], tf.int64)
+
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         proto.int64_list.value.extend(self.indices(value))
 

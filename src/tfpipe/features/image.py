@@ -98,6 +98,9 @@ class Image(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        return tf.io.FixedLenFeature([], tf.string)
+
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         proto.bytes_list.value.append(self.encode_bytes(value))
 

@@ -158,6 +158,9 @@ class Mask(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        return tf.io.FixedLenFeature([], tf.string)
+
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         """Stores a value as a grayscale PNG of `dtype`, at the declared size when declared.
 

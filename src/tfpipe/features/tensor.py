@@ -147,6 +147,13 @@ class Tensor(Feature):
         """
         return _convert(array, self.dtype)
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        if self.as_bytes:
+            return tf.io.FixedLenFeature([], tf.string)
+        if self.variable:
+            return tf.io.RaggedFeature(self.storage_dtype)
+        return tf.io.FixedLenFeature(self.shape, self.storage_dtype)
+
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         flat = self.load(value).ravel()
         if self.as_bytes:

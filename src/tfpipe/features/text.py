@@ -31,6 +31,9 @@ class Text(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return ()
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        return tf.io.FixedLenFeature([], tf.string)
+
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         if isinstance(value, str):
             value = value.encode("utf-8")
