@@ -13,7 +13,6 @@ round trip through bytes; the Keras loader uses it.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
@@ -300,31 +299,27 @@ class Schema(Mapping[str, Feature]):
         serialized = tf.convert_to_tensor(serialized, tf.string)
         parsed = tf.io.parse_example(serialized, self.parse_spec())
         batched = serialized.shape.rank == 1
-        out = {}
-        for name, feature in self._features.items():
-            if (
-                batched
-                and isinstance(feature, Image | Mask)
-                and None in (image_size or feature.shape[:2])
-            ):
+        pictures = self.of(Image, Mask)  # decoded one by one from their stored bytes
+        for name, picture in pictures.items() if batched else ():
+            if None in (image_size or picture.shape[:2]):
                 raise SchemaError(
-                    f"{name}: {feature.kind}s of variable size cannot be batched; declare a "
-                    f"fixed shape in {type(feature).__name__}(shape=...) or pass "
+                    f"{name}: {picture.kind}s of variable size cannot be batched; declare a "
+                    f"fixed shape in {type(picture).__name__}(shape=...) or pass "
                     "image_size=(height, width)"
                 )
-            if isinstance(feature, Image | Mask) and (defer_images or not batched):
-                out[name] = parsed[name]  # decoded below, or later by decode_images
-            elif isinstance(feature, Image) and batched:
-                out[name] = feature.decode_batch(parsed[name], image_size, reduced_decode, rescale)
-            elif isinstance(feature, Mask) and batched:
-                out[name] = feature.decode_batch(parsed[name], image_size)
-            elif isinstance(feature, Tensor) and feature.variable and batched:
-                ragged = parsed[name]
-                inner = math.prod(feature.shape[1:])  # type: ignore[arg-type]
-                values = feature.decode_tensor(ragged.flat_values)
-                out[name] = tf.RaggedTensor.from_row_lengths(values, ragged.row_lengths() // inner)
-            elif not isinstance(feature, Image | Mask):
+        out = {}
+        for name, feature in self._features.items():
+            if name in pictures:
+                out[name] = parsed[name]  # stored bytes: decoded below, or by decode_images
+            elif batched:
+                out[name] = feature.decode_batch(parsed[name])
+            else:
                 out[name] = feature.decode_tensor(parsed[name])
+        if batched and not defer_images:
+            for name, image in self.of(Image).items():
+                out[name] = image.decode_batch(parsed[name], image_size, reduced_decode, rescale)
+            for name, mask in self.of(Mask).items():
+                out[name] = mask.decode_batch(parsed[name], image_size)
         if not batched and not defer_images:
             out = self.decode_images(out, image_size, reduced_decode, rescale)
         return {name: out[name] for name in self._features}
@@ -360,21 +355,19 @@ class Schema(Mapping[str, Feature]):
         """
         out = dict(example)
         turns = dict(orientations or {})
+        images = self.of(Image)
         for _, image in self._mask_pairs:
-            feature = self._features[image]
-            if isinstance(feature, Image) and image not in turns:
-                # Read once, for its masks' size check and its decode.
-                turns[image] = feature.orientations(out[image])
+            if image not in turns:  # read once, for its masks' size check and its decode
+                turns[image] = images[image].orientations(out[image])
         for pair in self._mask_pairs:
             mask, image = pair
             out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))
-        for name, feature in self._features.items():
-            if isinstance(feature, Image):
-                out[name] = feature.decode_tensor(
-                    out[name], image_size, reduced_decode, rescale, turns.get(name)
-                )
-            elif isinstance(feature, Mask):
-                out[name] = feature.decode_tensor(out[name], image_size)
+        for name, image_feature in images.items():
+            out[name] = image_feature.decode_tensor(
+                out[name], image_size, reduced_decode, rescale, turns.get(name)
+            )
+        for name, mask_feature in self.of(Mask).items():
+            out[name] = mask_feature.decode_tensor(out[name], image_size)
         return out
 
     def to_dict(self) -> dict[str, Any]:

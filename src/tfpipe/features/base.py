@@ -110,6 +110,18 @@ class Feature:
             f"{self!r} has no parse spec: {type(self).__name__} must define parse_spec()"
         )
 
+    def decode_batch(self, parsed: tf.Tensor) -> tf.Tensor:
+        """Decodes the parsed values of a batch (`tf.io.parse_example` of a vector of
+        records) inside a tf.data graph, as `decode_tensor` decodes one.
+
+        Examples:
+            >>> points = tfpipe.Tensor(shape=(None, 2), dtype="int64")
+            >>> parsed = tf.ragged.constant([[1, 2, 3, 4], [5, 6]], tf.int64)
+            >>> points.decode_batch(parsed).shape  # a RaggedTensor: one row per example
+            TensorShape([2, None, 2])
+        """
+        return self.decode_tensor(parsed)
+
     @property
     def dtype(self) -> str:
         """The numpy dtype name of the decoded value.

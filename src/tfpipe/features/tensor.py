@@ -198,6 +198,13 @@ class Tensor(Feature):
             parsed = tf.reshape(parsed, [-1, *self.shape[1:]])
         return tf.cast(parsed, self.dtype)
 
+    def decode_batch(self, parsed: tf.Tensor) -> tf.Tensor:
+        if not self.variable:
+            return self.decode_tensor(parsed)
+        inner = math.prod(self.shape[1:])  # type: ignore[arg-type]
+        values = self.decode_tensor(parsed.flat_values)
+        return tf.RaggedTensor.from_row_lengths(values, parsed.row_lengths() // inner)
+
     def pad_batch(
         self,
         batch: tf.RaggedTensor,
