@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,7 +30,8 @@ class Feature:
     """Base of the typed features: how one value is stored, decoded and parsed.
 
     Subclasses are frozen dataclasses, so a feature is a value that can be compared and
-    serialized with `to_json()`.
+    serialized with `to_json()`. Each names its `kind` (what `from_json` reads back) and the
+    TFDS feature kinds it reads (`tfds_kinds`, for `from_tfds`).
 
     Examples:
         >>> label = tfpipe.ClassLabel(names=["cat", "dog"])
@@ -39,11 +40,14 @@ class Feature:
     """
 
     kind: ClassVar[str]
+    tfds_kinds: ClassVar[tuple[str, ...]] = ()
     _registry: ClassVar[dict[str, type[Feature]]] = {}
+    _tfds_registry: ClassVar[dict[str, type[Feature]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         Feature._registry[cls.kind] = cls
+        Feature._tfds_registry.update(dict.fromkeys(cls.tfds_kinds, cls))
 
     def encode(self, value: Any) -> tf.train.Feature:
         """Encodes a source value into a new `tf.train.Feature`.
@@ -172,3 +176,94 @@ class Feature:
                 f"unknown feature kind {kind!r}; expected one of {sorted(Feature._registry)}"
             )
         return Feature._registry[kind](**fields)
+
+    def tfds_json(self) -> dict[str, Any]:
+        """The feature's entry in the `features.json` TFDS reads beside the records
+        (`write_tfrecords(..., tfds_compatible=True)`).
+
+        Examples:
+            >>> tfpipe.ClassLabel(names=["cat", "dog"]).tfds_json()["classLabel"]
+            {'numClasses': '2'}
+
+        Raises:
+            SchemaError: TFDS has no feature that reads this one.
+        """
+        raise SchemaError(f"TFDS has no feature for {type(self).__name__}")
+
+    @staticmethod
+    def from_tfds(
+        kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        """The feature that reads what TFDS stores for an entry of its `features.json`: the
+        feature of the class whose `tfds_kinds` has `kind`.
+
+        Examples:
+            >>> spec = {"shape": {"dimensions": ["28", "28", "1"]}, "encodingFormat": "png"}
+            >>> tfpipe.Feature.from_tfds("image", spec, lambda: None)
+            Image(shape=(28, 28, 1), encoding='png', quality=95)
+
+        Args:
+            kind: the entry's TFDS kind: "image", "classLabel", "tensor", ...
+            spec: what the entry holds under its kind.
+            class_names: gives the class names TFDS keeps beside `features.json` for the
+                entry, None when there are none.
+
+        Raises:
+            ValueError: no feature reads `kind`, or not this entry of it.
+            KeyError: the entry lacks what its feature needs.
+        """
+        if kind not in Feature._tfds_registry:
+            raise ValueError(f"tfpipe has no feature for the TFDS kind {kind!r}")
+        return Feature._tfds_registry[kind]._from_tfds(kind, spec, class_names)
+
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        """`from_tfds` for one of this class's `tfds_kinds`."""
+        raise NotImplementedError
+
+    def in_tfds_sequence(self, length: int | None) -> Feature:
+        """The feature that reads a TFDS `Sequence` of `length` values of this feature (None:
+        a length that varies), stacked along a first axis.
+
+        Examples:
+            >>> tfpipe.Tensor(shape=(4,), dtype="float32").in_tfds_sequence(None)
+            Tensor(shape=(None, 4), dtype='float32', encoding='list')
+
+        Raises:
+            ValueError: tfpipe has no feature for such a sequence.
+        """
+        raise ValueError(f"tfpipe has no feature for a sequence of {self!r}")
+
+
+# ---- TFDS's features.json: the pieces the features' entries share ----
+
+TFDS_FEATURES = "tensorflow_datasets.core.features."
+
+
+def tfds_shape(spec: Mapping[str, Any]) -> tuple[int | None, ...]:
+    """The shape of a `features.json` entry (-1 in TFDS is None)."""
+    dims = spec.get("shape", {}).get("dimensions", [])
+    return tuple(None if int(d) < 0 else int(d) for d in dims)
+
+
+def _tfds_dims(shape: Sequence[int | None]) -> dict[str, Any]:
+    return {"dimensions": [str(-1 if d is None else d) for d in shape]} if shape else {}
+
+
+def tfds_tensor(shape: Sequence[int | None], dtype: str, encoding: str = "none") -> dict[str, Any]:
+    """The `features.json` entry of a TFDS `Tensor`."""
+    return {
+        "pythonClassName": f"{TFDS_FEATURES}tensor_feature.Tensor",
+        "tensor": {"dtype": dtype, "encoding": encoding, "shape": _tfds_dims(shape)},
+    }
+
+
+def tfds_image(shape: Sequence[int | None], dtype: str, encoding: str | None) -> dict[str, Any]:
+    """The `features.json` entry of a TFDS `Image` (`encoding` None: each file as it came)."""
+    spec = {"dtype": dtype} if encoding is None else {"dtype": dtype, "encodingFormat": encoding}
+    return {
+        "image": {**spec, "shape": _tfds_dims(shape)},
+        "pythonClassName": f"{TFDS_FEATURES}image_feature.Image",
+    }

@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 from tfpipe.checks import is_int
 from tfpipe.errors import SchemaError
 from tfpipe.features import decoding, imaging
-from tfpipe.features.base import Feature
+from tfpipe.features.base import Feature, tfds_image
 from tfpipe.features.image import Image
 
 # Pillow modes whose pixel values are the mask values: palette indices (not their colours),
@@ -100,6 +100,11 @@ class Mask(Feature):
                 "Mask.ignore_value must be an int in 0..65535 or None. "
                 f"Received: ignore_value={self.ignore_value!r}"
             )
+
+    def tfds_json(self) -> dict[str, Any]:
+        return tfds_image(
+            self.shape if len(self.shape) == 3 else (*self.shape, 1), self.dtype, "png"
+        )
 
     def _check_colors(self) -> None:
         colors = tuple(tuple(c) for c in self.colors or ())

@@ -6,13 +6,15 @@ import dataclasses
 import functools
 import math
 import zlib
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError
-from tfpipe.features.base import Feature, describe_value
+from tfpipe.features.base import Feature, describe_value, tfds_shape, tfds_tensor
+from tfpipe.features.text import Text
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 _INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
@@ -39,6 +41,7 @@ class Tensor(Feature):
     """
 
     kind: ClassVar[str] = "tensor"
+    tfds_kinds: ClassVar[tuple[str, ...]] = ("tensor", "boundingBox")
     shape: tuple[int | None, ...] = ()
     dtype: str = "float32"
     encoding: str = "list"
@@ -78,6 +81,30 @@ class Tensor(Feature):
         if self.encoding == "list":  # metadata written before the option reads the same
             del data["encoding"]
         return data
+
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        if kind == "boundingBox":  # four floats
+            return cls(shape=tfds_shape(spec), dtype=spec.get("dtype", "float32"))
+        encoding = spec.get("encoding") or "none"
+        dtype = spec.get("dtype", "float32")
+        if dtype in ("string", "str") and not tfds_shape(spec) and encoding == "none":
+            return Text()
+        return cls(
+            shape=tfds_shape(spec), dtype=dtype, encoding="list" if encoding == "none" else encoding
+        )
+
+    def tfds_json(self) -> dict[str, Any]:
+        return tfds_tensor(
+            self.shape, self.dtype, "none" if self.encoding == "list" else self.encoding
+        )
+
+    def in_tfds_sequence(self, length: int | None) -> Feature:
+        if self.variable or self.as_bytes:
+            return super().in_tfds_sequence(length)
+        return Tensor(shape=(length, *self.shape), dtype=self.dtype)
 
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DecodeError
-from tfpipe.features.base import Feature, describe_value
+from tfpipe.features.base import TFDS_FEATURES, Feature, describe_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +23,16 @@ class Text(Feature):
     """
 
     kind: ClassVar[str] = "text"
+    tfds_kinds: ClassVar[tuple[str, ...]] = ("text",)
+
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        return cls()
+
+    def tfds_json(self) -> dict[str, Any]:
+        return {"pythonClassName": f"{TFDS_FEATURES}text_feature.Text", "text": {}}
 
     @property
     def dtype(self) -> str:
