@@ -90,6 +90,30 @@ class Feature:
         """
         raise NotImplementedError
 
+    def check_stored(self, value: Any) -> None:
+        """Raises when a stored value (as `stored` gives it) does not load: a label out of
+        range, a text that is not UTF-8, a mask value that is not a class. `tfpipe verify`
+        asks it of every record; images are checked apart, decoded in a graph all at once.
+
+        Examples:
+            >>> tfpipe.ClassLabel(num_classes=2).check_stored(5)
+            Traceback (most recent call last):
+            ...
+            ValueError: class index 5 is out of range [0, 2)
+        """
+        self.load(value)
+
+    @property
+    def encoded_image(self) -> bool:
+        """Whether a stored value is an encoded image file (JPEG, PNG) that a graph decodes:
+        an `Image` but one of raw pixels, or a `Mask`.
+
+        Examples:
+            >>> tfpipe.Image().encoded_image, tfpipe.Image((8, 8, 3), "raw").encoded_image
+            (True, False)
+        """
+        return False
+
     def decode_tensor(self, parsed: tf.Tensor) -> tf.Tensor:
         """Decodes the parsed tensor of one example inside a tf.data graph.
 

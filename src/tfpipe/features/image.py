@@ -113,6 +113,13 @@ class Image(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
 
+    @property
+    def encoded_image(self) -> bool:
+        return self.encoding != "raw"
+
+    def check_stored(self, value: Any) -> None:
+        del value  # decoding is an image's check: `verify` decodes them all in one graph
+
     def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
         return tf.io.FixedLenFeature([], tf.string)
 

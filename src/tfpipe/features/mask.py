@@ -163,6 +163,10 @@ class Mask(Feature):
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
 
+    @property
+    def encoded_image(self) -> bool:
+        return True
+
     def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
         return tf.io.FixedLenFeature([], tf.string)
 
