@@ -19,6 +19,8 @@ def describe_value(value: Any) -> str:
 
 
 Where = str | Callable[[], str]
+SHOWN_VALUES = 10  # the values `Feature.summarize` lists at most
+_SHOWN_CHARS = 40
 
 
 def where_text(where: Where) -> str:
@@ -169,6 +171,41 @@ class Feature:
             (None, None, 3)
             >>> tfpipe.ClassLabel(num_classes=4, multi_label=True).decoded_shape
             (4,)
+        """
+        raise NotImplementedError
+
+    def summarize(self, value: np.ndarray) -> str:
+        """One line about a decoded value, as `tfpipe inspect` shows it: its dtype and shape,
+        then the value (a text, a class and its name) or its range.
+
+        Examples:
+            >>> tfpipe.Tensor(shape=(3,)).summarize(np.array([1, 2, 6], np.float32))
+            'float32 (3,) min 1.0 max 6.0 mean 3'
+            >>> tfpipe.ClassLabel(names=["cat", "dog"]).summarize(np.array(1))
+            'int64 () = 1 (dog)'
+        """
+        if value.dtype.kind in "SUO":
+            text = value.item()
+            text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+            shown = text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+            return f"text {shown!r}"
+        head = f"{value.dtype.name} {tuple(value.shape)}"
+        if value.size == 0:
+            return f"{head} empty"
+        if value.size == 1:
+            return f"{head} = {value.item()!r}"
+        return (
+            f"{head} min {value.min().item()!r} max {value.max().item()!r} mean {value.mean():.3g}"
+        )
+
+    @property
+    def inferred_because(self) -> str:
+        """Why `infer_schema` infers this feature from stored records, in words (its rule;
+        `tfpipe inspect` shows it beside an inferred schema).
+
+        Examples:
+            >>> tfpipe.Image(encoding="auto").inferred_because
+            'its bytes are JPEG and PNG images'
         """
         raise NotImplementedError
 

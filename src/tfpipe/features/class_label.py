@@ -76,6 +76,20 @@ class ClassLabel(Feature):
         return Tensor(shape=(length,), dtype="int64")  # the class index of each element
 
     @property
+    def inferred_because(self) -> str:
+        return (
+            "one int64 per record under a key containing 'label'; the class count is the "
+            "largest label seen + 1, the names are unknown"
+        )
+
+    def summarize(self, value: np.ndarray) -> str:
+        indices = [int(i) for i in np.flatnonzero(value)] if self.multi_label else [int(value)]
+        names = self.names
+        labels = ", ".join(f"{i} ({names[i]})" if names is not None else str(i) for i in indices)
+        head = f"{value.dtype.name} {tuple(value.shape)}"
+        return f"{head} = [{labels}]" if self.multi_label else f"{head} = {labels}"
+
+    @property
     def dtype(self) -> str:
         return "float32" if self.multi_label else "int64"
 

@@ -117,6 +117,11 @@ class Image(Feature):
     def encoded_image(self) -> bool:
         return self.encoding != "raw"
 
+    @property
+    def inferred_because(self) -> str:
+        found = "JPEG and PNG" if self.encoding == "auto" else self.encoding.upper()
+        return f"its bytes are {found} images"
+
     def check_stored(self, value: Any) -> None:
         del value  # decoding is an image's check: `verify` decodes them all in one graph
 

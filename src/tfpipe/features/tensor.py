@@ -101,6 +101,12 @@ class Tensor(Feature):
             self.shape, self.dtype, "none" if self.encoding == "list" else self.encoding
         )
 
+    @property
+    def inferred_because(self) -> str:
+        if self.dtype == "int64":
+            return "int64 values; only one int per record under a key containing 'label' is a class"
+        return "float values (images stored as floats stay Tensors: only JPEG and PNG are Images)"
+
     def in_tfds_sequence(self, length: int | None) -> Feature:
         if self.variable or self.as_bytes:
             return super().in_tfds_sequence(length)

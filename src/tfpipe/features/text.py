@@ -35,6 +35,10 @@ class Text(Feature):
         return {"pythonClassName": f"{TFDS_FEATURES}text_feature.Text", "text": {}}
 
     @property
+    def inferred_because(self) -> str:
+        return "bytes that are not JPEG or PNG (raw pixel bytes look like text too)"
+
+    @property
     def dtype(self) -> str:
         return "str"
 
