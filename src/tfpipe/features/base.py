@@ -1,4 +1,5 @@
-"""The base of every feature: how one value is stored, decoded and parsed; shared helpers."""
+"""The base of every feature: how one value is stored, decoded and parsed, and how it stands
+in TFDS's `features.json`; shared helpers."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ def describe_value(value: Any) -> str:
 
 
 Where = str | Callable[[], str]
-SHOWN_VALUES = 10  # the values `Feature.summarize` lists at most
-_SHOWN_CHARS = 40
+SHOWN_VALUES = 10  # the most values `Feature.summarize` lists
+_SHOWN_CHARS = 40  # the most characters of a text it shows
 
 
 def where_text(where: Where) -> str:
@@ -108,7 +109,7 @@ class Feature:
     @property
     def encoded_image(self) -> bool:
         """Whether a stored value is an encoded image file (JPEG, PNG) that a graph decodes:
-        an `Image` but one of raw pixels, or a `Mask`.
+        true of a `Mask`, and of an `Image` not stored as raw pixels.
 
         Examples:
             >>> tfpipe.Image().encoded_image, tfpipe.Image((8, 8, 3), "raw").encoded_image
