@@ -96,10 +96,10 @@ class Relabeling:
         self, source: Schema, target: Schema, sides: tuple[str, str] = ("the source", "schema=")
     ) -> None:
         self.mappings: dict[str, np.ndarray] = {}
-        for name, feature in target.items():
-            stored = source.get(name)
-            if isinstance(feature, ClassLabel) and isinstance(stored, ClassLabel):
-                mapping = label_mapping(stored, feature, name, sides)
+        stored = source.of(ClassLabel)
+        for name, feature in target.of(ClassLabel).items():
+            if name in stored:
+                mapping = label_mapping(stored[name], feature, name, sides)
                 if mapping is not None:
                     self.mappings[name] = mapping
 
@@ -125,20 +125,25 @@ def check_stored_labels(stored: Schema, given: Schema, where: str) -> None:
     classes) would read them as other classes. A `Mask` of fewer classes than the metadata's
     would fail on the first mask value it lacks, mid-epoch and without the file.
     """
-    sides = (f"the metadata of {where}", "schema=")
-    for name, feature in given.items():
-        kept = stored.get(name)
-        if isinstance(feature, Mask) and isinstance(kept, Mask):
-            _check_stored_mask(name, kept, feature, where)
-        if not (isinstance(feature, ClassLabel) and isinstance(kept, ClassLabel)):
-            continue
-        if label_mapping(kept, feature, name, sides) is not None:
-            raise SchemaError(
-                f"{name}: schema= lists the classes {list(feature.names or ())} but the records "
-                f"of {where} store indices of {list(kept.names or ())} (their metadata): "
-                "reading them with schema= would change the labels. Pass schema=None to use "
-                "the metadata's schema, or write the records again with the class order you want"
-            )
+    masks, kept_masks = given.of(Mask), stored.of(Mask)
+    labels, kept_labels = given.of(ClassLabel), stored.of(ClassLabel)
+    for name in given:
+        if name in masks and name in kept_masks:
+            _check_stored_mask(name, kept_masks[name], masks[name], where)
+        elif name in labels and name in kept_labels:
+            _check_stored_label(name, kept_labels[name], labels[name], where)
+
+
+def _check_stored_label(name: str, kept: ClassLabel, given: ClassLabel, where: str) -> None:
+    """Raises a SchemaError when `given` reads the indices of the metadata's `kept` as other
+    classes."""
+    if label_mapping(kept, given, name, (f"the metadata of {where}", "schema=")) is not None:
+        raise SchemaError(
+            f"{name}: schema= lists the classes {list(given.names or ())} but the records "
+            f"of {where} store indices of {list(kept.names or ())} (their metadata): "
+            "reading them with schema= would change the labels. Pass schema=None to use "
+            "the metadata's schema, or write the records again with the class order you want"
+        )
 
 
 def _check_stored_mask(name: str, kept: Mask, given: Mask, where: str) -> None:
@@ -159,9 +164,10 @@ def _check_stored_mask(name: str, kept: Mask, given: Mask, where: str) -> None:
 
 def check_same_class_names(first: Schema, second: Schema, sides: tuple[str, str]) -> None:
     """Raises a SchemaError when a ClassLabel both schemas have lists different class names."""
-    for name, feature in first.items():
-        other = second.get(name)
-        if not (isinstance(feature, ClassLabel) and isinstance(other, ClassLabel)):
+    others = second.of(ClassLabel)
+    for name, feature in first.of(ClassLabel).items():
+        other = others.get(name)
+        if other is None:
             continue
         if feature.names is not None and other.names is not None and feature.names != other.names:
             raise SchemaError(

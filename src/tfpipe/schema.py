@@ -13,10 +13,9 @@ round trip through bytes; the Keras loader uses it.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import numpy as np
 import tensorflow as tf
@@ -30,29 +29,20 @@ Kind = TypeVar("Kind", bound=Feature)
 
 __all__ = ["ClassLabel", "Feature", "Image", "Mask", "Schema", "Tensor", "Text", "parse_spec"]
 
+F = TypeVar("F", bound=Feature)
+G = TypeVar("G", bound=Feature)
+
 
 def parse_spec(features: Mapping[str, Feature]) -> dict[str, Any]:
-    """The `tf.io.parse_example` spec of a schema: the one place features map to parse specs."""
+    """The `tf.io.parse_example` spec of a schema: each feature's own `parse_spec()`."""
     spec: dict[str, Any] = {}
     for name, feature in features.items():
-        if isinstance(feature, Image | Mask | Text) or (
-            isinstance(feature, Tensor) and feature.as_bytes
-        ):
-            spec[name] = tf.io.FixedLenFeature([], tf.string)
-        elif isinstance(feature, ClassLabel):
-            spec[name] = (
-                tf.io.RaggedFeature(tf.int64)
-                if feature.multi_label
-                else tf.io.FixedLenFeature([], tf.int64)
-            )
-        elif isinstance(feature, Tensor):
-            spec[name] = (
-                tf.io.RaggedFeature(feature.storage_dtype)
-                if feature.variable
-                else tf.io.FixedLenFeature(feature.shape, feature.storage_dtype)
-            )
-        else:
-            raise SchemaError(f"feature {name!r} has no parse spec: {type(feature).__name__}")
+        try:
+            spec[name] = feature.parse_spec()
+        except SchemaError as e:
+            raise SchemaError(
+                f"feature {name!r} has no parse spec: {type(feature).__name__}"
+            ) from e
     return spec
 
 
@@ -113,10 +103,19 @@ class Schema(Mapping[str, Feature]):
         inner = ", ".join(f"{k!r}: {v!r}" for k, v in self._features.items())
         return f"Schema({{{inner}}})"
 
-    def of(self, *kinds: type[Kind]) -> dict[str, Kind]:
+    @overload
+    def of(self, kind: type[F], /) -> dict[str, F]: ...
+
+    @overload
+    def of(self, kind: type[F], other: type[G], /) -> dict[str, F | G]: ...
+
+    @overload
+    def of(self, *kinds: type[Feature]) -> dict[str, Feature]: ...
+
+    def of(self, *kinds: type[Feature]) -> dict[str, Any]:
         """The features of the given kinds, by name, in schema order: what code outside
-        `tfpipe.features` asks instead of checking each feature's class. Typed as the kind
-        asked for (with several kinds, their common base).
+        `tfpipe.features` asks instead of checking each feature's class. Typed by the kinds
+        asked: `schema.of(Image)` holds `Image` features.
 
         Examples:
             >>> schema = tfpipe.Schema({"image": tfpipe.Image(), "mask": tfpipe.Mask(),
@@ -302,31 +301,27 @@ class Schema(Mapping[str, Feature]):
         serialized = tf.convert_to_tensor(serialized, tf.string)
         parsed = tf.io.parse_example(serialized, self.parse_spec())
         batched = serialized.shape.rank == 1
-        out = {}
-        for name, feature in self._features.items():
-            if (
-                batched
-                and isinstance(feature, Image | Mask)
-                and None in (image_size or feature.shape[:2])
-            ):
+        pictures = self.of(Image, Mask)  # decoded one by one from their stored bytes
+        for name, picture in pictures.items() if batched else ():
+            if None in (image_size or picture.shape[:2]):
                 raise SchemaError(
-                    f"{name}: {feature.kind}s of variable size cannot be batched; declare a "
-                    f"fixed shape in {type(feature).__name__}(shape=...) or pass "
+                    f"{name}: {picture.kind}s of variable size cannot be batched; declare a "
+                    f"fixed shape in {type(picture).__name__}(shape=...) or pass "
                     "image_size=(height, width)"
                 )
-            if isinstance(feature, Image | Mask) and (defer_images or not batched):
-                out[name] = parsed[name]  # decoded below, or later by decode_images
-            elif isinstance(feature, Image) and batched:
-                out[name] = feature.decode_batch(parsed[name], image_size, reduced_decode, rescale)
-            elif isinstance(feature, Mask) and batched:
-                out[name] = feature.decode_batch(parsed[name], image_size)
-            elif isinstance(feature, Tensor) and feature.variable and batched:
-                ragged = parsed[name]
-                inner = math.prod(feature.shape[1:])  # type: ignore[arg-type]
-                values = feature.decode_tensor(ragged.flat_values)
-                out[name] = tf.RaggedTensor.from_row_lengths(values, ragged.row_lengths() // inner)
-            elif not isinstance(feature, Image | Mask):
+        out = {}
+        for name, feature in self._features.items():
+            if name in pictures:
+                out[name] = parsed[name]  # stored bytes: decoded below, or by decode_images
+            elif batched:
+                out[name] = feature.decode_batch(parsed[name])
+            else:
                 out[name] = feature.decode_tensor(parsed[name])
+        if batched and not defer_images:
+            for name, image in self.of(Image).items():
+                out[name] = image.decode_batch(parsed[name], image_size, reduced_decode, rescale)
+            for name, mask in self.of(Mask).items():
+                out[name] = mask.decode_batch(parsed[name], image_size)
         if not batched and not defer_images:
             out = self.decode_images(out, image_size, reduced_decode, rescale)
         return {name: out[name] for name in self._features}
@@ -362,21 +357,19 @@ class Schema(Mapping[str, Feature]):
         """
         out = dict(example)
         turns = dict(orientations or {})
+        images = self.of(Image)
         for _, image in self._mask_pairs:
-            feature = self._features[image]
-            if isinstance(feature, Image) and image not in turns:
-                # Read once, for its masks' size check and its decode.
-                turns[image] = feature.orientations(out[image])
+            if image not in turns:  # read once, for its masks' size check and its decode
+                turns[image] = images[image].orientations(out[image])
         for pair in self._mask_pairs:
             mask, image = pair
             out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))
-        for name, feature in self._features.items():
-            if isinstance(feature, Image):
-                out[name] = feature.decode_tensor(
-                    out[name], image_size, reduced_decode, rescale, turns.get(name)
-                )
-            elif isinstance(feature, Mask):
-                out[name] = feature.decode_tensor(out[name], image_size)
+        for name, image_feature in images.items():
+            out[name] = image_feature.decode_tensor(
+                out[name], image_size, reduced_decode, rescale, turns.get(name)
+            )
+        for name, mask_feature in self.of(Mask).items():
+            out[name] = mask_feature.decode_tensor(out[name], image_size)
         return out
 
     def to_dict(self) -> dict[str, Any]:

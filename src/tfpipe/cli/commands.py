@@ -29,7 +29,7 @@ from tfpipe.cli.summary import (
     listed,
 )
 from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeError
-from tfpipe.features import Image, Mask, Text
+from tfpipe.features import Image, Mask
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.lookup import ResolvedData, datasets_in, names_dataset, resolve, with_split
@@ -131,7 +131,7 @@ def _text_columns(src: Path, args: argparse.Namespace, schema: Schema | None) ->
     header = list(pd.read_csv(src, nrows=0).columns)
     names = args.image_cols or [args.path_col or ("image" if "path" not in header else "path")]
     if schema is not None:
-        names += [n for n, f in schema.items() if reads_file(f) or isinstance(f, Text)]
+        names += [n for n, f in schema.items() if reads_file(f) or f.dtype == "str"]  # texts
     return dict.fromkeys(names, str)
 
 
@@ -304,8 +304,8 @@ def _check_batchable(data: ResolvedData, image_size: tuple[int, int] | None) -> 
         return
     varying = [
         name
-        for name, feature in data.info.schema.items()
-        if isinstance(feature, Image | Mask) and None in feature.shape[:2]
+        for name, feature in data.info.schema.of(Image, Mask).items()
+        if None in feature.shape[:2]
     ]
     if varying:
         raise SchemaError(

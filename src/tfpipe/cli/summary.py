@@ -7,11 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from tfpipe.features import ClassLabel, Feature, Image, Mask, Text
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.schema import Schema
 
-_TEXT_CHARS = 40
 MAX_LISTED = 10
 _UNITS = ("B", "KB", "MB", "GB", "TB")
 
@@ -38,32 +36,13 @@ def describe_schema(schema: Schema) -> list[str]:
     return [f"  {name:<{width}}  {feature!r}" for name, feature in schema.items()]
 
 
-def _inferred_because(feature: Feature) -> str:
-    """Why `infer_schema` made `feature` what it is (its rules, in words)."""
-    if isinstance(feature, Mask):
-        return "8-bit grayscale PNGs under a key naming a mask or segmentation"
-    if isinstance(feature, Image):
-        found = "JPEG and PNG" if feature.encoding == "auto" else feature.encoding.upper()
-        return f"its bytes are {found} images"
-    if isinstance(feature, ClassLabel):
-        return (
-            "one int64 per record under a key containing 'label'; the class count is the "
-            "largest label seen + 1, the names are unknown"
-        )
-    if isinstance(feature, Text):
-        return "bytes that are not JPEG or PNG (raw pixel bytes look like text too)"
-    if feature.dtype == "int64":
-        return "int64 values; only one int per record under a key containing 'label' is a class"
-    return "float values (images stored as floats stay Tensors: only JPEG and PNG are Images)"
-
-
 def describe_inference(schema: Schema) -> list[str]:
     """One line per inferred feature: why it was inferred so, and how to choose otherwise."""
     width = max(len(name) for name in schema)
     return [
         "inferred from the first records (pass schema= to read_tfrecords to choose):",
         *(
-            f"  {name:<{width}}  {type(feature).__name__}: {_inferred_because(feature)}"
+            f"  {name:<{width}}  {type(feature).__name__}: {feature.inferred_because}"
             for name, feature in schema.items()
         ),
     ]
@@ -94,30 +73,8 @@ def describe_info(info: DatasetInfo) -> list[str]:
 
 
 def _value_summary(name: str, value: Any, schema: Schema) -> str:
-    feature = schema[name]
     array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-    if isinstance(feature, Text) or array.dtype.kind in "SUO":
-        text = array.item()
-        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-        shown = text if len(text) <= _TEXT_CHARS else text[: _TEXT_CHARS - 3] + "..."
-        return f"text {shown!r}"
-    head = f"{array.dtype.name} {tuple(array.shape)}"
-    if isinstance(feature, ClassLabel):
-        indices = [int(i) for i in np.flatnonzero(array)] if feature.multi_label else [int(array)]
-        names = feature.names
-        labels = ", ".join(f"{i} ({names[i]})" if names is not None else str(i) for i in indices)
-        return f"{head} = [{labels}]" if feature.multi_label else f"{head} = {labels}"
-    if array.size == 0:
-        return f"{head} empty"
-    if isinstance(feature, Mask):
-        values = np.unique(array).tolist()
-        shown = ", ".join(map(str, values[:MAX_LISTED])) + (
-            ", ..." if len(values) > MAX_LISTED else ""
-        )
-        return f"{head} values [{shown}]"
-    if array.size == 1:
-        return f"{head} = {array.item()!r}"
-    return f"{head} min {array.min().item()!r} max {array.max().item()!r} mean {array.mean():.3g}"
+    return schema[name].summarize(array)
 
 
 def describe_example(example: Mapping[str, Any], schema: Schema) -> list[str]:

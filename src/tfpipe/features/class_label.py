@@ -5,14 +5,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DecodeError, SchemaError
-from tfpipe.features.base import Feature, describe_value
+from tfpipe.features.base import TFDS_FEATURES, Feature, describe_value, tfds_tensor
+from tfpipe.features.tensor import Tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +36,7 @@ class ClassLabel(Feature):
 
     kind: ClassVar[str] = "class_label"
     reads_file: ClassVar[bool] = False
+    tfds_kinds: ClassVar[tuple[str, ...]] = ("classLabel",)
     names: Sequence[str] | None = None
     num_classes: int | None = None
     multi_label: bool = False
@@ -55,6 +57,38 @@ class ClassLabel(Feature):
                 "ClassLabel needs names=[...] or num_classes >= 1. "
                 f"Received: names={self.names}, num_classes={self.num_classes}"
             )
+
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        names = class_names()
+        return cls(names=names) if names is not None else cls(num_classes=int(spec["numClasses"]))
+
+    def tfds_json(self) -> dict[str, Any]:
+        if self.multi_label:
+            return tfds_tensor((None,), "int64")  # the class indices of the example
+        return {
+            "classLabel": {"numClasses": str(self.num_classes)},
+            "pythonClassName": f"{TFDS_FEATURES}class_label_feature.ClassLabel",
+        }
+
+    def in_tfds_sequence(self, length: int | None) -> Feature:
+        return Tensor(shape=(length,), dtype="int64")  # the class index of each element
+
+    @property
+    def inferred_because(self) -> str:
+        return (
+            "one int64 per record under a key containing 'label'; the class count is the "
+            "largest label seen + 1, the names are unknown"
+        )
+
+    def summarize(self, value: np.ndarray) -> str:
+        indices = [int(i) for i in np.flatnonzero(value)] if self.multi_label else [int(value)]
+        names = self.names
+        labels = ", ".join(f"{i} ({names[i]})" if names is not None else str(i) for i in indices)
+        head = f"{value.dtype.name} {tuple(value.shape)}"
+        return f"{head} = [{labels}]" if self.multi_label else f"{head} = {labels}"
 
     @property
     def dtype(self) -> str:
@@ -105,6 +139,11 @@ class ClassLabel(Feature):
         if isinstance(value, str | bytes | int | np.integer):
             value = [value]
         return [self.index(v) for v in value]
+
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        if self.multi_label:
+            return tf.io.RaggedFeature(tf.int64)
+        return tf.io.FixedLenFeature([], tf.int64)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         proto.int64_list.value.extend(self.indices(value))

@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -15,7 +15,7 @@ from PIL import Image as PILImage
 
 from tfpipe.errors import DecodeError, SchemaError, SourceError
 from tfpipe.features import decoding, imaging, orientation
-from tfpipe.features.base import Feature
+from tfpipe.features.base import Feature, tfds_image, tfds_shape, tfds_tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Image(Feature):
     """
 
     kind: ClassVar[str] = "image"
+    tfds_kinds: ClassVar[tuple[str, ...]] = ("image",)
     shape: tuple[int | None, int | None, int] = (None, None, 3)
     encoding: str = "jpeg"
     quality: int = 95
@@ -80,6 +81,20 @@ class Image(Feature):
         if not 1 <= self.quality <= 100:
             raise SchemaError(f"Image.quality must be in 1..100. Received: quality={self.quality}")
 
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        if spec.get("dtype", "uint8") != "uint8":
+            raise ValueError(f"its images are {spec['dtype']}, and tfpipe reads uint8 images")
+        # TFDS stores a file as it came when no format is given, as "auto" does
+        return cls(shape=tfds_shape(spec), encoding=spec.get("encodingFormat") or "auto")  # type: ignore[arg-type]
+
+    def tfds_json(self) -> dict[str, Any]:
+        if self.encoding == "raw":
+            return tfds_tensor(self.shape, "uint8", "bytes")
+        return tfds_image(self.shape, "uint8", None if self.encoding == "auto" else self.encoding)
+
     @property
     def channels(self) -> int:
         """The channels of the decoded image: 1, 3 or 4.
@@ -97,6 +112,21 @@ class Image(Feature):
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
+
+    @property
+    def encoded_image(self) -> bool:
+        return self.encoding != "raw"
+
+    @property
+    def inferred_because(self) -> str:
+        found = "JPEG and PNG" if self.encoding == "auto" else self.encoding.upper()
+        return f"its bytes are {found} images"
+
+    def check_stored(self, value: Any) -> None:
+        del value  # decoding is an image's check: `verify` decodes them all in one graph
+
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        return tf.io.FixedLenFeature([], tf.string)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         proto.bytes_list.value.append(self.encode_bytes(value))

@@ -21,7 +21,7 @@ from PIL import Image as PILImage
 from tfpipe.checks import is_int
 from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import decoding, imaging
-from tfpipe.features.base import Feature
+from tfpipe.features.base import SHOWN_VALUES, Feature, tfds_image
 from tfpipe.features.image import Image
 
 # Pillow modes whose pixel values are the mask values: palette indices (not their colours),
@@ -101,6 +101,11 @@ class Mask(Feature):
                 f"Received: ignore_value={self.ignore_value!r}"
             )
 
+    def tfds_json(self) -> dict[str, Any]:
+        return tfds_image(
+            self.shape if len(self.shape) == 3 else (*self.shape, 1), self.dtype, "png"
+        )
+
     def _check_colors(self) -> None:
         colors = tuple(tuple(c) for c in self.colors or ())
         if (
@@ -157,6 +162,25 @@ class Mask(Feature):
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:
         return self.shape
+
+    @property
+    def encoded_image(self) -> bool:
+        return True
+
+    @property
+    def inferred_because(self) -> str:
+        return "8-bit grayscale PNGs under a key naming a mask or segmentation"
+
+    def summarize(self, value: np.ndarray) -> str:
+        if value.size == 0:
+            return super().summarize(value)
+        values = np.unique(value).tolist()
+        shown = ", ".join(map(str, values[:SHOWN_VALUES]))
+        more = ", ..." if len(values) > SHOWN_VALUES else ""
+        return f"{value.dtype.name} {tuple(value.shape)} values [{shown}{more}]"
+
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        return tf.io.FixedLenFeature([], tf.string)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         """Stores a value as a grayscale PNG of `dtype`, at the declared size when declared.

@@ -6,14 +6,15 @@ import dataclasses
 import functools
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError, SourceError
-from tfpipe.features.base import Feature, describe_value
+from tfpipe.features.base import Feature, describe_value, tfds_shape, tfds_tensor
+from tfpipe.features.text import Text
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
 _INT_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
@@ -41,6 +42,7 @@ class Tensor(Feature):
 
     kind: ClassVar[str] = "tensor"
     reads_file: ClassVar[bool] = False
+    tfds_kinds: ClassVar[tuple[str, ...]] = ("tensor", "boundingBox")
     shape: tuple[int | None, ...] = ()
     dtype: str = "float32"
     encoding: str = "list"
@@ -80,6 +82,36 @@ class Tensor(Feature):
         if self.encoding == "list":  # metadata written before the option reads the same
             del data["encoding"]
         return data
+
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        if kind == "boundingBox":  # four floats
+            return cls(shape=tfds_shape(spec), dtype=spec.get("dtype", "float32"))
+        encoding = spec.get("encoding") or "none"
+        dtype = spec.get("dtype", "float32")
+        if dtype in ("string", "str") and not tfds_shape(spec) and encoding == "none":
+            return Text()
+        return cls(
+            shape=tfds_shape(spec), dtype=dtype, encoding="list" if encoding == "none" else encoding
+        )
+
+    def tfds_json(self) -> dict[str, Any]:
+        return tfds_tensor(
+            self.shape, self.dtype, "none" if self.encoding == "list" else self.encoding
+        )
+
+    @property
+    def inferred_because(self) -> str:
+        if self.dtype == "int64":
+            return "int64 values; only one int per record under a key containing 'label' is a class"
+        return "float values (images stored as floats stay Tensors: only JPEG and PNG are Images)"
+
+    def in_tfds_sequence(self, length: int | None) -> Feature:
+        if self.variable or self.as_bytes:
+            return super().in_tfds_sequence(length)
+        return Tensor(shape=(length, *self.shape), dtype=self.dtype)
 
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:
@@ -174,6 +206,13 @@ class Tensor(Feature):
         """
         return _convert(array, self.dtype)
 
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        if self.as_bytes:
+            return tf.io.FixedLenFeature([], tf.string)
+        if self.variable:
+            return tf.io.RaggedFeature(self.storage_dtype)
+        return tf.io.FixedLenFeature(self.shape, self.storage_dtype)
+
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         flat = self.load(value).ravel()
         if self.as_bytes:
@@ -217,6 +256,13 @@ class Tensor(Feature):
         if self.variable and len(self.shape) > 1:
             parsed = tf.reshape(parsed, [-1, *self.shape[1:]])
         return tf.cast(parsed, self.dtype)
+
+    def decode_batch(self, parsed: tf.Tensor) -> tf.Tensor:
+        if not self.variable:
+            return self.decode_tensor(parsed)
+        inner = math.prod(self.shape[1:])  # type: ignore[arg-type]
+        values = self.decode_tensor(parsed.flat_values)
+        return tf.RaggedTensor.from_row_lengths(values, parsed.row_lengths() // inner)
 
     def pad_batch(
         self,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import DecodeError
-from tfpipe.features.base import Feature, describe_value
+from tfpipe.features.base import TFDS_FEATURES, Feature, describe_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +24,20 @@ class Text(Feature):
 
     kind: ClassVar[str] = "text"
     reads_file: ClassVar[bool] = False
+    tfds_kinds: ClassVar[tuple[str, ...]] = ("text",)
+
+    @classmethod
+    def _from_tfds(
+        cls, kind: str, spec: Mapping[str, Any], class_names: Callable[[], list[str] | None]
+    ) -> Feature:
+        return cls()
+
+    def tfds_json(self) -> dict[str, Any]:
+        return {"pythonClassName": f"{TFDS_FEATURES}text_feature.Text", "text": {}}
+
+    @property
+    def inferred_because(self) -> str:
+        return "bytes that are not JPEG or PNG (raw pixel bytes look like text too)"
 
     @property
     def dtype(self) -> str:
@@ -31,6 +46,9 @@ class Text(Feature):
     @property
     def decoded_shape(self) -> tuple[int | None, ...]:
         return ()
+
+    def parse_spec(self) -> tf.io.FixedLenFeature | tf.io.RaggedFeature:
+        return tf.io.FixedLenFeature([], tf.string)
 
     def encode_into(self, value: Any, proto: tf.train.Feature) -> None:
         if isinstance(value, str):

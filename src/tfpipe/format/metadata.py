@@ -135,8 +135,8 @@ class DatasetInfo:
         """
         return {
             name: list(feature.names)
-            for name, feature in self.schema.items()
-            if isinstance(feature, ClassLabel) and feature.names is not None
+            for name, feature in self.schema.of(ClassLabel).items()
+            if feature.names is not None
         }
 
     @property

@@ -37,7 +37,8 @@ from typing import Any
 
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
-from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
+from tfpipe.features import ClassLabel, Feature
+from tfpipe.features.base import TFDS_FEATURES
 from tfpipe.format.frames import FRAME_OVERHEAD, scan_offsets
 from tfpipe.format.naming import temporary_name
 from tfpipe.schema import Schema
@@ -47,7 +48,6 @@ FEATURES_FILE = "features.json"
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 TFPIPE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}"  # naming.SHARDS in TFDS words
 _SPLIT_NAME = re.compile(r"\w+")
-_PYTHON_CLASS = "tensorflow_datasets.core.features."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,8 +343,9 @@ def _features(
                 node["sequence"]["feature"], path, directory, where, None if inner < 0 else inner
             )
             return
-        feature = _feature(kind, node.get(kind, {}), path, directory)
-        yield name, feature if length == _NOT_IN_SEQUENCE else _in_sequence(feature, length)
+        names = functools.partial(_class_names, directory, path)
+        feature = Feature.from_tfds(kind, node.get(kind, {}), names)
+        yield name, feature if length == _NOT_IN_SEQUENCE else feature.in_tfds_sequence(length)
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, SchemaError) and str(e).startswith("TFDS feature"):
             raise
@@ -357,47 +358,12 @@ def _features(
         ) from e
 
 
-def _in_sequence(feature: Feature, length: int | None) -> Feature:
-    """The feature of a `Sequence(feature, length)`: its values stacked along a first axis."""
-    if isinstance(feature, ClassLabel):
-        return Tensor(shape=(length,), dtype="int64")  # the class index of each element
-    if isinstance(feature, Tensor) and not feature.variable and not feature.as_bytes:
-        return Tensor(shape=(length, *feature.shape), dtype=feature.dtype)
-    raise ValueError(f"tfpipe has no feature for a sequence of {feature!r}")
-
-
-def _shape(spec: Mapping[str, Any]) -> tuple[int | None, ...]:
-    dims = spec.get("shape", {}).get("dimensions", [])
-    return tuple(None if int(d) < 0 else int(d) for d in dims)
-
-
-def _feature(
-    kind: str, spec: Mapping[str, Any], path: tuple[str, ...], directory: fs.AnyPath
-) -> Feature:
-    if kind == "image":
-        if spec.get("dtype", "uint8") != "uint8":
-            raise ValueError(f"its images are {spec['dtype']}, and tfpipe reads uint8 images")
-        # TFDS stores a file as it came when no format is given, as "auto" does
-        return Image(shape=_shape(spec), encoding=spec.get("encodingFormat") or "auto")  # type: ignore[arg-type]
-    if kind == "classLabel":
-        labels = directory / f"{_label_file(path)}.labels.txt"
-        if labels.is_file():
-            names = [line.strip() for line in labels.read_text().splitlines() if line.strip()]
-            return ClassLabel(names=names)
-        return ClassLabel(num_classes=int(spec["numClasses"]))
-    if kind == "text":
-        return Text()
-    if kind == "tensor":
-        encoding = spec.get("encoding") or "none"
-        dtype = spec.get("dtype", "float32")
-        if dtype in ("string", "str") and not _shape(spec) and encoding == "none":
-            return Text()
-        return Tensor(
-            shape=_shape(spec), dtype=dtype, encoding="list" if encoding == "none" else encoding
-        )
-    if kind == "boundingBox":
-        return Tensor(shape=_shape(spec), dtype=spec.get("dtype", "float32"))
-    raise ValueError(f"tfpipe has no feature for the TFDS kind {kind!r}")
+def _class_names(directory: fs.AnyPath, path: tuple[str, ...]) -> list[str] | None:
+    """The class names TFDS keeps for the feature at `path`; None without their file."""
+    labels = directory / f"{_label_file(path)}.labels.txt"
+    if not labels.is_file():
+        return None
+    return [line.strip() for line in labels.read_text().splitlines() if line.strip()]
 
 
 def _label_file(path: tuple[str, ...]) -> str:
@@ -537,7 +503,10 @@ def _features_json(schema: Schema) -> dict[str, Any]:
                 raise SchemaError(f"feature {name!r} is nested under feature {key!r}")
         if leaf in node:
             raise SchemaError(f"feature {name!r} would hold features nested under it")
-        node[leaf] = _feature_json(name, feature)
+        try:
+            node[leaf] = feature.tfds_json()
+        except SchemaError as e:
+            raise SchemaError(f"feature {name!r}: {e}") from e
     return _dict_json(root)
 
 
@@ -548,54 +517,14 @@ def _dict_json(children: dict[str, Any]) -> dict[str, Any]:
     }
     return {
         "featuresDict": {"features": features},
-        "pythonClassName": f"{_PYTHON_CLASS}features_dict.FeaturesDict",
+        "pythonClassName": f"{TFDS_FEATURES}features_dict.FeaturesDict",
     }
-
-
-def _dims(shape: Sequence[int | None]) -> dict[str, Any]:
-    return {"dimensions": [str(-1 if d is None else d) for d in shape]} if shape else {}
-
-
-def _tensor_json(shape: Sequence[int | None], dtype: str, encoding: str = "none") -> dict:
-    return {
-        "pythonClassName": f"{_PYTHON_CLASS}tensor_feature.Tensor",
-        "tensor": {"dtype": dtype, "encoding": encoding, "shape": _dims(shape)},
-    }
-
-
-def _feature_json(name: str, feature: Feature) -> dict[str, Any]:
-    if isinstance(feature, Image) and feature.encoding == "raw":
-        return _tensor_json(feature.shape, "uint8", "bytes")
-    if isinstance(feature, Image | Mask):
-        shape = feature.shape if len(feature.shape) == 3 else (*feature.shape, 1)
-        dtype = "uint8" if isinstance(feature, Image) else feature.dtype
-        encoding = getattr(feature, "encoding", "png")
-        spec = (
-            {"dtype": dtype} if encoding == "auto" else {"dtype": dtype, "encodingFormat": encoding}
-        )
-        return {
-            "image": {**spec, "shape": _dims(shape)},
-            "pythonClassName": f"{_PYTHON_CLASS}image_feature.Image",
-        }
-    if isinstance(feature, ClassLabel) and feature.multi_label:
-        return _tensor_json((None,), "int64")  # the class indices of the example
-    if isinstance(feature, ClassLabel):
-        return {
-            "classLabel": {"numClasses": str(feature.num_classes)},
-            "pythonClassName": f"{_PYTHON_CLASS}class_label_feature.ClassLabel",
-        }
-    if isinstance(feature, Tensor):
-        encoding = "none" if feature.encoding == "list" else feature.encoding
-        return _tensor_json(feature.shape, feature.dtype, encoding)
-    if isinstance(feature, Text):
-        return {"pythonClassName": f"{_PYTHON_CLASS}text_feature.Text", "text": {}}
-    raise SchemaError(f"feature {name!r}: TFDS has no feature for {type(feature).__name__}")
 
 
 def _label_files(schema: Schema) -> dict[str, list[str]]:
     """Base name of the class names file -> names, for each single-label ClassLabel."""
     return {
         _label_file(tuple(name.split("/"))): list(feature.names)
-        for name, feature in schema.items()
-        if isinstance(feature, ClassLabel) and not feature.multi_label and feature.names
+        for name, feature in schema.of(ClassLabel).items()
+        if not feature.multi_label and feature.names
     }

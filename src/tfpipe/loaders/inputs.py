@@ -284,8 +284,7 @@ class RecordInput:
         """Whether images or masks are stored encoded (JPEG, PNG): decoding them one example
         at a time in a parallel map beats a `tf.map_fn` over a batch when the examples are
         unbatched anyway (raw pixels decode in one op per batch)."""
-        images = self.schema.of(Image).values()
-        return bool(self.schema.of(Mask)) or any(f.encoding != "raw" for f in images)
+        return any(feature.encoded_image for feature in self.schema.values())
 
     def image_decoders(self, decoding: Decoding) -> Decoders:
         """What follows `decoder(defer_images=True)`: see `stored_image_decoders`."""

@@ -256,12 +256,11 @@ def _record_faults(
             continue
         try:
             value = stored[name] = feature.stored(proto[name])
-            if not isinstance(feature, Image):
-                feature.load(value)  # label ranges, UTF-8 texts, mask values
+            feature.check_stored(value)  # label ranges, UTF-8 texts, mask values
         except (TypeError, ValueError, OSError) as e:
             yield Fault(file, index, name, str(e))
             continue
-        if isinstance(feature, Mask) or (isinstance(feature, Image) and feature.encoding != "raw"):
+        if feature.encoded_image:
             images.append((file, index, name, value))
     pairs = mask_image_pairs(dict(schema.items()))
     try:
@@ -276,13 +275,12 @@ def _image_faults(
 ) -> list[Fault]:
     """The faults of `(file, record, feature, encoded image)` entries, decoded in one map."""
     faults = []
-    for name, feature in schema.items():
-        if isinstance(feature, Image | Mask):
-            mine = [entry for entry in images if entry[2] == name]
-            failed = dict(failing_images([e[3] for e in mine], feature, size))
-            failed.update(_jpeg_warnings([e[3] for e in mine], skip=failed))
-            for position, why in sorted(failed.items()):
-                faults.append(Fault(mine[position][0], mine[position][1], name, why))
+    for name, feature in schema.of(Image, Mask).items():
+        mine = [entry for entry in images if entry[2] == name]
+        failed = dict(failing_images([e[3] for e in mine], feature, size))
+        failed.update(_jpeg_warnings([e[3] for e in mine], skip=failed))
+        for position, why in sorted(failed.items()):
+            faults.append(Fault(mine[position][0], mine[position][1], name, why))
     return faults
 
 
@@ -399,7 +397,7 @@ class _Checker:
         for index, record in records:
             yield from _record_faults(file, index, record, self.schema, self._images)
         self.images += len(self._images) - before
-        raw = [f for f in self.schema.values() if isinstance(f, Image) and f.encoding == "raw"]
+        raw = [f for f in self.schema.of(Image).values() if not f.encoded_image]
         self.raw_images += len(raw) * len(records)
         if len(self._images) >= _IMAGES:
             yield from self._decode(pool)
