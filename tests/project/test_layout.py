@@ -374,3 +374,130 @@ def test_too_many_top_level_modules_fail(package_copy: Path) -> None:
     for i in range(MOST_TOP_LEVEL_MODULES):
         (package_copy / "tfpipe" / f"extra{i}.py").write_text("")
     assert crowded_top_level(package_copy) != []
+
+
+# Issue 40: each kind answers for itself, and each name means one thing.
+
+# Classes whose kind only their own modules may test with isinstance: the feature kinds (their
+# knowledge is their methods), the loaders' Pipeline inputs, and the kinds of training input
+# fit is given (dispatched once, by `training.adapters.adapt` and the Pipeline's `make_input`).
+KIND_CLASSES: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(["Image", "Mask", "ClassLabel", "Tensor", "Text"], ("tfpipe.features",)),
+    **dict.fromkeys(["RecordInput", "MemoryInput", "PyDatasetInput"], ("tfpipe.loaders.inputs",)),
+    **dict.fromkeys(
+        ["Pipeline", "SequenceLoader", "PyDataset", "Dataset", "SourceBase"],
+        ("tfpipe.training.adapters", "tfpipe.loaders.inputs"),
+    ),
+}
+# Classes of other libraries named like a kind above.
+FOREIGN_CLASSES = {"tf.Tensor"}
+# Names that meant several things before issue 40 and must not come back as a class, a type
+# alias or a module: each maps to where the one meaning lives now (empty: nowhere).
+RETIRED_NAMES: dict[str, tuple[str, ...]] = {
+    "Plan": (),
+    "Input": (),
+    "Step": (),
+    "Transform": ("tfpipe.loaders.transforms",),
+    "lookup": (),
+    "locate": (),
+    "bench": (),
+    "servers": (),
+    "plan": (),
+    "shards": (),
+}
+
+
+def kind_checks(root: Path = SRC) -> list[str]:
+    """`isinstance(x, K)` (K alone, in a tuple or a union, `module.K` too) outside the modules
+    that may test kind K."""
+    found = []
+    for name, path in modules(root).items():
+        for node in nodes(path):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "isinstance"
+                and len(node.args) == 2
+            ):
+                continue
+            for kind in class_names(node.args[1]):
+                allowed = None if kind in FOREIGN_CLASSES else KIND_CLASSES.get(kind.split(".")[-1])
+                if allowed is not None and not any(
+                    name == home or name.startswith(home + ".") for home in allowed
+                ):
+                    found.append(f"isinstance on {kind} in {name} (line {node.lineno})")
+    return found
+
+
+def class_names(node: ast.AST) -> list[str]:
+    """The classes an isinstance's second argument tests, as written: `K`, `m.K`, `(K, L)`,
+    `K | L`."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        return [f"{base}.{node.attr}" for base in class_names(node.value)] or [node.attr]
+    if isinstance(node, ast.Tuple):
+        return [n for element in node.elts for n in class_names(element)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return class_names(node.left) + class_names(node.right)
+    return []
+
+
+def retired_names(root: Path = SRC) -> list[str]:
+    """Classes, module-level type aliases and modules named with a retired name outside its
+    one home."""
+    found = []
+    for name, path in modules(root).items():
+        if (stem := name.rpartition(".")[2]) in RETIRED_NAMES and name not in RETIRED_NAMES[stem]:
+            found.append(f"module {name}")
+        for node in parse(path).body:
+            defined = []
+            if isinstance(node, ast.ClassDef):
+                defined = [node.name]
+            elif isinstance(node, ast.Assign):
+                defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                defined = [node.target.id]
+            found += [
+                f"{n} in {name} (line {node.lineno})"
+                for n in defined
+                if n in RETIRED_NAMES and name not in RETIRED_NAMES[n]
+            ]
+    return found
+
+
+def test_kinds_are_asked_not_checked() -> None:
+    assert kind_checks() == []
+
+
+def test_retired_names_stay_retired() -> None:
+    assert retired_names() == []
+
+
+@pytest.mark.parametrize(
+    ("line", "count"),
+    [
+        ("from tfpipe.features import Image\nisinstance(1, Image)", 1),
+        ("import tfpipe.features as f\nisinstance(1, (int, f.Mask))", 1),
+        ("from tfpipe.features import ClassLabel, Text\nisinstance(1, ClassLabel | Text)", 2),
+        ("import tensorflow as tf\nisinstance(1, tf.data.Dataset)", 1),
+        ("import tensorflow as tf\nisinstance(1, tf.Tensor)", 0),
+    ],
+    ids=["alone", "module-tuple", "union", "input-kind", "tf-tensor-is-not-a-feature"],
+)
+def test_a_kind_check_outside_its_home_fails(package_copy: Path, line: str, count: int) -> None:
+    add_line(package_copy, "labels.py", line)
+    assert len(kind_checks(package_copy)) == count
+
+
+@pytest.mark.parametrize(
+    "line", ["class Plan:\n    pass", "Step = tuple[str, int]", "Input: type = int"]
+)
+def test_a_retired_name_fails(package_copy: Path, line: str) -> None:
+    add_line(package_copy, "labels.py", line)
+    assert len(retired_names(package_copy)) == 1
+
+
+def test_a_retired_module_name_fails(package_copy: Path) -> None:
+    (package_copy / "tfpipe" / "format" / "lookup.py").write_text("")
+    assert retired_names(package_copy) == ["module tfpipe.format.lookup"]
