@@ -40,7 +40,7 @@ def pipeline(prefix: str, served: bool, resize: bool, rescale: bool = True) -> d
     import tensorflow as tf
 
     import tfpipe
-    from tfpipe.training.bench import measure
+    from tfpipe.training.throughput import measure
 
     servers: list[Any] = []
     p = tfpipe.Pipeline(

@@ -91,7 +91,7 @@ def _cpu_seconds() -> float:
 
 
 def _batch_images(batch: Any) -> int:
-    from tfpipe.training.bench import batch_size_of
+    from tfpipe.training.throughput import batch_size_of
 
     return batch_size_of(batch)
 

@@ -33,7 +33,7 @@ BATCH = 64
 
 
 def _measure(dataset: Any) -> dict[str, Any]:
-    from tfpipe.training.bench import measure
+    from tfpipe.training.throughput import measure
 
     result = measure(dataset, num_batches=scale(100, 8), warmup=scale(10, 2))
     return {"examples_per_s": result.examples_per_s, "first_batch_s": result.first_batch_s}

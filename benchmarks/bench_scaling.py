@@ -96,7 +96,7 @@ def index_and_read(count: int, prefix: str) -> dict[str, Any]:
 
 def pipeline(count: int, prefix: str) -> dict[str, Any]:
     import tfpipe
-    from tfpipe.training.bench import measure
+    from tfpipe.training.throughput import measure
 
     def first_batch() -> tuple[float, Any]:
         """Seconds to build the pipeline, start its iterator and get the first batch."""

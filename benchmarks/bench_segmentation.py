@@ -43,7 +43,7 @@ def _measure(dataset: Any) -> dict[str, Any]:
     """Throughput, and the process's CPU time per example over the timed batches (after the
     warm-up, which holds the one-time cost of building the functions): on a shared machine
     the first depends on the share of the cores a case gets, the second much less."""
-    from tfpipe.training.bench import measure
+    from tfpipe.training.throughput import measure
 
     warmup, timed = scale(10, 2), scale(100, 8)
     batches = iter(dataset)

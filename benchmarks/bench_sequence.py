@@ -44,7 +44,7 @@ def _consume(loader: Any) -> dict[str, Any]:
     """Times batches of a PyDataset read through Keras's adapter, as model.fit reads them."""
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
-    from tfpipe.training.bench import measure
+    from tfpipe.training.throughput import measure
 
     adapter = PyDatasetAdapter(loader, shuffle=False)
     adapter.on_epoch_begin()

@@ -28,7 +28,7 @@ def loader_batches(watched: bool) -> dict[str, Any]:
     from keras.src.trainers.data_adapters import py_dataset_adapter
 
     import tfpipe
-    from tfpipe.training.bench import measure
+    from tfpipe.training.throughput import measure
 
     source = tfpipe.from_arrays(
         {"x": np.zeros((EXAMPLES, 16), np.float32), "y": np.zeros(EXAMPLES, np.int64)}

@@ -5,7 +5,7 @@ The data flows one way: schema -> sources -> records -> loaders -> fit.
 `tfpipe` exports the entry points a user calls. What they return and raise is exported by the
 package that makes it: the errors and `TfpipeWarning` by `tfpipe.errors`, `DatasetInfo` and
 `ResolvedData` by `tfpipe.format`, `VerifyReport` and `Fault` by `tfpipe.records`,
-`FitReport` by `tfpipe.training`, `DataService` by `tfpipe.loaders`, `DistributedInput` by
+`FitReport` by `tfpipe.training`, `DataService` by `tfpipe.loaders`, `DistributedFeed` by
 `tfpipe.distribute`.
 
 `import tfpipe` is light: each public name is imported on first use (PEP 562), so that the

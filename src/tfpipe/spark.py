@@ -44,7 +44,7 @@ from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
 from tfpipe.features import Feature, Tensor, Text
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
-from tfpipe.records.plan import plan_shards, shard_bounds, written_order
+from tfpipe.records.write_order import count_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
     CHUNK,
     Encoder,
@@ -556,7 +556,7 @@ def _planned_shards(encoded: Any, positions: np.ndarray) -> int:
     skipped = _in_order([s for _, batch in sizes for s in batch], positions)
     check_not_all_skipped(skipped, total)
     num_bytes = sum(size for size, _ in sizes)
-    return plan_shards(total, num_bytes / max(total - len(skipped), 1) * total)
+    return count_shards(total, num_bytes / max(total - len(skipped), 1) * total)
 
 
 def _in_order(skipped: list[SkippedExample], positions: np.ndarray) -> list[SkippedExample]:

@@ -26,10 +26,10 @@ from apache_beam.metrics.metric import MetricsFilter
 import tfpipe
 import tfpipe.beam
 import tfpipe.cli.parser as cli
-from tfpipe.beam import runners, shards
+from tfpipe.beam import runners, writing
 from tfpipe.beam.encode import Encode, is_record
-from tfpipe.beam.shards import Plan, finish, write_shard
-from tfpipe.beam.transforms import ReadAndWrite
+from tfpipe.beam.ptransforms import ReadAndWrite
+from tfpipe.beam.writing import ShardCut, finish, write_shard
 from tfpipe.errors import EncodeError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.records.writer import ShardWriter, WriteOptions, writer_lock
@@ -359,7 +359,7 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     are taken as they are, the metadata is saved again."""
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
-    plan, options = Plan(2, 6, 0), WriteOptions(workers=1)
+    plan, options = ShardCut(2, 6, 0), WriteOptions(workers=1)
     first = finish(written, [], [], plan, prefix, _X, options)
     (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
     again = finish(written, [], [], plan, prefix, _X, options)
@@ -374,7 +374,7 @@ def test_a_retry_of_the_last_step_renames_what_the_first_attempt_left(tmp_path: 
     renamed (its records), renames shards 1 and 2 and saves the metadata."""
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix, count=3)
-    plan, options = Plan(3, 9, 0), WriteOptions(workers=1)
+    plan, options = ShardCut(3, 9, 0), WriteOptions(workers=1)
     blocked = _in_the_way(prefix, 1, 3)
     with pytest.raises(IsADirectoryError):
         finish(written, [], [], plan, prefix, _X, options)
@@ -406,7 +406,7 @@ def test_the_last_step_removes_old_metadata_even_with_shard_0_renamed(tmp_path: 
     written = [first, *(_temporary_shard(prefix, k, 3, k) for k in (1, 2))]
     _in_the_way(prefix, 2, 3)  # the step stops after renaming shard 1 (as if killed)
     with pytest.raises(IsADirectoryError):
-        finish(written, [], [], Plan(3, 9, 0), prefix, _X, WriteOptions(workers=1))
+        finish(written, [], [], ShardCut(3, 9, 0), prefix, _X, WriteOptions(workers=1))
     final = ShardWriter(prefix, [0, 1, 2, 3], None).final_path(1)
     assert _file_records(final) == [_X.encode({"x": 1})] * 3  # the Beam write's, over the other's
     assert not (tmp_path / "train.json").exists()
@@ -431,7 +431,7 @@ def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path:
         match=r"'.*train'\): the temporary file of shard 0 \(.*\) is gone and "
         r"train-00000-of-00002\.tfrecord does not hold its records",
     ):
-        finish(written, [], [], Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+        finish(written, [], [], ShardCut(2, 6, 0), prefix, _X, WriteOptions(workers=1))
     assert (tmp_path / written[1].entry.file).exists()  # not renamed
     assert not (tmp_path / "train.json").exists()
 
@@ -449,7 +449,7 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
     source = tfpipe.from_arrays({"x": np.arange(10, 16)}, _X)
     other = tfpipe.write_tfrecords(source, prefix, num_shards=2, shuffle=False, progress=False)
     with pytest.raises(TfpipeError, match="another write to this prefix ran meanwhile"):
-        finish(written, [], [], Plan(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+        finish(written, [], [], ShardCut(2, 6, 0), prefix, _X, WriteOptions(workers=1))
     assert DatasetInfo.load(prefix).shards == other.shards
     assert _records(prefix) == [_X.encode({"x": x}) for x in range(10, 16)]
 
@@ -463,7 +463,7 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
 def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
-    plan, options = Plan(2, 6, 0), WriteOptions(workers=1)
+    plan, options = ShardCut(2, 6, 0), WriteOptions(workers=1)
     with (
         writer_lock(prefix),
         pytest.raises(TfpipeError, match=r"prefix '.*train' is being written by another"),
@@ -483,9 +483,9 @@ def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path)
     written = _temporary_shards(prefix)
     options = WriteOptions(workers=1)
     with pytest.raises(TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
-        finish(written, [], [], Plan(2, 7, 0), prefix, _X, options)
+        finish(written, [], [], ShardCut(2, 7, 0), prefix, _X, options)
     with pytest.raises(TfpipeError, match=r"in shards \[0, 1\]"):
-        finish(written, [], [], Plan(1, 6, 0), prefix, _X, options)
+        finish(written, [], [], ShardCut(1, 6, 0), prefix, _X, options)
     assert not (tmp_path / "train.json").exists()
 
 
@@ -583,7 +583,7 @@ def test_only_tfpipe_beam_uses_beam_and_its_hint_names_the_extra(
 
 
 @pytest.mark.parametrize(
-    ("shuffle", "planned_limit"), [(False, 0), (True, shards.PLANNED_ORDER_LIMIT), (True, 299)]
+    ("shuffle", "planned_limit"), [(False, 0), (True, writing.PLANNED_ORDER_LIMIT), (True, 299)]
 )
 def test_write_tfrecords_skips_what_write_tfrecords_skips(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: bool, planned_limit: int
@@ -591,7 +591,7 @@ def test_write_tfrecords_skips_what_write_tfrecords_skips(
     """`tfpipe.beam.write_tfrecords` writes each planned shard in one step, or (shuffled above
     the limit) reads and encodes each range in one step: an example its source cannot give
     is skipped, counted and listed as `tfpipe.write_tfrecords` does."""
-    monkeypatch.setattr(shards, "PLANNED_ORDER_LIMIT", planned_limit)
+    monkeypatch.setattr(writing, "PLANNED_ORDER_LIMIT", planned_limit)
     source = _OneUnreadable(tfpipe.from_arrays({"x": np.arange(300)}, _X), 270)
     options = {"num_shards": 3, "shuffle": shuffle, "seed": 3, "on_error": "skip"}
     with pytest.warns(TfpipeWarning, match="skipped 1 of 300"):
@@ -612,14 +612,14 @@ def test_write_tfrecords_skips_what_write_tfrecords_skips(
 
 
 @pytest.mark.parametrize(
-    ("shuffle", "planned_limit"), [(False, 0), (True, shards.PLANNED_ORDER_LIMIT), (True, 39)]
+    ("shuffle", "planned_limit"), [(False, 0), (True, writing.PLANNED_ORDER_LIMIT), (True, 39)]
 )
 def test_a_planned_write_sends_no_record_through_a_shuffle(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: bool, planned_limit: int
 ) -> None:
     """With the shards planned, each shard is read, encoded and written in one step; shuffled
     above the limit, the records of each batch cross the shard shuffle to their shard's step."""
-    monkeypatch.setattr(shards, "PLANNED_ORDER_LIMIT", planned_limit)
+    monkeypatch.setattr(writing, "PLANNED_ORDER_LIMIT", planned_limit)
     source = tfpipe.from_arrays({"x": np.arange(40)}, _X)
     write = tfpipe.beam.WriteTFRecords(tmp_path / "train", _X, num_shards=3, shuffle=shuffle)
     pipeline = beam.Pipeline()

@@ -15,8 +15,8 @@ import tensorflow as tf
 import tfpipe
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.training import model_probe
-from tfpipe.training.bench import Throughput
 from tfpipe.training.report import FitReport
+from tfpipe.training.throughput import Throughput
 
 fit_module = importlib.import_module("tfpipe.training.fit")  # `tfpipe.fit` is the function
 

@@ -29,8 +29,8 @@ import tensorflow as tf
 import tfpipe
 from collection import collect_now
 from tfpipe.errors import SourceError, TfpipeWarning
-from tfpipe.training.bench import Throughput
 from tfpipe.training.report import FitReport
+from tfpipe.training.throughput import Throughput
 
 NUM_EXAMPLES = 101
 WAIT_S = 60.0  # any single wait on the service; a hang fails the test instead of blocking it

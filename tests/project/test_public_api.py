@@ -24,7 +24,7 @@ RESULT_TYPES = {
     "tfpipe.format": ["DatasetInfo", "ShardInfo", "SkippedExample"],
     "tfpipe.records": ["Fault", "VerifyReport"],
     "tfpipe.training": ["FitReport"],
-    "tfpipe.distribute": ["DistributedInput"],
+    "tfpipe.distribute": ["DistributedFeed"],
 }
 MOST_TOP_LEVEL_NAMES = 25
 

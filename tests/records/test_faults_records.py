@@ -18,8 +18,8 @@ import pytest
 import tfpipe
 from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.format.frames import scan_offsets
-from tfpipe.format.lookup import resolve
 from tfpipe.format.metadata import DatasetInfo
+from tfpipe.format.resolution import resolve
 
 SCHEMA = tfpipe.Schema(
     {"id": tfpipe.Tensor(shape=(), dtype="int64"), "label": tfpipe.ClassLabel(num_classes=3)}

@@ -13,7 +13,7 @@ import tensorflow as tf
 import tfpipe
 from tfpipe.errors import DataNotFoundError
 from tfpipe.training.adapters import adapt
-from tfpipe.training.bench import measure
+from tfpipe.training.throughput import measure
 
 
 class Batches(keras.utils.PyDataset):

@@ -18,10 +18,10 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.training.bench import Throughput
 from tfpipe.training.breakdown import Breakdown, InputStages
 from tfpipe.training.map_costs import input_stages
 from tfpipe.training.report import FitReport
+from tfpipe.training.throughput import Throughput
 from tfpipe.training.timing import INPUT_WAIT, Clock, HookCalls, Timings
 
 breakdown_module = importlib.import_module("tfpipe.training.breakdown")

@@ -24,7 +24,6 @@ from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeWarning
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.training import model_probe
 from tfpipe.training.adapters import adapt
-from tfpipe.training.bench import Throughput
 from tfpipe.training.fit import (
     _accelerator,
     _examples_per_step,
@@ -32,8 +31,9 @@ from tfpipe.training.fit import (
 )
 from tfpipe.training.keras_internals import RELEASE_WAIT_S, release_epoch_iterator
 from tfpipe.training.model_probe import model_state, probe_model
-from tfpipe.training.plan import full_batch
+from tfpipe.training.prepared import full_batch
 from tfpipe.training.report import FitReport
+from tfpipe.training.throughput import Throughput
 
 SIZE = (16, 16)
 NUM_CLASSES = 3

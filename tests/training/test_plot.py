@@ -9,8 +9,8 @@ import pytest
 
 import tfpipe
 from tfpipe.cli.parser import main
-from tfpipe.training.bench import Throughput
 from tfpipe.training.report import FitReport
+from tfpipe.training.throughput import Throughput
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -25,8 +25,8 @@ That step renames a shard whose temporary file is gone (renamed by an earlier at
 step) only if the final file is the one it wrote (its size and CRC-32C): else another write
 removed it.
 
-The modules: `encode` (examples read and encoded on the workers), `shards` (the shards
-planned, written and renamed), `transforms` (`ReadSource`, `WriteTFRecords`) and `runners`
+The modules: `encode` (examples read and encoded on the workers), `writing` (the shards
+planned, written and renamed), `ptransforms` (`ReadSource`, `WriteTFRecords`) and `runners`
 (`pipeline_options`, `write_tfrecords`).
 """
 
@@ -46,8 +46,8 @@ with collector.paused():
         ) from e
 
     from tfpipe.beam.encode import SourceExample, shuffle_key
+    from tfpipe.beam.ptransforms import ReadSource, WriteTFRecords
     from tfpipe.beam.runners import pipeline_options, write_tfrecords
-    from tfpipe.beam.transforms import ReadSource, WriteTFRecords
 
 __all__ = [
     "ReadSource",

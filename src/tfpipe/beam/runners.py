@@ -11,10 +11,10 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from tfpipe import fs
-from tfpipe.beam.transforms import ReadAndWrite, ReadSource, WriteTFRecords
+from tfpipe.beam.ptransforms import ReadAndWrite, ReadSource, WriteTFRecords
 from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.metadata import DatasetInfo
-from tfpipe.records.plan import written_order
+from tfpipe.records.write_order import written_order
 from tfpipe.records.writer import (
     check_num_shards,
     check_prefix,

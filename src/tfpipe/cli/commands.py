@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.cli.demo import run_demo
-from tfpipe.cli.servers import run_dispatcher, run_worker
+from tfpipe.cli.service import run_dispatcher, run_worker
 from tfpipe.cli.summary import (
     describe_example,
     describe_inference,
@@ -32,10 +32,10 @@ from tfpipe.errors import DataNotFoundError, SchemaError, TfpipeError
 from tfpipe.features import Image, Mask
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import compression_of, tf_compression
-from tfpipe.format.lookup import ResolvedData, datasets_in, names_dataset, resolve, with_split
 from tfpipe.format.metadata import DatasetInfo
+from tfpipe.format.resolution import ResolvedData, datasets_in, names_dataset, resolve, with_split
 from tfpipe.records import infer_schema, read_tfrecords, verify, write_tfrecords
-from tfpipe.records.locate import random_access
+from tfpipe.records.resolved import random_access
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_dataframe, from_directory
 from tfpipe.sources.dataframe import reads_file

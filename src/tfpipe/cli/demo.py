@@ -29,8 +29,8 @@ from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.records import read_tfrecords, write_tfrecords
 from tfpipe.sources import from_dataframe
 from tfpipe.sources.synthetic import SHAPES, make_image_dataframe, make_image_folder
-from tfpipe.training.bench import Throughput, measure
 from tfpipe.training.fit import fit
+from tfpipe.training.throughput import Throughput, measure
 
 _MARKER = ".tfpipe-demo"
 _SPLIT = {"train": 0.8, "test": 0.2}

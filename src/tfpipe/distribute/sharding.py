@@ -60,7 +60,7 @@ class Layout:
 
 
 @dataclasses.dataclass(frozen=True)
-class DistributedInput:
+class DistributedFeed:
     """A `tf.distribute.DistributedDataset` that gives every worker the same number of steps.
 
     Every worker reads its own disjoint part of the data. An epoch is `steps_per_epoch` global
@@ -124,7 +124,7 @@ def distribute(
     shard_by: str,
     what: str,
     start: int = 0,
-) -> DistributedInput:
+) -> DistributedFeed:
     """Sizes the epoch so that every worker runs the same steps, then distributes.
 
     Args:
@@ -182,7 +182,7 @@ def distribute(
         skip = start * layout.replicas_per_worker
         return worker_dataset(context.input_pipeline_id, per_replica, batches, skip)
 
-    return DistributedInput(
+    return DistributedFeed(
         strategy.distribute_datasets_from_function(dataset_fn),
         steps,
         global_batch,

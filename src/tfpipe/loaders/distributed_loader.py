@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.distribute.sharding import DistributedInput, Layout, distribute, record_split
+from tfpipe.distribute.sharding import DistributedFeed, Layout, distribute, record_split
 from tfpipe.errors import TfpipeWarning
 from tfpipe.loaders.loader_options import LoaderOptions
 
@@ -49,7 +49,7 @@ class DistributableLoader:
 
 def distribute_loader(
     loader: DistributableLoader, strategy: tf.distribute.Strategy
-) -> DistributedInput:
+) -> DistributedFeed:
     """`SequenceLoader.build_distributed(strategy)`: see there."""
     options = loader.options
     layout = Layout.of(strategy)

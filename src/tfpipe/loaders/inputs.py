@@ -24,9 +24,9 @@ from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import check_compression, tf_compression
-from tfpipe.format.lookup import ResolvedData, resolve
+from tfpipe.format.resolution import ResolvedData, resolve
 from tfpipe.loaders.seeding import shuffled
-from tfpipe.records.locate import check_first_record, random_access, schema_for
+from tfpipe.records.resolved import check_first_record, random_access, schema_for
 from tfpipe.records.verification import Fault, failing_images, first_fault
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
@@ -670,7 +670,7 @@ def make_input(
     source: Any, schema: Any, compression: str | None, split: str | None = None
 ) -> PipelineInput:
     """The input of a `Pipeline` for `source`: TFRecords or a folder of images named by a path
-    (see `tfpipe.format.lookup.resolve`), an in-memory source or a PyDataset."""
+    (see `tfpipe.format.resolution.resolve`), an in-memory source or a PyDataset."""
     if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
         data = resolve(source, split=split, argument="source")
         if data.image_folder is None:

@@ -1,7 +1,7 @@
 """`tfpipe.Pipeline`: say what the input should do; get the fast `tf.data` graph.
 
     Pipeline(source, ...) ──builder methods, each a new Pipeline──▶ its Recipe
-        ──build() / explain() (tfpipe.loaders.assembly)──▶ the tf.data.Dataset / its plan
+        ──build() / explain() (tfpipe.loaders.assembly)──▶ the tf.data.Dataset / its stages
         ──build_distributed() (tfpipe.loaders.distributed_pipeline)──▶ one part per worker
 
 The stages `build()` emits, in the order the tf.data performance guide recommends whatever
@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int, check_positive, is_int
-from tfpipe.distribute.sharding import DistributedInput, Layout, distribute
+from tfpipe.distribute.sharding import DistributedFeed, Layout, distribute
 from tfpipe.loaders.assembly import build, explain, locate_fault
 from tfpipe.loaders.distributed_pipeline import (
     check_distributable,
@@ -579,7 +579,7 @@ class Pipeline:
         """
         return build(self._recipe)
 
-    def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
+    def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedFeed:
         """The dataset for training under a `tf.distribute` strategy, each worker on its part.
 
         `batch(n)` is the global batch of one step, split evenly over every worker and replica.

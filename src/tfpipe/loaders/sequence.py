@@ -23,18 +23,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.distribute.sharding import DistributedInput
+from tfpipe.distribute.sharding import DistributedFeed
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
-from tfpipe.format.lookup import names_paths
+from tfpipe.format.resolution import names_paths
 from tfpipe.loaders import workers as worker_processes
 from tfpipe.loaders.distributed_loader import DistributableLoader, distribute_loader
 from tfpipe.loaders.loader_options import LoaderOptions
 from tfpipe.loaders.padding import Cuts, check_pad
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.supervised import feature_names, pick
-from tfpipe.records.locate import random_access
+from tfpipe.records.resolved import random_access
 from tfpipe.schema import Schema
 
 Selection = str | Sequence[str] | Mapping[str, str] | None
@@ -49,7 +49,7 @@ def _names(selection: Selection) -> list[str]:
 
 def _random_access(source: Any) -> tuple[Any, Schema]:
     """The source a loader reads at random, and its schema: a path resolved as every reader
-    resolves it (`tfpipe.records.locate.random_access`), or a source as it is."""
+    resolves it (`tfpipe.records.resolved.random_access`), or a source as it is."""
     if names_paths(source):
         source = random_access(source)
     schema = getattr(source, "schema", None)
@@ -501,7 +501,7 @@ class SequenceLoader(keras.utils.PyDataset):
             if cut:
                 self._cuts.add(name)
 
-    def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedInput:
+    def build_distributed(self, strategy: tf.distribute.Strategy | None = None) -> DistributedFeed:
         """The batches for training under a `tf.distribute` strategy, each worker on its part.
 
         `batch_size` is the global batch of one step. Every worker computes the same order of

@@ -12,7 +12,7 @@ from tfpipe import fs
 from tfpipe.errors import DecodeError, SchemaError, TfpipeWarning, tf_message
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text, decoding, imaging
 from tfpipe.format.compression import compression_of, tf_compression
-from tfpipe.format.lookup import PathArg, ResolvedData, resolve
+from tfpipe.format.resolution import PathArg, ResolvedData, resolve
 from tfpipe.schema import Schema
 
 _MASK_WORDS = ("mask", "segmentation")

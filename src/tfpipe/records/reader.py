@@ -13,10 +13,10 @@ from tensorflow.python.data.ops.iterator_ops import OwnedIterator
 from tfpipe import fs
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import tf_compression
-from tfpipe.format.lookup import PathArg, ResolvedData, resolve
 from tfpipe.format.metadata import DatasetInfo
+from tfpipe.format.resolution import PathArg, ResolvedData, resolve
 from tfpipe.records import verification
-from tfpipe.records.locate import RAW_ERRORS, check_first_record, schema_for
+from tfpipe.records.resolved import RAW_ERRORS, check_first_record, schema_for
 from tfpipe.schema import Schema
 
 Namer = Callable[[BaseException], Exception | None]

@@ -38,11 +38,11 @@ from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import compression_of, tf_compression
 from tfpipe.format.frames import file_crc32c
-from tfpipe.format.lookup import PathArg, ResolvedData, names_dataset, resolve
 from tfpipe.format.metadata import DatasetInfo, ShardInfo
 from tfpipe.format.naming import SHARDS, metadata_path
+from tfpipe.format.resolution import PathArg, ResolvedData, names_dataset, resolve
 from tfpipe.records.infer import infer_schema
-from tfpipe.records.locate import RAW_ERRORS
+from tfpipe.records.resolved import RAW_ERRORS
 from tfpipe.schema import Schema
 
 _CHUNK = 256

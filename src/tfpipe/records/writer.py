@@ -38,12 +38,12 @@ from tfpipe.features import decoding
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import check_compression
 from tfpipe.format.frames import FrameWriter
-from tfpipe.format.lookup import names_paths
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import SHARDS, metadata_path, temporary_name, temporary_regex
+from tfpipe.format.resolution import names_paths
 from tfpipe.labels import Relabeling
-from tfpipe.records.locate import random_access
-from tfpipe.records.plan import plan_shards, shard_bounds, shards_for, written_order
+from tfpipe.records.resolved import random_access
+from tfpipe.records.write_order import count_shards, shard_bounds, shards_for, written_order
 from tfpipe.schema import Schema
 
 # Below this median encode time per example of the first chunk (copied JPEG bytes, small
@@ -234,7 +234,7 @@ def estimated_shards(source: Any, schema: Schema, order: np.ndarray) -> int:
     try:
         head = encoder(order[:CHUNK])
     except Exception:  # raised again by the write, where it names the dataset
-        return plan_shards(len(order), 0)
+        return count_shards(len(order), 0)
     return shards_for(len(order), head)
 
 
@@ -445,7 +445,7 @@ def _not_writable(prefix: fs.AnyPath, error: OSError) -> TfpipeError:
 
 def check_source(source: Any, schema: Schema | None) -> tuple[Any, Schema]:
     """The source to write, and the schema to write it with: a path is resolved as every
-    reader resolves it (an image folder, TFRecords: see `tfpipe.records.locate.random_access`);
+    reader resolves it (an image folder, TFRecords: see `tfpipe.records.resolved.random_access`);
     a source without len/getitem is refused."""
     if names_paths(source):  # a list of example dicts is a source as it is
         source = random_access(source)

@@ -31,10 +31,10 @@ from tqdm.auto import tqdm
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError, TfpipeError, TfpipeWarning
 from tfpipe.format.compression import compression_of
+from tfpipe.format.file_checks import check_counts
 from tfpipe.format.frames import DATA_CRC, FRAME_HEADER, FRAME_OVERHEAD, masked_crc32c, scan_offsets
-from tfpipe.format.lookup import PathArg, ResolvedData, resolve
 from tfpipe.format.naming import temporary_name
-from tfpipe.format.shards import check_counts
+from tfpipe.format.resolution import PathArg, ResolvedData, resolve
 from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 

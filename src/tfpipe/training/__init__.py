@@ -6,8 +6,8 @@ modules (`tfpipe.training.fit`, `tfpipe.training.benchmark`, `tfpipe.training.fa
 TensorFlow to the data, `tfpipe.training.backend`), so it imports only the light result types.
 """
 
-from tfpipe.training.bench import Throughput
 from tfpipe.training.breakdown import Breakdown, BreakdownPart, InputStages
 from tfpipe.training.report import FitReport
+from tfpipe.training.throughput import Throughput
 
 __all__ = ["Breakdown", "BreakdownPart", "FitReport", "InputStages", "Throughput"]

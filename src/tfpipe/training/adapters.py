@@ -5,7 +5,7 @@
     "out/train" (TFRecords), a source ─default Pipeline▶ PathFeed
     keras.utils.PyDataset (a SequenceLoader too) ────▶ PyDatasetFeed
 
-Each kind of Feed answers for itself what `fit`, its plan, `benchmark` and the report ask of an
+Each kind of Feed answers for itself what `fit`, `benchmark` and the report ask of an
 input (its batches, whether it can be repeated into one iterator, its split under a strategy,
 the loader backups resume, ...): `adapt` is the one place that looks at what an input is. It
 sits above the loaders and below `named_errors`, `fit` and `benchmark`, which read every input
@@ -26,16 +26,16 @@ import keras
 import tensorflow as tf
 
 from tfpipe.checks import check_image_size, check_int
-from tfpipe.distribute.sharding import DistributedInput
+from tfpipe.distribute.sharding import DistributedFeed
 from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.features.tracing import plain
-from tfpipe.format.lookup import ResolvedData, names_paths, resolve
+from tfpipe.format.resolution import ResolvedData, names_paths, resolve
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.sequence import SequenceLoader
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, feature_names, selector
-from tfpipe.records.locate import random_access, schema_for
+from tfpipe.records.resolved import random_access, schema_for
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase
 from tfpipe.training.resume import Resumable, ResumablePipeline, ResumableSequence
@@ -128,7 +128,7 @@ class Feed(abc.ABC):
         """How many values `truncate=True` cut to their pad length so far, per feature."""
         return {}
 
-    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedInput | None:
+    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
         """The input split over the workers of a multi-replica `strategy`, each reading its own
         part and all running the same steps; None when Keras places the batches itself."""
         return None
@@ -243,7 +243,7 @@ class PipelineFeed(DatasetFeed):
         """The Pipeline's count (`Pipeline.truncated`)."""
         return self.pipeline.truncated()
 
-    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedInput | None:
+    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
         """`Pipeline.build_distributed`; None on the tf.data service, whose batches Keras
         places on the replicas."""
         if self.pipeline.service is not None:
@@ -339,7 +339,7 @@ class PyDatasetFeed(Feed):
         """The SequenceLoader's count (`SequenceLoader.truncated`); empty for another."""
         return {} if self.loader is None else self.loader.truncated()
 
-    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedInput | None:
+    def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
         """`SequenceLoader.build_distributed`; None for another PyDataset (Keras shards it)."""
         return None if self.loader is None else self.loader.build_distributed(strategy)
 

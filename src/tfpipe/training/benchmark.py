@@ -7,8 +7,8 @@ from typing import Any
 from tfpipe.checks import check_int
 from tfpipe.loaders.supervised import Names
 from tfpipe.training.adapters import adapt
-from tfpipe.training.bench import Throughput, measure
 from tfpipe.training.faults import naming
+from tfpipe.training.throughput import Throughput, measure
 
 
 def benchmark(

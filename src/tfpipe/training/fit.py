@@ -1,13 +1,13 @@
 """`tfpipe.fit`: one training entry point that keeps the model fed and measures how well.
 
-It runs in three phases over one `Plan` (`tfpipe.training.plan`):
+It runs in three phases over one `PreparedFit` (`tfpipe.training.prepared`):
 
-    prepare(model, data, FitSettings) ──▶ Plan: the inputs adapted once into Feeds (kind,
+    prepare(model, data, FitSettings) ──▶ PreparedFit: the inputs adapted once into Feeds (kind,
         steps, schema, batch size, identity), the arguments checked, the model alone timed
         on one full batch
-    _train(model, plan) ──▶ model.fit over the plan's input (resumed, distributed, or repeated
+    _train(model, prepared) ──▶ model.fit over the prepared input (resumed, distributed, or repeated
         pass after pass and prefetched), every callback hook timed (report=True)
-    _report(plan, run) ──▶ the input timed alone, then History.report, a `FitReport`
+    _report(prepared, run) ──▶ the input timed alone, then History.report, a `FitReport`
 
 The mechanics are told in docs/guides/fit-and-report.md.
 """
@@ -26,7 +26,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tfpipe.distribute.sharding import DistributedInput
+from tfpipe.distribute.sharding import DistributedFeed
 from tfpipe.errors import TfpipeWarning
 from tfpipe.loaders.service import PassCounter
 from tfpipe.loaders.supervised import Names
@@ -34,15 +34,15 @@ from tfpipe.schema import Schema
 from tfpipe.training.adapters import Feed
 from tfpipe.training.backend import notes as backend_notes
 from tfpipe.training.backend import strategy_of, trains_with_tensorflow
-from tfpipe.training.bench import measure
 from tfpipe.training.breakdown import Breakdown
 from tfpipe.training.faults import naming
 from tfpipe.training.keras_internals import release_epoch_iterator, workarounds_for_workers
 from tfpipe.training.map_costs import input_stages
 from tfpipe.training.model_probe import set_steps_per_execution
-from tfpipe.training.plan import FitSettings, Plan, prepare
+from tfpipe.training.prepared import FitSettings, PreparedFit, prepare
 from tfpipe.training.report import FitReport
 from tfpipe.training.resume import fit_from
+from tfpipe.training.throughput import measure
 from tfpipe.training.timing import Clock, Timings, WaitMeter
 
 INPUT_PROBE_SECONDS = 2.0
@@ -155,9 +155,9 @@ def fit(
         schema=schema,
         fit_kwargs=fit_kwargs,
     )
-    plan = prepare(model, data, settings)
-    run = _train(model, plan, timed=settings.report)
-    run.history.report = None if run.timings is None else _report(plan, run, run.timings)
+    prepared = prepare(model, data, settings)
+    run = _train(model, prepared, timed=settings.report)
+    run.history.report = None if run.timings is None else _report(prepared, run, run.timings)
     if run.history.report is not None:
         print(run.history.report)
     return run.history
@@ -182,82 +182,91 @@ class _Run:
     input_kept: bool
 
 
-def _train(model: keras.Model, plan: Plan, *, timed: bool) -> _Run:
-    """Trains as `plan` says, every callback hook and train step timed when `timed` (by class
+def _train(model: keras.Model, prepared: PreparedFit, *, timed: bool) -> _Run:
+    """Trains as `prepared` says, every callback hook and train step timed when `timed` (by class
     name, each step once: `training.timing`); warns about what went wrong in the data."""
-    plain = plan.distributed is None and plan.resumable is None
-    meter = _wait_meter(plan.train, model) if timed and plain else None
-    clock = Clock(plan.probe.step_seconds, plan.short_last_compiles, meter) if timed else None
-    callbacks = plan.callbacks
+    plain = prepared.distributed is None and prepared.resumable is None
+    meter = _wait_meter(prepared.train, model) if timed and plain else None
+    clock = (
+        Clock(prepared.probe.step_seconds, prepared.short_last_compiles, meter) if timed else None
+    )
+    callbacks = prepared.callbacks
     if clock is not None:
-        callbacks = clock.around(callbacks, plan.keras_kwargs.get("verbose", "auto"))
-    passes = None if plan.resumable is not None else _pass_counter(plan, model)
+        callbacks = clock.around(callbacks, prepared.keras_kwargs.get("verbose", "auto"))
+    passes = None if prepared.resumable is not None else _pass_counter(prepared, model)
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     if clock is not None:
         clock.start()
-    workarounds = workarounds_for_workers(model) if plan.multi_worker else contextlib.nullcontext()
+    workarounds = (
+        workarounds_for_workers(model) if prepared.multi_worker else contextlib.nullcontext()
+    )
     try:
-        with workarounds, naming(*plan.inputs):
+        with workarounds, naming(*prepared.inputs):
             history, steps, kept = _fit(
-                model=model, plan=plan, callbacks=callbacks, passes=passes, meter=meter
+                model=model, prepared=prepared, callbacks=callbacks, passes=passes, meter=meter
             )
     finally:
-        if plan.probe.chosen:
+        if prepared.probe.chosen:
             set_steps_per_execution(model, 1)
         release_epoch_iterator()
     timings = None if clock is None else clock.stop()
     cpu_busy = (time.process_time() - cpu_start) / ((time.perf_counter() - wall_start) * _cores())
-    _warn_truncated(plan.inputs)
-    notes = _check_passes(plan.train, passes, plan.epochs * (steps or 0))
+    _warn_truncated(prepared.inputs)
+    notes = _check_passes(prepared.train, passes, prepared.epochs * (steps or 0))
     return _Run(history=history, timings=timings, cpu_busy=cpu_busy, notes=notes, input_kept=kept)
 
 
 def _fit(
     model: keras.Model,
-    plan: Plan,
+    prepared: PreparedFit,
     callbacks: list[keras.callbacks.Callback],
     passes: PassCounter | None,
     meter: WaitMeter | None,
 ) -> tuple[keras.callbacks.History, int | None, bool]:
-    """Keras's `fit` over the plan's input, the steps per epoch it ran, and whether the input
+    """Keras's `fit` over the prepared input, the steps per epoch it ran, and whether the input
     was repeated (one iterator for the run): resumed from the newest backup, split over the
     workers, or fed from this host (on the tf.data service pass after pass, else one iterator
     for the run), timed by `meter` or prefetched to the GPU."""
-    train = plan.train
-    if plan.resumable is not None and plan.saver is not None:
+    train = prepared.train
+    if prepared.resumable is not None and prepared.saver is not None:
         history = fit_from(
             model=model,
-            resumable=plan.resumable,
-            saver=plan.saver,
-            epochs=plan.epochs,
+            resumable=prepared.resumable,
+            saver=prepared.saver,
+            epochs=prepared.epochs,
             callbacks=callbacks,
-            **plan.keras_kwargs,
+            **prepared.keras_kwargs,
         )
-        return history, plan.steps, False
+        return history, prepared.steps, False
     kept = False
     if passes is not None:
         dataset, steps = passes.repeat(train.data), train.steps  # a new service job a pass
         dataset = _feed(train, dataset, _accelerator(model), meter)
-    elif plan.distributed is None:
-        dataset, steps, kept = train.one_iterator(plan.steps, plan.probe.steps_per_execution)
+    elif prepared.distributed is None:
+        dataset, steps, kept = train.one_iterator(
+            prepared.steps, prepared.probe.steps_per_execution
+        )
         dataset = _feed(train, dataset, _accelerator(model), meter)
     else:
-        dataset, steps = plan.distributed.dataset, _distributed_steps(plan.steps, plan.distributed)
+        dataset, steps = (
+            prepared.distributed.dataset,
+            _distributed_steps(prepared.steps, prepared.distributed),
+        )
     history = model.fit(
         dataset,
-        epochs=plan.epochs,
+        epochs=prepared.epochs,
         steps_per_epoch=steps,
         callbacks=callbacks,
-        **plan.keras_kwargs,
+        **prepared.keras_kwargs,
     )
     return history, steps, kept
 
 
-def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
+def _report(prepared: PreparedFit, run: _Run, timings: Timings) -> FitReport:
     """The `FitReport` of a timed run: the input timed alone (after training: iterating it
     before `fit` left its threads and buffers behind and slowed the training that followed,
-    about 20% in benchmarks/bench_fit.py), with what the plan and the run measured."""
-    train, probe, size = plan.train, plan.probe, plan.batch_size
+    about 20% in benchmarks/bench_fit.py), with what `prepare` and the run measured."""
+    train, probe, size = prepared.train, prepared.probe, prepared.batch_size
     with naming(train):
         input_alone = measure(
             train.batches(repeat=True),
@@ -266,14 +275,14 @@ def _report(plan: Plan, run: _Run, timings: Timings) -> FitReport:
             max_seconds=INPUT_PROBE_SECONDS,
         )
         stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
-    distributed = plan.distributed
+    distributed = prepared.distributed
     per_step = (
         distributed.global_batch_size
         if distributed is not None
         else _examples_per_step(train, size)
     )
     step = timings.step_seconds  # None: no step was timed (none ran, or only the first)
-    data_kind = train.data_kind or _data_kind_of(plan.batch)
+    data_kind = train.data_kind or _data_kind_of(prepared.batch)
     return FitReport.build(
         input_alone=input_alone,
         model_examples_per_s=size / probe.step_seconds if probe.step_seconds else None,
@@ -313,7 +322,7 @@ def _warn_truncated(inputs: tuple[Feed, ...]) -> None:
                 )
 
 
-def _distributed_steps(given: int | None, distributed: DistributedInput) -> int:
+def _distributed_steps(given: int | None, distributed: DistributedFeed) -> int:
     """`steps_per_epoch` for a distributed input: at most the steps every worker can fill."""
     steps = distributed.steps_per_epoch
     if given is not None and given > steps:
@@ -331,7 +340,7 @@ def _cores() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-def _pass_counter(plan: Plan, model: keras.Model) -> PassCounter | None:
+def _pass_counter(prepared: PreparedFit, model: keras.Model) -> PassCounter | None:
     """Counts the passes of a Pipeline on the tf.data service with dynamic sharding.
 
     Such a pass is one epoch while no service worker fails, and shorter when one does, so
@@ -339,17 +348,17 @@ def _pass_counter(plan: Plan, model: keras.Model) -> PassCounter | None:
     what each pass delivered is counted. A multi-replica strategy copies the dataset graph,
     which cannot hold the counter: then the input is repeated uncounted.
     """
-    source, service = plan.train, plan.train.service
+    source, service = prepared.train, prepared.train.service
     if (
         service is None
         or service.mode != "dynamic"
-        or plan.steps is not None
+        or prepared.steps is not None
         or source.steps is None
         or source.infinite
         or strategy_of(model).num_replicas_in_sync > 1
     ):
         return None
-    return PassCounter(2 * plan.epochs + 2)  # room for passes shortened by failed workers
+    return PassCounter(2 * prepared.epochs + 2)  # room for passes shortened by failed workers
 
 
 def _check_passes(

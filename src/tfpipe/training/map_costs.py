@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from tfpipe.errors import SchemaError
 from tfpipe.loaders.pipeline import Pipeline, without_maps
-from tfpipe.training.bench import Throughput, measure
 from tfpipe.training.breakdown import InputStages
+from tfpipe.training.throughput import Throughput, measure
 
 MAX_BATCHES = 50
 

@@ -18,8 +18,8 @@ import tensorflow as tf
 
 from tfpipe.errors import SchemaError
 from tfpipe.training.backend import strategy_of
-from tfpipe.training.bench import batch_size_of
 from tfpipe.training.keras_internals import profiles_a_batch, release_epoch_iterator
+from tfpipe.training.throughput import batch_size_of
 from tfpipe.training.timing import StepClock
 
 PROBE_SECONDS = 1.0

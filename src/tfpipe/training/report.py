@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from tfpipe.training import plots
-from tfpipe.training.bench import Throughput
 from tfpipe.training.breakdown import Breakdown
+from tfpipe.training.throughput import Throughput
 
 INPUT_BOUND_WAIT = 0.2
 CPU_SATURATED = 0.8
@@ -194,7 +194,7 @@ class FitReport:
         and the advice says why.
 
         Examples:
-            >>> from tfpipe.training.bench import Throughput
+            >>> from tfpipe.training.throughput import Throughput
             >>> input_alone = Throughput(examples_per_s=900.0, batches_per_s=28.1,
             ...                          first_batch_s=0.4, batches=50, examples=1600)
             >>> from tfpipe.training.report import FitReport
@@ -309,7 +309,7 @@ class FitReport:
         Needs matplotlib (`pip install "tfpipe[plot]"`); the format follows the suffix.
 
         Examples:
-            >>> from tfpipe.training.bench import Throughput
+            >>> from tfpipe.training.throughput import Throughput
             >>> from tfpipe.training.report import FitReport
             >>> report = FitReport.build(
             ...     input_alone=Throughput(900.0, 28.1, 0.4, 50, 1600), model_examples_per_s=2000.0,

@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from tfpipe.checks import check_int
 from tfpipe.distribute.agreement import gather, gather_text, settle
-from tfpipe.distribute.sharding import DistributedInput, Layout
+from tfpipe.distribute.sharding import DistributedFeed, Layout
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.position import Identity
@@ -369,7 +369,7 @@ class Resumable(abc.ABC, Generic[Loader]):
             )
         self.strategy = strategy or tf.distribute.get_strategy()
         self.split = Layout.of(self.strategy).num_workers > 1
-        self._first: DistributedInput | None = None
+        self._first: DistributedFeed | None = None
         if self.split:  # the steps every worker can fill, and the first epochs' input
             self._first = loader.start_at(0).build_distributed(self.strategy)
             steps = self._first.steps_per_epoch

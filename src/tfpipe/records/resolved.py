@@ -8,7 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfpipe import fs
-from tfpipe.format.lookup import PathArg, ResolvedData, resolve
+from tfpipe.format.resolution import PathArg, ResolvedData, resolve
 from tfpipe.records.infer import infer_schema, records
 from tfpipe.schema import Schema
 from tfpipe.sources import SourceBase, from_directory, from_tfrecords
@@ -33,7 +33,7 @@ def schema_for(data: ResolvedData, schema: Any = None) -> Schema:
 def random_access(
     path: PathArg | ResolvedData, schema: Any = None, *, argument: str = "source"
 ) -> SourceBase:
-    """A random-access source over what a path names (see `tfpipe.format.lookup.resolve`): a
+    """A random-access source over what a path names (see `tfpipe.format.resolution.resolve`): a
     folder of class folders of images as `tfpipe.from_directory` reads it, TFRecords as
     `tfpipe.from_tfrecords` reads them, with `schema_for`'s schema (given, the metadata's, or
     inferred).

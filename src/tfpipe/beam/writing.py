@@ -1,4 +1,4 @@
-"""The shards of a Beam write: how many and which keys each holds (`Plan`), each written by
+"""The shards of a Beam write: how many and which keys each holds (`ShardCut`), each written by
 one worker under a temporary name, then the last step that renames them all and saves the
 metadata (`finish`)."""
 
@@ -21,7 +21,7 @@ from tfpipe.errors import EncodeError, SourceError, TfpipeError
 from tfpipe.format.frames import file_crc32c
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import metadata_path
-from tfpipe.records.plan import plan_shards, shard_bounds, written_order
+from tfpipe.records.write_order import count_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
     ShardWriter,
     WriteOptions,
@@ -37,11 +37,11 @@ SHOWN_REPEATED = 3
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class ShardCut:
     """How records are cut into shards. With shuffle, by their keys (hashes): shard k holds the
     k-th of `num_shards` equal ranges of [0, 2**64). Without, the key is the index and shard k
     holds the indices [bounds[k], bounds[k + 1]): the positions `write_tfrecords` puts there.
-    A source's shards planned before the run (`source_plan`) hold positions [bounds[k],
+    A source's shards planned before the run (`source_cut`) hold positions [bounds[k],
     bounds[k + 1]) of `written_order`, shuffled or not."""
 
     num_shards: int
@@ -59,11 +59,11 @@ class Plan:
         return bisect.bisect_right(self.bounds, key) - 1
 
 
-def by_shard(batch: Records, plan: Plan) -> Iterator[tuple[int, Records]]:
+def by_shard(batch: Records, cut: ShardCut) -> Iterator[tuple[int, Records]]:
     """The records of a batch cut by the shard each goes to: one element per shard."""
     shards: dict[int, list[tuple[int, bytes]]] = {}
     for pair in batch.pairs:
-        shards.setdefault(plan.shard_of(pair[0]), []).append(pair)
+        shards.setdefault(cut.shard_of(pair[0]), []).append(pair)
     for shard, pairs in shards.items():
         yield shard, Records(pairs)
 
@@ -80,7 +80,7 @@ def batch_totals(batch: Records) -> tuple[int, int, int, int]:
 
 def sum_totals(values: Iterable[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
     """Records, skipped examples, bytes and the largest key, over partial totals. Without
-    shuffle the key is the index, and `make_plan` cuts [0, largest] into shards; with shuffle it
+    shuffle the key is the index, and `cut_shards` cuts [0, largest] into shards; with shuffle it
     is a hash (or a skipped example's index), and unused."""
     records, skipped, size, largest = 0, 0, 0, -1
     for more, fewer, more_bytes, index in values:
@@ -89,41 +89,41 @@ def sum_totals(values: Iterable[tuple[int, int, int, int]]) -> tuple[int, int, i
     return records, skipped, size, largest
 
 
-def make_plan(totals: tuple[int, int, int, int], options: WriteOptions) -> Plan:
-    """The shards `write_tfrecords` plans for as many examples (skipped ones too) and bytes."""
+def cut_shards(totals: tuple[int, int, int, int], options: WriteOptions) -> ShardCut:
+    """The shards `write_tfrecords` cuts for as many examples (skipped ones too) and bytes."""
     records, skipped, size, largest = totals
     examples = records + skipped
     num_shards = max(
-        options.num_shards or plan_shards(examples, size / max(records, 1) * examples), 1
+        options.num_shards or count_shards(examples, size / max(records, 1) * examples), 1
     )
     if options.shuffle:
-        return Plan(num_shards, records, skipped)
+        return ShardCut(num_shards, records, skipped)
     bounds = tuple(shard_bounds(largest + 1, num_shards))
-    return Plan(num_shards, records, skipped, bounds)
+    return ShardCut(num_shards, records, skipped, bounds)
 
 
-def plan_ahead(options: WriteOptions) -> Plan | None:
+def cut_ahead(options: WriteOptions) -> ShardCut | None:
     """The shards of keyed records, planned before the run when they can be: shuffled, with
     `num_shards` given. Counts are left at 0: the last step counts the examples (`commit`).
     None: the run measures them (without shuffle, the largest index too)."""
     if options.num_shards is None or not options.shuffle:
         return None
-    return Plan(options.num_shards, 0, 0)
+    return ShardCut(options.num_shards, 0, 0)
 
 
 PLANNED_ORDER_LIMIT = 2**26
-"""The most examples whose shards a shuffled `source_plan` plans: each worker holds the
+"""The most examples whose shards a shuffled `source_cut` cuts: each worker holds the
 permutation (8 bytes per example). Above, records are shuffled by key through the runner."""
 
 
-def source_plan(options: WriteOptions, num_indices: int) -> Plan | None:
+def source_cut(options: WriteOptions, num_indices: int) -> ShardCut | None:
     """The shards of a source's `num_indices` examples, planned before the run so that each
     is read, encoded and written by one step (`WriteSourceShard`): shard k holds positions
     [bounds[k], bounds[k + 1]) of `written_order`, as `write_tfrecords` writes them. None
     without `num_shards`, or shuffled above PLANNED_ORDER_LIMIT examples."""
     if options.num_shards is None or (options.shuffle and num_indices > PLANNED_ORDER_LIMIT):
         return None
-    return Plan(options.num_shards, 0, 0, tuple(shard_bounds(num_indices, options.num_shards)))
+    return ShardCut(options.num_shards, 0, 0, tuple(shard_bounds(num_indices, options.num_shards)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,12 +156,14 @@ class WriteShard(beam.DoFn):
         self.path = path
         self.options = options
 
-    def process(self, shard: tuple[int, Iterable[Records]], plan: Plan) -> Iterator[WrittenShard]:
+    def process(
+        self, shard: tuple[int, Iterable[Records]], cut: ShardCut
+    ) -> Iterator[WrittenShard]:
         index, batches = shard
         keyed = [pair for batch in batches for pair in batch.pairs]
         self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
         writer = ShardWriter(
-            self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
+            self.path, list(range(cut.num_shards + 1)), self.options.compression, unique=True
         )
         records = (record for _, record in sorted(keyed, key=_key))
         yield write_shard(writer, index, records)
@@ -169,7 +171,7 @@ class WriteShard(beam.DoFn):
 
 class WriteSourceShard(beam.DoFn):
     """Reads, encodes and writes one shard of a source (on a worker): positions [start, stop)
-    of `written_order` (`source_plan`), the permutation drawn once per worker process. Its
+    of `written_order` (`source_cut`), the permutation drawn once per worker process. Its
     records need no shuffle. Gives the shard's skipped examples, its `Encoded` count and the
     `WrittenShard`."""
 
@@ -187,11 +189,11 @@ class WriteSourceShard(beam.DoFn):
         self.encoder = self.encoding.encoder(self.source, self.schema)
         self.order = _order(len(self.source), self.options.shuffle, self.options.seed)
 
-    def process(self, shard: tuple[int, tuple[int, int]], plan: Plan) -> Iterator[Any]:
+    def process(self, shard: tuple[int, tuple[int, int]], cut: ShardCut) -> Iterator[Any]:
         index, (start, stop) = shard
         self.path.parent.mkdir(parents=True, exist_ok=True)  # as write_tfrecords makes it
         writer = ShardWriter(
-            self.path, list(range(plan.num_shards + 1)), self.options.compression, unique=True
+            self.path, list(range(cut.num_shards + 1)), self.options.compression, unique=True
         )
         entry, skipped = write_source_shard(writer, index, self.encoder, self.order[start:stop])
         self.encoding.encoded.inc(entry.num_examples)
@@ -219,13 +221,13 @@ _Uses = tuple[int, tuple[str, ...]]
 class Outcome:
     """What the last step needs from every task of the run, gathered by `Facts`: the shards
     written, the examples skipped, the indices several examples share, the records encoded and
-    (measured in the run) the plan."""
+    (measured in the run) the cut."""
 
     written: list[WrittenShard] = dataclasses.field(default_factory=list)
     skipped: list[SkippedExample] = dataclasses.field(default_factory=list)
     shared: list[SharedIndex] = dataclasses.field(default_factory=list)
     records: int = 0
-    plans: list[Plan] = dataclasses.field(default_factory=list)
+    cuts: list[ShardCut] = dataclasses.field(default_factory=list)
 
     def add(self, fact: Any) -> None:
         if isinstance(fact, Encoded):
@@ -235,7 +237,7 @@ class Outcome:
             WrittenShard: self.written,
             SkippedExample: self.skipped,
             SharedIndex: self.shared,
-            Plan: self.plans,
+            ShardCut: self.cuts,
         }
         kinds[type(fact)].append(fact)
 
@@ -244,7 +246,7 @@ class Outcome:
         self.skipped += other.skipped
         self.shared += other.shared
         self.records += other.records
-        self.plans = self.plans or other.plans
+        self.cuts = self.cuts or other.cuts
 
 
 class Facts(beam.CombineFn):
@@ -270,17 +272,17 @@ class Facts(beam.CombineFn):
 
 def commit(
     outcome: Outcome,
-    plan: Plan | None,
+    cut: ShardCut | None,
     path: fs.AnyPath,
     schema: Schema,
     options: WriteOptions,
     lock: bool = True,
 ) -> DatasetInfo:
-    """The last step: `finish`, with the plan made before the run (or measured in it) and the
+    """The last step: `finish`, with the cut made before the run (or measured in it) and the
     examples counted."""
-    plan = plan or (outcome.plans[0] if outcome.plans else Plan(1, 0, 0))
+    cut = cut or (outcome.cuts[0] if outcome.cuts else ShardCut(1, 0, 0))
     counted = dataclasses.replace(
-        plan, num_records=outcome.records, num_skipped=len(outcome.skipped)
+        cut, num_records=outcome.records, num_skipped=len(outcome.skipped)
     )
     repeated = [(s.index, (s.count, s.origins)) for s in sorted(outcome.shared, key=_index)]
     return finish(
@@ -303,7 +305,7 @@ def finish(
     written: list[WrittenShard],
     skipped: list[SkippedExample],
     repeated: list[tuple[int, _Uses]],
-    plan: Plan,
+    cut: ShardCut,
     path: fs.AnyPath,
     schema: Schema,
     options: WriteOptions,
@@ -313,7 +315,7 @@ def finish(
     and that the shards hold every encoded record, then, holding the prefix's lock (when
     `lock`, on a local prefix), renames the shards in order (empty ones are written for empty
     key ranges), saves the metadata last and removes stale files."""
-    total = plan.num_records + plan.num_skipped
+    total = cut.num_records + cut.num_skipped
     if total == 0:
         raise SourceError(f"WriteTFRecords({str(path)!r}) received no examples to write")
     if repeated:
@@ -329,17 +331,17 @@ def finish(
     check_not_all_skipped(skipped, total)
     by_shard = {item.shard: item for item in written}
     written_examples = sum(item.entry.num_examples for item in written)
-    if set(by_shard) - set(range(plan.num_shards)) or written_examples != plan.num_records:
+    if set(by_shard) - set(range(cut.num_shards)) or written_examples != cut.num_records:
         raise TfpipeError(
             f"WriteTFRecords({str(path)!r}): the shards written hold {written_examples} "
-            f"examples in shards {sorted(by_shard)}, but {plan.num_records} were encoded for "
-            f"shards 0..{plan.num_shards - 1}; no metadata was written"
+            f"examples in shards {sorted(by_shard)}, but {cut.num_records} were encoded for "
+            f"shards 0..{cut.num_shards - 1}; no metadata was written"
         )
     with writer_lock(path) if lock else contextlib.nullcontext():
         writer = ShardWriter(
-            path, list(range(plan.num_shards + 1)), options.compression, unique=True
+            path, list(range(cut.num_shards + 1)), options.compression, unique=True
         )
-        for shard in range(plan.num_shards):
+        for shard in range(cut.num_shards):
             if shard not in by_shard:
                 by_shard[shard] = write_shard(writer, shard, [])
         writer.shards += _commit(writer, path, by_shard)

@@ -17,17 +17,17 @@ from tfpipe.beam.encode import (
     is_fact,
     is_record,
 )
-from tfpipe.beam.shards import (
+from tfpipe.beam.writing import (
     Facts,
-    Plan,
+    ShardCut,
     WriteShard,
     WriteSourceShard,
     batch_totals,
     by_shard,
     commit,
-    make_plan,
-    plan_ahead,
-    source_plan,
+    cut_ahead,
+    cut_shards,
+    source_cut,
     sum_totals,
 )
 from tfpipe.errors import SchemaError
@@ -190,29 +190,29 @@ class WriteTFRecords(beam.PTransform):
         """The steps after encoding: a PCollection of `Records` batches and facts written as
         shards, then the last step (see the class)."""
         options = self.options
-        # One output split by filters, and no side input when the plan is known (nor a
+        # One output split by filters, and no side input when the cut is known (nor a
         # combine's default, that is one): a multi-output ParDo is what Beam's DaskRunner runs
         # wrong (every output gets every element), and it computes a side input again in
         # each task. Records move in batches, shard by shard: one element per batch.
         records = encoded | "Records" >> beam.Filter(is_record)
         facts = [encoded | "Facts" >> beam.Filter(is_fact)]
-        known = plan_ahead(options)
-        plan: Any = known
+        known = cut_ahead(options)
+        cut: Any = known
         if known is None:
             measured = self._measure(records, facts[0])
             facts.append(measured)
-            plan = beam.pvalue.AsSingleton(measured)
+            cut = beam.pvalue.AsSingleton(measured)
         written = (
             records
-            | "ToShards" >> beam.FlatMap(by_shard, plan)
+            | "ToShards" >> beam.FlatMap(by_shard, cut)
             | "GroupShards" >> beam.GroupByKey()
-            | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), plan)
+            | "WriteShards" >> beam.ParDo(WriteShard(self.path, options), cut)
         )
         return self._commit([*facts, written], known)
 
-    def _commit(self, facts: list[Any], known: Plan | None) -> Any:
+    def _commit(self, facts: list[Any], known: ShardCut | None) -> Any:
         """The last step, once every fact of the run (`facts`: PCollections) is in: the one
-        `DatasetInfo`. `known`: the plan made before the run, else measured in it."""
+        `DatasetInfo`. `known`: the cut made before the run, else measured in it."""
         return (
             facts
             | "AllFacts" >> beam.Flatten()
@@ -221,7 +221,7 @@ class WriteTFRecords(beam.PTransform):
         )
 
     def _measure(self, records: Any, facts: Any) -> Any:
-        """The plan from every record's size, in the run (one element)."""
+        """The cut from every record's size, in the run (one element)."""
         sizes = records | "Sizes" >> beam.Map(batch_totals)
         skips = (
             facts
@@ -232,7 +232,7 @@ class WriteTFRecords(beam.PTransform):
             (sizes, skips)
             | "AllSizes" >> beam.Flatten()
             | "Totals" >> beam.CombineGlobally(sum_totals).without_defaults()
-            | "Plan" >> beam.Map(make_plan, self.options)
+            | "CutShards" >> beam.Map(cut_shards, self.options)
         )
 
 
@@ -256,7 +256,7 @@ class ReadAndWrite(beam.PTransform):
 
     def expand(self, pbegin: Any) -> Any:
         read, write = self.read, self.write
-        known = source_plan(write.options, len(read.source))
+        known = source_cut(write.options, len(read.source))
         if known is not None:
             shards = WriteSourceShard(read.source, write.schema, write.path, write.options)
             written = (

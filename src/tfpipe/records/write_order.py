@@ -15,16 +15,16 @@ TARGET_SHARD_BYTES = 128 * 2**20
 MIN_SHARDS = 8
 
 
-def plan_shards(num_examples: int, num_bytes: float) -> int:
+def count_shards(num_examples: int, num_bytes: float) -> int:
     """Enough shards for ~TARGET_SHARD_BYTES each, and at least min(MIN_SHARDS, N)."""
     return max(math.ceil(num_bytes / TARGET_SHARD_BYTES), min(MIN_SHARDS, num_examples))
 
 
 def shards_for(total: int, head: Sequence[bytes | SkippedExample]) -> int:
-    """The shards `plan_shards` plans for `total` examples as large as the records of `head`
+    """The shards `count_shards` plans for `total` examples as large as the records of `head`
     (the first chunk written) on average."""
     sample = [len(r) for r in head if isinstance(r, bytes)]
-    return plan_shards(total, sum(sample) / max(len(sample), 1) * total)
+    return count_shards(total, sum(sample) / max(len(sample), 1) * total)
 
 
 def written_order(total: int, shuffle: bool, seed: int) -> np.ndarray:

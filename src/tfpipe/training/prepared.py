@@ -1,11 +1,12 @@
 """What `tfpipe.fit` knows before it trains: its inputs adapted once, and what it decided.
 
-    model, data, FitSettings (fit's arguments) ──prepare()──▶ Plan
+    model, data, FitSettings (fit's arguments) ──prepare()──▶ PreparedFit
         check the model and the arguments ─▶ adapt data and validation once (kind, steps,
         schema, batch size) ─▶ steps per epoch, class lists, the resumable or distributed
         input ─▶ one full batch ─▶ the model alone timed on it ─▶ the backups' identity
 
-Every later phase of `fit` (train, report) reads the `Plan`; none looks at the arguments again.
+Every later phase of `fit` (train, report) reads the `PreparedFit`; none looks at the arguments
+again.
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from typing import Any
 import keras
 
 from tfpipe.checks import check_int
-from tfpipe.distribute.sharding import DistributedInput, Layout
+from tfpipe.distribute.sharding import DistributedFeed, Layout
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.labels import check_same_class_names
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.schema import Schema
 from tfpipe.training.adapters import Feed, adapt, check_pairs
 from tfpipe.training.backend import data_only, strategy_of, trains_with_tensorflow
-from tfpipe.training.bench import batch_size_of
 from tfpipe.training.faults import naming
 from tfpipe.training.keras_internals import build_on
 from tfpipe.training.lists import check_lists
@@ -39,6 +39,7 @@ from tfpipe.training.model_probe import (
     probe_model,
 )
 from tfpipe.training.resume import BackupCallback, Backups, Resumable, check_backup
+from tfpipe.training.throughput import batch_size_of
 
 SIZE_PROBE_BATCHES = 4
 
@@ -91,7 +92,7 @@ class FitSettings:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class PreparedFit:
     """One `tfpipe.fit` call, prepared: the inputs adapted and every decision taken.
 
     Attributes:
@@ -121,7 +122,7 @@ class Plan:
     batch: Any
     batch_size: int
     probe: Probe
-    distributed: DistributedInput | None
+    distributed: DistributedFeed | None
     resumable: Resumable | None
     saver: BackupCallback | None
     callbacks: list[keras.callbacks.Callback]
@@ -135,7 +136,7 @@ class Plan:
         return (self.train,) if self.validation is None else (self.train, self.validation)
 
 
-def prepare(model: keras.Model, data: Any, settings: FitSettings) -> Plan:
+def prepare(model: keras.Model, data: Any, settings: FitSettings) -> PreparedFit:
     """Checks `fit`'s arguments, adapts `data` and `validation` once, and times the model alone.
 
     `settings` holds the other arguments of `tfpipe.fit`. Every fault is raised here, before
@@ -195,7 +196,7 @@ def prepare(model: keras.Model, data: Any, settings: FitSettings) -> Plan:
             identity = resumable.loader.identity()
         backups = Backups(settings.backup_dir, identity, resumable.steps, strategy_of(model))  # type: ignore[arg-type]
         saver = BackupCallback(backups, save_every or resumable.steps)
-    return Plan(
+    return PreparedFit(
         train=train,
         validation=checked,
         epochs=settings.epochs,
@@ -370,7 +371,7 @@ def _steps(
     return None
 
 
-def _distributed(model: keras.Model, source: Feed) -> DistributedInput | None:
+def _distributed(model: keras.Model, source: Feed) -> DistributedFeed | None:
     """Under a multi-replica strategy, the input split over the workers so that each reads its
     own part and all run the same steps (`Feed.distributed`: a Pipeline's or a
     SequenceLoader's; other inputs are left to Keras, which shards them itself)."""

@@ -9,7 +9,7 @@ that every entry point takes: `Pipeline`, `SequenceLoader`, `read_tfrecords`,
     "mnist/3.0.1" (TFDS), "photos/" (class folders) ┘                declared, compression, ...)
 
 A dataset's metadata file is read once per resolution, and each file's size is checked
-against it there (see `tfpipe.format.shards.check_sizes`).
+against it there (see `tfpipe.format.file_checks.check_sizes`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import compression_of
+from tfpipe.format.file_checks import Declared, check_sizes, declared_examples, one_dataset
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.format.naming import SHARDS, TEMPORARY, metadata_path
-from tfpipe.format.shards import Declared, check_sizes, declared_examples, one_dataset
 from tfpipe.labels import check_stored_labels
 from tfpipe.schema import Schema
 
