@@ -672,7 +672,11 @@ def make_input(
     """The input of a `Pipeline` for `source`: TFRecords or a folder of images named by a path
     (see `tfpipe.format.resolution.resolve`), an in-memory source or a PyDataset."""
     if isinstance(source, str | os.PathLike | list | tuple | ResolvedData):
-        data = resolve(source, split=split, argument="source")
+        data = (
+            source  # resolved once, above (fit's adapter)
+            if isinstance(source, ResolvedData) and split is None
+            else resolve(source, split=split, argument="source")
+        )
         if data.image_folder is None:
             return RecordInput(data, schema, compression)
         return MemoryInput(random_access(data, schema))

@@ -61,6 +61,10 @@ class Feed(abc.ABC):
             schema, a path's metadata, a source's); None for other kinds.
         pipeline: the `Pipeline` the input reads (for a Pipeline, a path or a source), which
             can locate the record behind a raw TensorFlow error; None for other kinds.
+        service: the tf.data service the input's Pipeline runs on (`Pipeline.distribute`);
+            None for other kinds.
+        supervised: the `(x, y)` the input's Pipeline selects (`Pipeline.as_supervised`);
+            None when it yields example dicts, or for other kinds.
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
     """
 
@@ -73,6 +77,8 @@ class Feed(abc.ABC):
     examples: int | None
     schema: Schema | None
     pipeline: Pipeline | None = None
+    service: DataService | None = None
+    supervised: tuple[Names, Names] | None = None
 
     @property
     @abc.abstractmethod
@@ -83,11 +89,6 @@ class Feed(abc.ABC):
     @abc.abstractmethod
     def batches(self, *, repeat: bool = False) -> Iterator[Any]:
         """The batches of one epoch, or of epoch after epoch with `repeat=True`."""
-
-    @property
-    def service(self) -> DataService | None:
-        """The tf.data service the input's Pipeline runs on (`Pipeline.distribute`), if any."""
-        return None if self.pipeline is None else self.pipeline.service
 
     @property
     def image_encoding(self) -> str | None:
@@ -223,7 +224,8 @@ class PipelineFeed(DatasetFeed):
 
     @classmethod
     def reading(cls, pipeline: Pipeline, *, schema: Schema | None, **fields: Any) -> Self:
-        """A feed of `pipeline` (its dataset ends in its own prefetch) holding `schema`."""
+        """A feed of `pipeline` (its dataset ends in its own prefetch) holding `schema`: what
+        fit asks of the Pipeline is asked once, here."""
         return cls.sized(
             dataset=pipeline.build(),
             steps_per_pass=pipeline.batches_per_epoch(),
@@ -231,6 +233,8 @@ class PipelineFeed(DatasetFeed):
             examples=pipeline.examples_per_epoch(),
             schema=schema,
             pipeline=pipeline,
+            service=pipeline.service,
+            supervised=pipeline.supervised,
             **fields,
         )
 
@@ -246,7 +250,7 @@ class PipelineFeed(DatasetFeed):
     def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
         """`Pipeline.build_distributed`; None on the tf.data service, whose batches Keras
         places on the replicas."""
-        if self.pipeline.service is not None:
+        if self.service is not None:
             return None
         return self.pipeline.build_distributed(strategy)
 
@@ -398,20 +402,20 @@ def adapt(
     """
     batch_size = check_int("batch_size", batch_size, or_none=True)
     image_size = check_image_size("image_size", image_size)
-    by_schema = names_paths(data) or isinstance(data, SourceBase)
+    readable = _readable(data, argument, schema)
+    by_schema = readable is not None
     if (x is None) != (y is None) and not (by_schema and x is None):
         missing = "y" if y is None else "x"
         raise ValueError(
             f"x and y go together: pass {missing}=... too (the feature name(s) the model "
             f"{'predicts' if missing == 'y' else 'takes'}). Received: x={x!r}, y={y!r}"
         )
-    if schema is not None and not names_paths(data):
+    if schema is not None and (readable is None or isinstance(data, SourceBase)):
         raise ValueError(
             f"schema= describes TFRecords named by a path, but {argument} is a "
             f"{type(data).__name__}, which carries its own schema: drop schema=, or pass the path"
         )
-    if by_schema:
-        readable = _readable(data, argument, schema)
+    if readable is not None:
         x, y = readable.pairs(x, y, pairs=pairs)
         pipeline = readable.pipeline(
             batch_size=batch_size, shuffle=shuffle, image_size=image_size, seed=seed
@@ -550,11 +554,13 @@ class Readable:
         return pipeline.batch(DEFAULT_BATCH_SIZE if batch_size is None else batch_size)
 
 
-def _readable(data: Any, argument: str, schema: Schema | None) -> Readable:
+def _readable(data: Any, argument: str, schema: Schema | None) -> Readable | None:
     """A path resolved once (records with their schema: given, the metadata's or inferred; a
-    folder of images as a source), or a source as it is."""
+    folder of images as a source), a source as it is; None for other inputs."""
     if isinstance(data, SourceBase):
         return Readable(data, data.schema, f"{argument} ({type(data).__name__})", records=False)
+    if not names_paths(data):
+        return None
     resolved = resolve(data, argument=argument)
     where = f"{argument}={resolved.origin!r}"
     if resolved.image_folder is not None:

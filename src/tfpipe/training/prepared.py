@@ -180,7 +180,7 @@ def prepare(model: keras.Model, data: Any, settings: FitSettings) -> PreparedFit
     )
     with naming(*inputs):
         batch, size = full_batch(train)
-    supervised = train.pipeline.supervised if train.pipeline is not None else None
+    supervised = train.supervised
     check_lists(model, batch, *((x, y) if x is not None or supervised is None else supervised))
     probe = _probe(
         model=model,
