@@ -302,7 +302,7 @@ def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
         if transform is None:
             break
         assembly.unbatch()
-        parallel = " (parallel, AUTOTUNE)" if transform.kind == "map" else ""
+        parallel = " (parallel, AUTOTUNE)" if transform.maps else ""
         prepare, assembly.prepare = assembly.prepare, None
         apply = functools.partial(transform.apply, prepare=prepare, position=assembly.position)
         assembly.run(transform.name + parallel, apply)

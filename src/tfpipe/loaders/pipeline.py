@@ -647,11 +647,11 @@ def without_maps(pipeline: Pipeline) -> tuple[tf.data.Dataset, tuple[str, ...], 
         (('map(<lambda>)',), False)
     """
     recipe = pipeline._recipe
-    maps = [t for t in recipe.transforms if t.kind == "map"]
+    maps = [t for t in recipe.transforms if t.maps]
     if not maps or recipe.cache is not None or recipe.service is not None:
         return None
     dataset = pipeline._with(
-        transforms=tuple(t for t in recipe.transforms if t.kind != "map"), supervised=None
+        transforms=tuple(t for t in recipe.transforms if not t.maps), supervised=None
     ).build()
     examples = dataset.unbatch() if recipe.batch is not None else dataset
     return dataset, tuple(t.name for t in maps), any_random(maps, examples)

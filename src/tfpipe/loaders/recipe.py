@@ -73,7 +73,7 @@ class Recipe:
     @property
     def filtered(self) -> bool:
         """Whether a `filter()` is among the transforms."""
-        return any(t.kind == "filter" for t in self.transforms)
+        return any(not t.maps for t in self.transforms)
 
     @property
     def name(self) -> str:

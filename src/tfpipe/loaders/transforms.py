@@ -33,6 +33,12 @@ class Transform:
         return f"{self.kind}({getattr(self.fn, '__name__', type(self.fn).__name__)})"
 
     @property
+    def maps(self) -> bool:
+        """Whether it is a `map()`, run in parallel calls (else a `filter()`, which drops the
+        examples its predicate refuses)."""
+        return self.kind == "map"
+
+    @property
     def _map_dataset(self) -> Callable[..., tf.data.Dataset] | None:
         # A map with its own map_dataset (tfpipe.augment.Joint) zips a seed onto each example.
         map_dataset = getattr(self.fn, "map_dataset", None)
@@ -41,7 +47,7 @@ class Transform:
     def takes_prepare(self) -> bool:
         """Whether `apply` can run a `prepare` function in the same parallel call: a map, or
         a `map_dataset` with a `prepare` argument (as `tfpipe.augment.Joint` has)."""
-        if self.kind != "map":
+        if not self.maps:
             return False
         map_dataset = self._map_dataset
         return map_dataset is None or "prepare" in inspect.signature(map_dataset).parameters
@@ -56,7 +62,7 @@ class Transform:
         `prepare` first turns each element into the example, in the same call. A
         `map_dataset` with a `position` argument gets the `(epoch, first example index)` of a
         `start_at` epoch."""
-        if self.kind == "filter":
+        if not self.maps:
             try:
                 return dataset.filter(self.fn)
             except (TypeError, ValueError) as e:
