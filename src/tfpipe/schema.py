@@ -366,7 +366,11 @@ class Schema(Mapping[str, Feature]):
             out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))
         for name, image_feature in images.items():
             out[name] = image_feature.decode_tensor(
-                out[name], image_size, reduced_decode, rescale, turns.get(name)
+                out[name],
+                image_size,
+                reduced=reduced_decode,
+                rescale=rescale,
+                orientation=turns.get(name),
             )
         for name, mask_feature in self.of(Mask).items():
             out[name] = mask_feature.decode_tensor(out[name], image_size)

@@ -31,6 +31,7 @@ the DataFrame (e.g. Spark's `binaryFile` source, whose `content` column holds ea
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import re
@@ -199,6 +200,7 @@ def _write_shards(path: fs.AnyPath, num_shards: int, compression: str | None) ->
 def _write_source_shards(
     source: Any,
     schema: Schema,
+    *,
     options: WriteOptions,
     path: fs.AnyPath,
     bounds: list[int],
@@ -406,12 +408,27 @@ def write_tfrecords(
         TfpipeError: the Spark job failed otherwise (Spark's error is the cause), or another
             write to the same local prefix is running.
     """
-    options = WriteOptions(num_shards, compression, shuffle, seed, 1, on_error, False, check_copies)
+    options = WriteOptions(
+        num_shards=num_shards,
+        compression=compression,
+        shuffle=shuffle,
+        seed=seed,
+        workers=1,
+        on_error=on_error,
+        progress=False,
+        check_copies=check_copies,
+    )
     path = check_prefix(prefix)
     if isinstance(df_or_source, DataFrame):
         if schema is not None and not isinstance(schema, Schema):
             raise SchemaError(f"schema must be a tfpipe.Schema. Received: {schema!r}")
-        read = DataFrameColumns(df_or_source.columns, path_col, None, label_cols, schema)
+        read = DataFrameColumns(
+            df_or_source.columns,
+            path_col=path_col,
+            image_cols=None,
+            label_cols=label_cols,
+            schema=schema,
+        )
         columns = _columns(df_or_source, read, origin_column)
         schema = schema or _inferred_schema(df_or_source, read)
         rows = df_or_source.select(*columns).rdd.zipWithIndex()
@@ -424,19 +441,18 @@ def write_tfrecords(
         spark = spark or session()
         total = len(source)
     check_num_shards(options, total)
+    job = _SparkWrite(path, schema, options, spark)
     path.parent.mkdir(parents=True, exist_ok=True)
     with writer_lock(path):
         order = written_order(total, options.shuffle, options.seed)
         positions = _positions(order)
         try:
             if source is None:
-                written, num_shards = _write_rows(
-                    rows, origin_column, positions, path, schema, options, spark
-                )
+                written, num_shards = _write_rows(rows, origin_column, positions, job)
             else:
                 num_shards = options.num_shards or estimated_shards(source, schema, order)
-                written = _write_source(source, order, num_shards, path, schema, options, spark)
-            info = _commit(written, num_shards, positions, path, schema, options)
+                written = _write_source(source, order, num_shards, job)
+            info = _commit(written, num_shards, positions, job)
         except TfpipeError:
             raise
         except Exception as e:
@@ -449,43 +465,42 @@ def write_tfrecords(
 _Written = list[tuple[int, ShardInfo, list[SkippedExample]]]
 
 
-def _write_source(
-    source: Any,
-    order: np.ndarray,
-    num_shards: int,
-    path: fs.AnyPath,
-    schema: Schema,
-    options: WriteOptions,
-    spark: Any,
-) -> _Written:
+@dataclasses.dataclass(frozen=True)
+class _SparkWrite:
+    """What the steps of one write on the driver share: the prefix, the schema, the options
+    and the Spark session (never sent to the executors)."""
+
+    path: fs.AnyPath
+    schema: Schema
+    options: WriteOptions
+    spark: Any
+
+
+def _write_source(source: Any, order: np.ndarray, num_shards: int, job: _SparkWrite) -> _Written:
     """Writes a source's shards, each read, encoded and written by one task (so no record
     crosses a shuffle): the positions `write_tfrecords` puts in it, `order` broadcast."""
-    broadcast = spark.sparkContext.broadcast(order)
+    broadcast = job.spark.sparkContext.broadcast(order)
     try:
         bounds = shard_bounds(len(order), num_shards)
-        write = _write_source_shards(source, schema, options, path, bounds, broadcast)
-        shards = spark.sparkContext.parallelize(range(num_shards), num_shards)
+        write = _write_source_shards(
+            source, job.schema, options=job.options, path=job.path, bounds=bounds, order=broadcast
+        )
+        shards = job.spark.sparkContext.parallelize(range(num_shards), num_shards)
         return shards.mapPartitionsWithIndex(write).collect()
     finally:
         broadcast.destroy()
 
 
 def _write_rows(
-    rows: Any,
-    origin_column: str | None,
-    positions: np.ndarray,
-    path: fs.AnyPath,
-    schema: Schema,
-    options: WriteOptions,
-    spark: Any,
+    rows: Any, origin_column: str | None, positions: np.ndarray, job: _SparkWrite
 ) -> tuple[_Written, int]:
     """Writes a DataFrame's shards: its partitions encoded where they are, each record sent
     to its shard's task (in one job when `num_shards` is given; else the records' sizes are
     measured first). Gives the shards written and how many."""
-    total = len(positions)
-    broadcast = spark.sparkContext.broadcast(positions)
+    total, path, options = len(positions), job.path, job.options
+    broadcast = job.spark.sparkContext.broadcast(positions)
     try:
-        encoded = rows.mapPartitions(_encode_rows(schema, options, origin_column, broadcast))
+        encoded = rows.mapPartitions(_encode_rows(job.schema, options, origin_column, broadcast))
         if options.num_shards:
             bounds = shard_bounds(total, options.num_shards)
             return _write_job(encoded, path, bounds, options.compression), options.num_shards
@@ -501,16 +516,11 @@ def _write_rows(
 
 
 def _commit(
-    written: _Written,
-    num_shards: int,
-    positions: np.ndarray,
-    path: fs.AnyPath,
-    schema: Schema,
-    options: WriteOptions,
+    written: _Written, num_shards: int, positions: np.ndarray, job: _SparkWrite
 ) -> DatasetInfo:
     """Renames the shards written on the executors, saves the metadata and removes stale
     files, here on the driver, once the shards hold every record encoded."""
-    total = len(positions)
+    total, path, options = len(positions), job.path, job.options
     skipped = _in_order([s for *_, skipped in written for s in skipped], positions)
     shards = {shard: entry for shard, entry, _ in written}
     writer = ShardWriter(path, shard_bounds(total, num_shards), options.compression, unique=True)
@@ -529,7 +539,7 @@ def _commit(
             f"encoded for shards 0..{num_shards - 1}; no metadata was written"
         )
     writer.shards += [writer.commit(shard, shards[shard]) for shard in range(num_shards)]
-    info = dataset_info(path, schema, writer.shards, skipped, options)
+    info = dataset_info(path, job.schema, shards=writer.shards, skipped=skipped, options=options)
     info.save()
     writer.remove_stale(every_writer=True)
     return info

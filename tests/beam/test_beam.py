@@ -346,6 +346,22 @@ def _temporary_shard(prefix: Path, shard: int, count: int, x: int) -> Any:
     return write_shard(writer, shard, [_X.encode({"x": x})] * 3)
 
 
+def _last_step(
+    written: list[Any], cut: ShardCut, prefix: Path, options: WriteOptions | None = None
+) -> DatasetInfo:
+    """`finish` of the shards `written`, no example skipped or repeated; `options` default
+    to one worker's."""
+    return finish(
+        written,
+        skipped=[],
+        repeated=[],
+        cut=cut,
+        path=prefix,
+        schema=_X,
+        options=options or WriteOptions(workers=1),
+    )
+
+
 def _in_the_way(prefix: Path, shard: int, count: int) -> Path:
     """A directory where shard `shard`'s final file goes: renaming that shard fails."""
     final = ShardWriter(prefix, list(range(count + 1)), None).final_path(shard)
@@ -360,9 +376,9 @@ def test_the_last_step_can_be_retried(tmp_path: Path) -> None:
     prefix = tmp_path / "train"
     written = _temporary_shards(prefix)
     plan, options = ShardCut(2, 6, 0), WriteOptions(workers=1)
-    first = finish(written, [], [], plan, prefix, _X, options)
+    first = _last_step(written, plan, prefix, options)
     (tmp_path / "train.json").unlink()  # as if the first attempt failed after the renames
-    again = finish(written, [], [], plan, prefix, _X, options)
+    again = _last_step(written, plan, prefix, options)
     assert again.shards == first.shards == DatasetInfo.load(prefix).shards
     assert [s.num_examples for s in again.shards] == [3, 3]
     files = sorted(p.name for p in tmp_path.iterdir())
@@ -377,11 +393,11 @@ def test_a_retry_of_the_last_step_renames_what_the_first_attempt_left(tmp_path: 
     plan, options = ShardCut(3, 9, 0), WriteOptions(workers=1)
     blocked = _in_the_way(prefix, 1, 3)
     with pytest.raises(IsADirectoryError):
-        finish(written, [], [], plan, prefix, _X, options)
+        _last_step(written, plan, prefix, options)
     assert not (tmp_path / written[0].entry.file).exists()  # renamed
     assert (tmp_path / written[1].entry.file).exists()  # not yet
     blocked.rmdir()
-    info = finish(written, [], [], plan, prefix, _X, options)
+    info = _last_step(written, plan, prefix, options)
     assert info == DatasetInfo.load(prefix)
     assert [s.num_examples for s in info.shards] == [3, 3, 3]
     assert _shards(prefix) == [[_X.encode({"x": k})] * 3 for k in range(3)]
@@ -406,7 +422,7 @@ def test_the_last_step_removes_old_metadata_even_with_shard_0_renamed(tmp_path: 
     written = [first, *(_temporary_shard(prefix, k, 3, k) for k in (1, 2))]
     _in_the_way(prefix, 2, 3)  # the step stops after renaming shard 1 (as if killed)
     with pytest.raises(IsADirectoryError):
-        finish(written, [], [], ShardCut(3, 9, 0), prefix, _X, WriteOptions(workers=1))
+        _last_step(written, ShardCut(3, 9, 0), prefix)
     final = ShardWriter(prefix, [0, 1, 2, 3], None).final_path(1)
     assert _file_records(final) == [_X.encode({"x": 1})] * 3  # the Beam write's, over the other's
     assert not (tmp_path / "train.json").exists()
@@ -431,7 +447,7 @@ def test_the_last_step_takes_a_renamed_shard_only_with_its_own_records(tmp_path:
         match=r"'.*train'\): the temporary file of shard 0 \(.*\) is gone and "
         r"train-00000-of-00002\.tfrecord does not hold its records",
     ):
-        finish(written, [], [], ShardCut(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+        _last_step(written, ShardCut(2, 6, 0), prefix)
     assert (tmp_path / written[1].entry.file).exists()  # not renamed
     assert not (tmp_path / "train.json").exists()
 
@@ -449,7 +465,7 @@ def test_a_write_that_finished_meanwhile_fails_the_last_step(tmp_path: Path) -> 
     source = tfpipe.from_arrays({"x": np.arange(10, 16)}, _X)
     other = tfpipe.write_tfrecords(source, prefix, num_shards=2, shuffle=False, progress=False)
     with pytest.raises(TfpipeError, match="another write to this prefix ran meanwhile"):
-        finish(written, [], [], ShardCut(2, 6, 0), prefix, _X, WriteOptions(workers=1))
+        _last_step(written, ShardCut(2, 6, 0), prefix)
     assert DatasetInfo.load(prefix).shards == other.shards
     assert _records(prefix) == [_X.encode({"x": x}) for x in range(10, 16)]
 
@@ -468,9 +484,9 @@ def test_the_last_step_holds_the_prefix_lock(tmp_path: Path) -> None:
         writer_lock(prefix),
         pytest.raises(TfpipeError, match=r"prefix '.*train' is being written by another"),
     ):
-        finish(written, [], [], plan, prefix, _X, options)
+        _last_step(written, plan, prefix, options)
     assert list(tmp_path.glob("train*")) == []
-    assert finish(written, [], [], plan, prefix, _X, options).num_examples == 6
+    assert _last_step(written, plan, prefix, options).num_examples == 6
 
 
 @pytest.mark.fault(
@@ -483,9 +499,9 @@ def test_the_last_step_refuses_shards_short_of_the_encoded_count(tmp_path: Path)
     written = _temporary_shards(prefix)
     options = WriteOptions(workers=1)
     with pytest.raises(TfpipeError, match=r"hold 6 examples .* but 7 were encoded"):
-        finish(written, [], [], ShardCut(2, 7, 0), prefix, _X, options)
+        _last_step(written, ShardCut(2, 7, 0), prefix, options)
     with pytest.raises(TfpipeError, match=r"in shards \[0, 1\]"):
-        finish(written, [], [], ShardCut(1, 6, 0), prefix, _X, options)
+        _last_step(written, ShardCut(1, 6, 0), prefix, options)
     assert not (tmp_path / "train.json").exists()
 
 

@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
 MOST_MODULE_LINES = 700
 MOST_FUNCTION_LINES = 80  # lines of code: docstrings, comments and blank lines not counted
 MOST_TOP_LEVEL_MODULES = 10
+MOST_POSITIONAL_ARGUMENTS = 4  # in a call; the rest are passed by keyword (issue 40)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -501,3 +502,55 @@ def test_a_retired_name_fails(package_copy: Path, line: str) -> None:
 def test_a_retired_module_name_fails(package_copy: Path) -> None:
     (package_copy / "tfpipe" / "format" / "lookup.py").write_text("")
     assert retired_names(package_copy) == ["module tfpipe.format.lookup"]
+
+
+# Issue 40: a call inside the package names its arguments past the first few.
+
+# Callees of other libraries called with more positional arguments, as their APIs take them
+# (matched on the call's function as written).
+EXTERNAL_CALLEES = {
+    "tf.random.stateless_uniform",  # loaders/assembly.py
+    "super().__init__",  # loaders/workers.py: multiprocessing's Pool
+    "beam.Map",  # beam/ptransforms.py: Beam passes the arguments after the function on
+    "default",  # cli/parser.py: the `warnings.showwarning` it wraps, called as warnings calls it
+}
+
+
+def long_positional_calls(root: Path = SRC) -> list[str]:
+    """Calls with more than MOST_POSITIONAL_ARGUMENTS positional arguments (`*args` not
+    counted), but those of the external callees above."""
+    found = []
+    for name, path in modules(root).items():
+        for node in nodes(path):
+            if not isinstance(node, ast.Call):
+                continue
+            count = sum(not isinstance(arg, ast.Starred) for arg in node.args)
+            if (
+                count > MOST_POSITIONAL_ARGUMENTS
+                and (callee := ast.unparse(node.func)) not in EXTERNAL_CALLEES
+            ):
+                found.append(
+                    f"{count} positional arguments to {callee} in {name} (line {node.lineno})"
+                )
+    return found
+
+
+def test_internal_calls_name_their_arguments() -> None:
+    assert long_positional_calls() == []
+
+
+@pytest.mark.parametrize(
+    ("line", "count"),
+    [
+        ("def f(*a, **k):\n    return a\nf(1, 2, 3, 4, 5)", 1),
+        ("def f(*a, **k):\n    return a\nf(1, 2, 3, 4, *range(9))", 0),
+        ("def f(*a, **k):\n    return a\nf(1, 2, 3, 4, e=5)", 0),
+        ("import apache_beam as beam\nbeam.Map(print, 1, 2, 3, 4)", 0),
+    ],
+    ids=["five", "starred", "keyword", "external"],
+)
+def test_a_call_of_many_positional_arguments_fails(
+    package_copy: Path, line: str, count: int
+) -> None:
+    add_line(package_copy, "labels.py", line)
+    assert len(long_positional_calls(package_copy)) == count

@@ -164,7 +164,14 @@ class WriteTFRecords(beam.PTransform):
     ) -> None:
         super().__init__()
         self.options = WriteOptions(
-            num_shards, compression, shuffle, seed, 1, on_error, False, check_copies
+            num_shards=num_shards,
+            compression=compression,
+            shuffle=shuffle,
+            seed=seed,
+            workers=1,
+            on_error=on_error,
+            progress=False,
+            check_copies=check_copies,
         )
         if self.options.seed >= KEY_SPACE:
             raise ValueError(f"seed must be below 2**64. Received: seed={seed!r}")

@@ -140,7 +140,14 @@ def write_tfrecords(
         source, schema, written_order(len(source), shuffle, seed)
     )
     write = WriteTFRecords(
-        path, schema, num_shards, shuffle, seed, compression, on_error, check_copies
+        path,
+        schema,
+        num_shards=num_shards,
+        shuffle=shuffle,
+        seed=seed,
+        compression=compression,
+        on_error=on_error,
+        check_copies=check_copies,
     )
     write.lock = False  # held here, for the whole run
     check_num_shards(write.options, len(source))

@@ -287,13 +287,13 @@ def commit(
     repeated = [(s.index, (s.count, s.origins)) for s in sorted(outcome.shared, key=_index)]
     return finish(
         outcome.written,
-        outcome.skipped,
-        repeated[:SHOWN_REPEATED],
-        counted,
-        path,
-        schema,
-        options,
-        lock,
+        skipped=outcome.skipped,
+        repeated=repeated[:SHOWN_REPEATED],
+        cut=counted,
+        path=path,
+        schema=schema,
+        options=options,
+        lock=lock,
     )
 
 
@@ -303,6 +303,7 @@ def _index(shared: SharedIndex) -> int:
 
 def finish(
     written: list[WrittenShard],
+    *,
     skipped: list[SkippedExample],
     repeated: list[tuple[int, _Uses]],
     cut: ShardCut,
@@ -345,7 +346,7 @@ def finish(
             if shard not in by_shard:
                 by_shard[shard] = write_shard(writer, shard, [])
         writer.shards += _commit(writer, path, by_shard)
-        info = dataset_info(path, schema, writer.shards, skipped, options)
+        info = dataset_info(path, schema, shards=writer.shards, skipped=skipped, options=options)
         info.save()
         writer.remove_stale(every_writer=True)
     return info

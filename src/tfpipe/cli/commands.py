@@ -349,11 +349,11 @@ def _bench(args: argparse.Namespace, out: TextIO) -> None:
             file=out,
         )
         if args.plot:
-            _plot_stages(data, args, size, result.examples_per_s, out)
+            _plot_stages(data, args, size=size, full_rate=result.examples_per_s, out=out)
 
 
 def _plot_stages(
-    data: ResolvedData, args: argparse.Namespace, size: int, full_rate: float, out: TextIO
+    data: ResolvedData, args: argparse.Namespace, *, size: int, full_rate: float, out: TextIO
 ) -> None:
     """Times reading the record bytes alone and draws it beside the full input's rate."""
     figure, axes = plots.new_figure(8, 2.4)  # before timing: a missing matplotlib fails fast

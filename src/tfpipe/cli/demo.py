@@ -123,7 +123,7 @@ def _generate(workdir: Path, config: DemoSize, seed: int, out: TextIO) -> Path:
 
 
 def _write(
-    workdir: Path, csv: Path, config: DemoSize, seed: int, progress: bool, out: TextIO
+    workdir: Path, csv: Path, *, config: DemoSize, seed: int, progress: bool, out: TextIO
 ) -> tuple[dict[str, DatasetInfo], dict[str, np.ndarray]]:
     """Writes the CSV's images as train/test TFRecords; returns them and their class counts."""
     started = time.perf_counter()
@@ -259,7 +259,7 @@ def run_demo(
     path = Path(workdir)
     _prepare(path)
     csv = _generate(path, config, seed, out)
-    infos, counts = _write(path, csv, config, seed, progress, out)
+    infos, counts = _write(path, csv, config=config, seed=seed, progress=progress, out=out)
     example, throughput = _read_back(infos, counts, config, out)
     accuracy = _train(infos, config, epochs, out)
     print(
@@ -267,4 +267,6 @@ def run_demo(
         f"`tfpipe write {csv} OUT --split train=0.8,test=0.2`",
         file=out,
     )
-    return DemoResult(path, csv, infos, example, throughput, accuracy)
+    return DemoResult(
+        path, csv, datasets=infos, example=example, read=throughput, accuracy=accuracy
+    )

@@ -184,13 +184,13 @@ def distribute(
 
     return DistributedFeed(
         strategy.distribute_datasets_from_function(dataset_fn),
-        steps,
-        global_batch,
-        layout.num_workers,
-        layout.replicas_per_worker,
-        used,
-        total - used,
-        shard_by,
+        steps_per_epoch=steps,
+        global_batch_size=global_batch,
+        num_workers=layout.num_workers,
+        replicas_per_worker=layout.replicas_per_worker,
+        examples_per_epoch=used,
+        dropped_per_epoch=total - used,
+        shard_by=shard_by,
     )
 
 

@@ -320,7 +320,9 @@ class Image(Feature):
         target = size or self.shape[:2]
         turns = self.orientations(parsed)  # for the whole batch at once: cheaper
         return tf.map_fn(
-            lambda item: self.decode_tensor(item[0], size, reduced, rescale, item[1]),
+            lambda item: self.decode_tensor(
+                item[0], size, reduced=reduced, rescale=rescale, orientation=item[1]
+            ),
             (parsed, turns),
             fn_output_signature=tf.TensorSpec(
                 (*target, self.channels), tf.uint8 if rescale is None else tf.float32

@@ -131,7 +131,12 @@ def is_complete(data: bytes, fmt: str) -> bool:
 
 
 def can_copy(
-    image: PILImage.Image, data: bytes, fmt: str, size: tuple[int | None, int | None], channels: int
+    image: PILImage.Image,
+    data: bytes,
+    *,
+    fmt: str,
+    size: tuple[int | None, int | None],
+    channels: int,
 ) -> bool:
     """Whether encoded bytes can be stored as they are: same format, size, channels, upright."""
     height, width = size
@@ -193,7 +198,7 @@ def copyable(data: bytes, fmt: str, size: tuple[int | None, int | None], channel
     """`can_copy` for encoded bytes; reads only the frame header of a plain JPEG (fast)."""
     header = jpeg_header(data) if fmt == "jpeg" else None
     if header is None:
-        return can_copy(open_image(data), data, fmt, size, channels)
+        return can_copy(open_image(data), data, fmt=fmt, size=size, channels=channels)
     height, width, components = header
     return (
         components == channels

@@ -131,7 +131,7 @@ class Folder:
                 "before TFDS 4.0?); pass schema=, or prepare it again with a recent TFDS"
             )
         tree = _read_json(path)
-        return Schema(dict(_features(tree, (), self.directory, str(path))))
+        return Schema(dict(_features(tree, (), directory=self.directory, where=str(path))))
 
 
 def is_folder(directory: fs.AnyPath) -> bool:
@@ -189,7 +189,13 @@ def _split(data: Mapping[str, Any], dataset: str, file_format: str) -> Split:
     files = tuple(_shard_file(template, names, k, len(lengths)) for k in range(len(lengths)))
     base = template.format(**names, SHARD_X_OF_Y="", SHARD_INDEX="", NUM_SHARDS="")
     prefix = base.replace(f".{file_format}", "").rstrip("-._")
-    return Split(str(data["name"]), prefix, files, lengths, int(data.get("numBytes", 0)))
+    return Split(
+        str(data["name"]),
+        prefix=prefix,
+        files=files,
+        shard_lengths=lengths,
+        num_bytes=int(data.get("numBytes", 0)),
+    )
 
 
 def _shard_file(template: str, names: dict[str, str], index: int, count: int) -> str:
@@ -324,6 +330,7 @@ _NOT_IN_SEQUENCE = -2  # the sequence length of a feature outside any Sequence
 def _features(
     node: Mapping[str, Any],
     path: tuple[str, ...],
+    *,
     directory: fs.AnyPath,
     where: str,
     length: int | None = _NOT_IN_SEQUENCE,
@@ -334,13 +341,19 @@ def _features(
     name = "/".join(path)
     if kind == "featuresDict":
         for key, child in node["featuresDict"]["features"].items():
-            yield from _features(child, (*path, key), directory, where, length)
+            yield from _features(
+                child, (*path, key), directory=directory, where=where, length=length
+            )
         return
     try:
         if kind == "sequence" and length == _NOT_IN_SEQUENCE:
             inner = int(node["sequence"].get("length", -1))
             yield from _features(
-                node["sequence"]["feature"], path, directory, where, None if inner < 0 else inner
+                node["sequence"]["feature"],
+                path,
+                directory=directory,
+                where=where,
+                length=None if inner < 0 else inner,
             )
             return
         names = functools.partial(_class_names, directory, path)
@@ -445,6 +458,7 @@ def _check_features(directory: fs.AnyPath, split: str, features: dict[str, Any])
 def save(
     directory: fs.AnyPath,
     split: str,
+    *,
     schema: Schema,
     shard_lengths: Sequence[int],
     num_bytes: int,

@@ -241,7 +241,7 @@ def _frames(file: fs.AnyPath, compression: str | None) -> Iterator[tuple[int, by
 
 
 def _record_faults(
-    file: str, index: int, record: bytes, schema: Schema, images: list[tuple[Any, ...]]
+    file: str, index: int, *, record: bytes, schema: Schema, images: list[tuple[Any, ...]]
 ) -> Iterator[Fault]:
     """Faults of one record's Example and features; its encoded images go into `images`."""
     try:
@@ -395,7 +395,9 @@ class _Checker:
             return
         before = len(self._images)
         for index, record in records:
-            yield from _record_faults(file, index, record, self.schema, self._images)
+            yield from _record_faults(
+                file, index, record=record, schema=self.schema, images=self._images
+            )
         self.images += len(self._images) - before
         raw = [f for f in self.schema.of(Image).values() if not f.encoded_image]
         self.raw_images += len(raw) * len(records)
@@ -593,7 +595,9 @@ def locate_fault(
     if faults:
         return faults[0]
     compression = info.compression if info is not None else None
-    return first_fault(files, info, compression, schema, image_size)
+    return first_fault(
+        files, info=info, compression=compression, schema=schema, image_size=image_size
+    )
 
 
 def first_fault(

@@ -266,11 +266,7 @@ class ShardWriter:
     """
 
     def __init__(
-        self,
-        prefix: fs.AnyPath,
-        bounds: list[int],
-        compression: str | None,
-        unique: bool = False,
+        self, prefix: fs.AnyPath, bounds: list[int], compression: str | None, unique: bool = False
     ) -> None:
         self.directory = prefix.parent
         # A lock keeps other writers out of a local prefix; on URLs a random token does.
@@ -599,7 +595,14 @@ def write_tfrecords(
         DataNotFoundError: `prefix` is a URL whose scheme TensorFlow cannot open.
     """
     options = WriteOptions(
-        num_shards, compression, shuffle, seed, workers, on_error, progress, check_copies
+        num_shards=num_shards,
+        compression=compression,
+        shuffle=shuffle,
+        seed=seed,
+        workers=workers,
+        on_error=on_error,
+        progress=progress,
+        check_copies=check_copies,
     )
     source, schema = check_source(source, schema)
     path = check_prefix(prefix)
@@ -617,7 +620,9 @@ def write_tfrecords(
         if tfds_compatible:
             payload = info.num_bytes - tfds_folders.FRAME_OVERHEAD * info.num_examples
             lengths = [shard.num_examples for shard in info.shards]
-            tfds_folders.save(path.parent, path.name, schema, lengths, payload)
+            tfds_folders.save(
+                path.parent, path.name, schema=schema, shard_lengths=lengths, num_bytes=payload
+            )
     if info.skipped:
         warn_skipped(list(info.skipped), len(source))
     return info
@@ -658,7 +663,7 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     finally:
         bar.close()
         results.close()
-    info = dataset_info(path, schema, written, skipped, options)
+    info = dataset_info(path, schema, shards=written, skipped=skipped, options=options)
     info.save()
     shards.remove_stale()
     return info

@@ -66,6 +66,7 @@ class DataFrameColumns:
     def __init__(
         self,
         columns: Sequence[str],
+        *,
         path_col: str | None,
         image_cols: str | Sequence[str] | None,
         label_cols: str | Sequence[str] | None,
