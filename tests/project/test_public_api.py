@@ -128,3 +128,22 @@ def test_importing_the_submodule_fit_keeps_the_function_fit() -> None:
 
     assert callable(tfpipe.fit) and tfpipe.fit is sys.modules["tfpipe.training.fit"].fit
     assert tfpipe.records is sys.modules["tfpipe.records"]  # submodules stay reachable
+
+
+def test_the_first_use_of_a_name_stays_light_in_a_fresh_process() -> None:
+    """The first use of a public name imports `tfpipe.training.backend`, so the `training`
+    package exports only light result types: importing the loaders there made
+    `from tfpipe import fs`, run while `tfpipe.sources` imports, cycle back into
+    `tfpipe.sources` (an ImportError found in this issue)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tfpipe.sources.synthetic, tfpipe.training; "
+        "print(sorted(m for m in sys.modules if m.startswith('tfpipe.loaders')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
