@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import compare, scale
+from benchmarks.harness import compare, scale, step_timer
 
 SIZE = (128, 128)
 BATCH = 64
@@ -69,28 +69,7 @@ def _model() -> Any:
 
 
 def _timer() -> Any:
-    import keras
-
-    class Timer(keras.callbacks.Callback):
-        """Images/s over the steps after the first WARMUP_STEPS of the run."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.step = 0
-            self.start = 0.0
-            self.end = 0.0
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self.step += 1
-            if self.step == WARMUP_STEPS:
-                self.start = time.perf_counter()
-            self.end = time.perf_counter()
-
-        def result(self) -> dict[str, Any]:
-            timed = self.step - WARMUP_STEPS
-            return {"examples_per_s": timed * BATCH / (self.end - self.start), "steps": timed}
-
-    return Timer()
+    return step_timer(BATCH, WARMUP_STEPS)
 
 
 def _epochs() -> int:

@@ -34,6 +34,35 @@ def scale(full: int, quick: int) -> int:
     return quick if QUICK else full
 
 
+def step_timer(batch_size: int, warmup_steps: int) -> Any:
+    """A Keras callback timing training steps after the first `warmup_steps` (compilation,
+    the input's start-up); `.result()` gives `examples_per_s`, `steps_per_s` and `steps`.
+    Imports Keras: call it in the case's process, after choosing the backend."""
+    import keras
+
+    class StepTimer(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step, self.start, self.end = 0, 0.0, 0.0
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self.step += 1
+            if self.step == warmup_steps:
+                self.start = time.perf_counter()
+            self.end = time.perf_counter()
+
+        def result(self) -> dict[str, Any]:
+            timed = self.step - warmup_steps
+            steps_per_s = timed / (self.end - self.start)
+            return {
+                "examples_per_s": steps_per_s * batch_size,
+                "steps_per_s": steps_per_s,
+                "steps": timed,
+            }
+
+    return StepTimer()
+
+
 def _child(fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], queue: Any) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:

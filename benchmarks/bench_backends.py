@@ -1,0 +1,179 @@
+"""Each loader on each Keras backend: the same model on the same records, training steps/s.
+
+The records hold JPEGs of 96x96 read at 64x64 (`image_size`, the one resize) and scaled by
+1/255; the model is a small CNN, trained for two epochs in each case's own process with
+`KERAS_BACKEND` set before Keras is imported. Metric: training steps/s of BATCH images,
+measured by the same callback in every case, the first WARMUP_STEPS left out. Cases:
+- `hand-written tf.data, TensorFlow` (baseline): the tf.data guide's pipeline written by hand.
+- per backend, `ideal`: arrays held in memory (the model alone, no decoding);
+- per backend and loader: `Pipeline(...).build()` and `SequenceLoader` through `model.fit`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import compare, scale, step_timer
+
+STORED = (96, 96)
+SIZE = (64, 64)
+BATCH = 64
+NUM_CLASSES = 4
+WARMUP_STEPS = 3
+EPOCHS = 2
+BACKENDS = ("tensorflow", "jax", "torch")
+
+
+def _data(root: Path) -> str:
+    """A folder of 96x96 JPEGs written to TFRecords: the prefix every case reads."""
+    import tfpipe
+    from tfpipe.sources.synthetic import make_image_folder
+
+    per_class = scale(1536, 128) // NUM_CLASSES
+    folder = make_image_folder(
+        root / "images", num_classes=NUM_CLASSES, per_class=per_class, size=STORED
+    )
+    prefix = str(root / "records" / "train")
+    tfpipe.write_tfrecords(tfpipe.from_directory(folder), prefix, progress=False)
+    return prefix
+
+
+def _keras(backend: str) -> Any:
+    """Keras on `backend` (set before Keras is first imported, in the case's own process)."""
+    os.environ["KERAS_BACKEND"] = backend
+    import keras
+
+    assert keras.backend.backend() == backend, keras.backend.backend()
+    keras.utils.set_random_seed(0)
+    return keras
+
+
+def _model(keras: Any) -> Any:
+    model = keras.Sequential(
+        [
+            keras.Input((*SIZE, 3)),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(NUM_CLASSES),
+        ]
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _train(keras: Any, data: Any, **fit_args: Any) -> dict[str, Any]:
+    timer = step_timer(BATCH, WARMUP_STEPS)
+    _model(keras).fit(data, epochs=EPOCHS, callbacks=[timer], verbose=0, **fit_args)
+    return timer.result()
+
+
+def handwritten(prefix: str) -> dict[str, Any]:
+    """The tf.data performance guide applied by hand, on the TensorFlow backend."""
+    keras = _keras("tensorflow")
+    import tensorflow as tf
+
+    autotune = tf.data.AUTOTUNE
+    spec = {
+        "image": tf.io.FixedLenFeature([], tf.string),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+    def parse(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        example = tf.io.parse_single_example(serialized, spec)
+        image = tf.image.resize(tf.io.decode_jpeg(example["image"], channels=3), SIZE) / 255.0
+        return image, example["label"]
+
+    files = tf.data.Dataset.list_files(f"{prefix}-*.tfrecord", shuffle=True)
+    dataset = (
+        files.interleave(tf.data.TFRecordDataset, num_parallel_calls=autotune, deterministic=False)
+        .shuffle(1024)
+        .map(parse, num_parallel_calls=autotune, deterministic=False)
+        .batch(BATCH)
+        .prefetch(autotune)
+    )
+    return _train(keras, dataset)
+
+
+def ideal(backend: str, prefix: str) -> dict[str, Any]:
+    """The model alone on `backend`: arrays in memory, through Keras's own array adapter (a
+    tf.data slice on TensorFlow, numpy batches on JAX and PyTorch), no decoding."""
+    keras = _keras(backend)
+    import numpy as np
+
+    import tfpipe
+
+    count = len(tfpipe.from_tfrecords(prefix))
+    rng = np.random.default_rng(0)
+    images = rng.random((count, *SIZE, 3), dtype=np.float32)
+    labels = rng.integers(0, NUM_CLASSES, count)
+    return _train(keras, images, y=labels, batch_size=BATCH, shuffle=False)
+
+
+def pipeline(backend: str, prefix: str) -> dict[str, Any]:
+    """`model.fit(tfpipe.Pipeline(...).build())` on `backend`."""
+    keras = _keras(backend)
+    import tfpipe
+
+    data = (
+        tfpipe.Pipeline(prefix, image_size=SIZE, rescale=1 / 255)
+        .shuffle(seed=0)
+        .batch(BATCH)
+        .as_supervised("image", "label")
+    )
+    return _train(keras, data.build())
+
+
+def sequence_loader(backend: str, prefix: str) -> dict[str, Any]:
+    """`model.fit(tfpipe.SequenceLoader(...))` on `backend`, two worker threads."""
+    keras = _keras(backend)
+    import tfpipe
+
+    loader = tfpipe.SequenceLoader(
+        prefix, batch_size=BATCH, image_size=SIZE, rescale=1 / 255, seed=0, workers=2
+    )
+    return _train(keras, loader)
+
+
+LOADERS = {"ideal": ideal, "Pipeline": pipeline, "SequenceLoader": sequence_loader}
+
+
+def main() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        prefix = _data(Path(tmp))
+        prepare_s = time.perf_counter() - start
+        cases = {"hand-written tf.data, TensorFlow": (handwritten, (prefix,))}
+        for backend in BACKENDS:
+            for name, case in LOADERS.items():
+                cases[f"{name}, {backend}"] = (case, (backend, prefix))
+        report = compare(
+            "backends",
+            cases,
+            baseline="hand-written tf.data, TensorFlow",
+            metric="steps_per_s",
+            extra={
+                "batch_size": BATCH,
+                "stored": STORED,
+                "image_size": SIZE,
+                "epochs": EPOCHS,
+                "prepare_s": prepare_s,
+            },
+            optional=frozenset(name for name in cases if not name.endswith("TensorFlow")),
+        )
+    rows = {row["case"]: row for row in report["rows"]}
+    print("\nsteps/s per loader and backend, and its ratio to the backend's model alone (ideal)")
+    for backend in BACKENDS:
+        alone = rows.get(f"ideal, {backend}")
+        for name in LOADERS:
+            row = rows.get(f"{name}, {backend}")
+            if row is None or alone is None:
+                continue
+            share = row["steps_per_s"] / alone["steps_per_s"]
+            print(f"  {backend:<11} {name:<22} {row['steps_per_s']:7.2f} {share:6.2f}")
