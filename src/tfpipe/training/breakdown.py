@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+from tfpipe.training.backend import one_step_per_execution
 from tfpipe.training.timing import (
     BACKUP_SAVES,
     COMPUTE,
@@ -330,11 +331,15 @@ def _advice(
         )
     if part.name == HOST:
         per = 1000 * part.seconds / max(timings.executions, 1)
-        fix = (
-            "run several steps per call with model.compile(steps_per_execution=N)"
-            if steps_per_execution == 1
-            else f"steps_per_execution is {steps_per_execution}: raise it further"
-        )
+        if steps_per_execution > 1:
+            fix = f"steps_per_execution is {steps_per_execution}: raise it further"
+        elif one_step_per_execution():
+            fix = (
+                "do more work per step (a larger batch): Keras's PyTorch backend runs one step "
+                "per call"
+            )
+        else:
+            fix = "run several steps per call with model.compile(steps_per_execution=N)"
         return f"host overhead between steps {took}, {per:.2f} ms per execution: {fix}"
     if part.name == RESTARTS and not input_kept:
         return (
