@@ -27,6 +27,15 @@ $(BIN)/python:
 # against 6.7 s; the suite took 794 s instead of ~600 s).
 INSTALL := $(BIN)/uv pip install --compile-bytecode --python $(BIN)/python
 
+# PyTorch (in .[dev], for the KERAS_BACKEND=torch tests): PyPI's default Linux wheel is a
+# CUDA build, ~3 GB downloaded with its nvidia-* wheels. A CPU build in pip's find-links folder
+# (PIP_FIND_LINKS: /opt/wheels on these machines and in CI, torch 2.13.0+cpu, 183 MB) is taken
+# instead, given as a requirement beside .[dev] since uv does not read pip's settings; uv then
+# resolves torch's own dependencies from the index. Without one, PyPI's torch is installed.
+PY_TAG := $(shell $(PYTHON) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+TORCH_WHEEL := $(lastword $(sort $(foreach links,$(PIP_FIND_LINKS),\
+	$(wildcard $(links)/torch-*+cpu-$(PY_TAG)-$(PY_TAG)-*linux*_$(shell uname -m).whl))))
+
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/pip install -q uv
 
@@ -35,12 +44,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/uv
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/uv
-	$(INSTALL) -e ".[dev]"
+	$(INSTALL) -e ".[dev]" $(TORCH_WHEEL)
 	touch $@ $(VENV)/.installed
 
 # The benchmarks' peers (Grain, ArrayRecord, NVIDIA DALI): only `make bench` installs them.
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/uv
-	$(INSTALL) -e ".[dev,bench]"
+	$(INSTALL) -e ".[dev,bench]" $(TORCH_WHEEL)
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
 
 # The editable install leaves tfpipe's own modules without .pyc files, and with

@@ -1,4 +1,5 @@
-"""Keras 3 on the JAX backend: TensorFlow reads the data, JAX trains (one subprocess)."""
+"""Keras 3 on the JAX and PyTorch backends: TensorFlow reads the data, JAX or PyTorch trains
+(one subprocess per backend)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,27 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-RUN = Path(__file__).with_name("jax_run.py")
+RUN = Path(__file__).with_name("backend_run.py")
+ONE_STEP = "steps_per_execution stays 1 although steps are short: Keras's PyTorch backend"
+SEVERAL_STEPS = "run several steps per call with model.compile(steps_per_execution=N)"
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("jax") is None,
-    reason='JAX is not installed: pip install -e ".[dev]" installs jax[cpu]',
-)
-def test_loaders_and_fit_train_a_model_on_jax(tmp_path: Path) -> None:
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": os.pathsep.join(sys.path)}
+def _backend(name: str, module: str, install: str) -> Any:
+    missing = importlib.util.find_spec(module) is None
+    return pytest.param(
+        name, marks=pytest.mark.skipif(missing, reason=f"{module} is not installed: {install}")
+    )
+
+
+def _train_on(name: str, workdir: Path) -> dict[str, Any]:
+    env = {**os.environ, "KERAS_BACKEND": name, "PYTHONPATH": os.pathsep.join(sys.path)}
     result = subprocess.run(
-        [sys.executable, str(RUN), str(tmp_path)],
+        [sys.executable, str(RUN), str(workdir)],
         env=env,
         capture_output=True,
         text=True,
@@ -30,21 +37,55 @@ def test_loaders_and_fit_train_a_model_on_jax(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    run = json.loads(result.stdout.splitlines()[-1])
-    assert run["backend"] == "jax"
+    return json.loads(result.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        _backend("jax", "jax", 'pip install -e ".[dev]" installs jax[cpu]'),
+        _backend("torch", "torch", "pip install 'tfpipe[torch]'"),
+    ],
+)
+def test_loaders_and_fit_train_a_model_on_another_backend(name: str, tmp_path: Path) -> None:
+    run = _train_on(name, tmp_path)
+    assert run["backend"] == name
     assert run["tensorflow_gpus"] == []  # hidden (only meaningful where there is a GPU)
     for trained in ("pipeline_build", "sequence_loader", "fit"):
         losses = run[trained]
         assert len(losses) == 2 and losses[1] < losses[0], (trained, losses)
+    assert run["benchmark_examples_per_s"] > 0
+    # validation and the user's callback: 24 images in batches of 7, 4 steps an epoch
+    assert len(run["val_loss"]) == 2 and run["val_loss"][1] < run["val_loss"][0]
+    assert run["callback_calls"] == {"train_batch_end": 8, "epoch_end": 2, "test_end": 2}
     report = run["report"]
     assert report["verdict"] in ("input-bound", "compute-bound")
     assert all(rate > 0 for rate in report["rates"])
-    note = "Keras trains on jax: TensorFlow reads the data only"
+    note = f"Keras trains on {name}: TensorFlow reads the data only"
     assert any(line.startswith(note) for line in report["advice"]) and note in report["text"]
     # backup_dir works: an interrupted run resumes at its last backup, then removes them
     assert run["interrupted_at"] == [1, 1]
     assert len(run["resumed"]) == 1 and run["finite"]
     assert run["backups_left"] == []
+    # the model probe leaves every variable as it found it
+    assert run["probe_restored"] and run["probe_step_s"] > 0
+    small = run["small"]
+    assert len(small["losses"]) == 2 and all(np.isfinite(small["losses"]))
+    if name == "torch":  # Keras's PyTorch trainer runs one step per call
+        assert small["report"]["steps_per_execution"] == [1, False]
+        assert any(line.startswith(ONE_STEP) for line in small["report"]["advice"])
+        assert run["compiled_two"]["error"].startswith(
+            "model was compiled with steps_per_execution=2, but Keras trains on torch"
+        )
+        assert run["compiles_each_batch_shape"] == [False, True]  # torch.compile: jit_compile
+        (host,) = run["host_advice"]
+        assert "a larger batch" in host and SEVERAL_STEPS not in host
+    else:
+        assert run["compiled_two"] == {"steps_per_execution": 2}
+        assert run["compiles_each_batch_shape"] == [True, True]
+        (host,) = run["host_advice"]
+        assert host.endswith(SEVERAL_STEPS)
 
 
 def test_on_tensorflow_the_model_keeps_its_strategy_and_the_report_no_note() -> None:
@@ -56,3 +97,6 @@ def test_on_tensorflow_the_model_keeps_its_strategy_and_the_report_no_note() -> 
     assert backend.keras_backend() == "tensorflow" and backend.trains_with_tensorflow()
     assert backend.strategy_of(model) is model.distribute_strategy
     assert backend.notes() == ()
+    model.compile("sgd", "mse", steps_per_execution=4)
+    assert not backend.one_step_per_execution()
+    backend.check_steps_per_execution(model)  # several steps per call run on TensorFlow

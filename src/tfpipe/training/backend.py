@@ -4,7 +4,9 @@ tfpipe reads data with tf.data whatever the backend. Keras 3 trains on TensorFlo
 PyTorch (`KERAS_BACKEND`). Under JAX or PyTorch, TensorFlow must not take the accelerators'
 memory (it maps nearly all of each visible GPU's memory when it starts), so its GPUs are
 hidden before it starts, as the Keras docs advise; `tf.distribute` strategies and prefetching
-to a TensorFlow device do not apply there.
+to a TensorFlow device do not apply there. What each backend's trainer can do is asked here:
+Keras's PyTorch trainer runs one train step per call (it refuses `steps_per_execution` > 1),
+and JAX compiles the train step again for each new batch shape.
 """
 
 from __future__ import annotations
@@ -27,6 +29,42 @@ def keras_backend() -> str:
 def trains_with_tensorflow() -> bool:
     """True when Keras trains on TensorFlow, whose strategies and devices tfpipe then uses."""
     return keras_backend() == "tensorflow"
+
+
+def one_step_per_execution() -> bool:
+    """True when Keras's trainer runs a single train step per call: its PyTorch trainer
+    refuses `steps_per_execution` > 1, so tfpipe neither chooses nor advises a larger value."""
+    return keras_backend() == "torch"
+
+
+ONE_STEP_NOTE = (
+    "steps_per_execution stays 1 although steps are short: Keras's PyTorch backend runs one "
+    "train step per call (it refuses steps_per_execution > 1); more work per step (a larger "
+    "batch) spreads the overhead between steps, or the JAX or TensorFlow backend runs "
+    "several steps per call"
+)
+
+
+def check_steps_per_execution(model: keras.Model) -> None:
+    """Refuses a model compiled with `steps_per_execution` > 1 where Keras's trainer runs one
+    step per call (PyTorch): Keras would fail inside the model probe's `fit`, where the
+    error would read as batches that do not fit the model."""
+    if one_step_per_execution() and model.steps_per_execution != 1:
+        raise ValueError(
+            f"model was compiled with steps_per_execution={model.steps_per_execution}, but "
+            f"Keras trains on {keras_backend()}, whose trainer runs one step per call: "
+            "compile it with steps_per_execution=1 (the default)"
+        )
+
+
+def compiles_each_batch_shape(model: keras.Model) -> bool:
+    """True when the train step is compiled again for a batch of a new shape (a short last
+    batch): on JAX (jit, unless `run_eagerly`) and on PyTorch with `jit_compile=True`
+    (torch.compile); PyTorch's default runs eagerly, and on TensorFlow this is left False."""
+    backend = keras_backend()
+    if backend == "jax":
+        return not model.run_eagerly
+    return backend == "torch" and bool(model.jit_compile)
 
 
 def data_only() -> None:

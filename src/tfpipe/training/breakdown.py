@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+from tfpipe.training.backend import one_step_per_execution
 from tfpipe.training.timing import (
     BACKUP_SAVES,
     COMPUTE,
@@ -330,12 +331,10 @@ def _advice(
         )
     if part.name == HOST:
         per = 1000 * part.seconds / max(timings.executions, 1)
-        fix = (
-            "run several steps per call with model.compile(steps_per_execution=N)"
-            if steps_per_execution == 1
-            else f"steps_per_execution is {steps_per_execution}: raise it further"
+        return (
+            f"host overhead between steps {took}, {per:.2f} ms per execution: "
+            f"{_fewer_calls(steps_per_execution)}"
         )
-        return f"host overhead between steps {took}, {per:.2f} ms per execution: {fix}"
     if part.name == RESTARTS and not input_kept:
         return (
             f"epoch restarts {took}: the input starts over at each epoch; keep one iterator "
@@ -358,6 +357,17 @@ def _advice(
             "its work every N steps (e.g. when batch % 100 == 0) or make it cheaper"
         )
     return None
+
+
+def _fewer_calls(steps_per_execution: int) -> str:
+    """How to spread the host's work between calls of the train function over more steps."""
+    if steps_per_execution > 1:
+        return f"steps_per_execution is {steps_per_execution}: raise it further"
+    if one_step_per_execution():
+        return (
+            "do more work per step (a larger batch): Keras's PyTorch backend runs one step per call"
+        )
+    return "run several steps per call with model.compile(steps_per_execution=N)"
 
 
 def _maps_advice(stages: InputStages) -> str:

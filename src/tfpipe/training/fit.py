@@ -70,7 +70,7 @@ def fit(
 
     What it does before, during and after `model.fit` (the model probe, `steps_per_execution`,
     one iterator for the run, the report's measurements, several workers, the tf.data
-    service, JAX) is told in the guide "Fit and the report".
+    service, JAX and PyTorch) is told in the guide "Fit and the report".
 
     Examples:
         >>> history = tfpipe.fit(model, "out/train", epochs=2, batch_size=8, verbose=0)

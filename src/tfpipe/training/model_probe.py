@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError
-from tfpipe.training.backend import strategy_of
+from tfpipe.training.backend import ONE_STEP_NOTE, one_step_per_execution, strategy_of
 from tfpipe.training.keras_internals import profiles_a_batch, release_epoch_iterator
 from tfpipe.training.throughput import batch_size_of
 from tfpipe.training.timing import StepClock
@@ -212,7 +212,8 @@ def probe_model(
     one and no epoch runs past its end. When the length of an epoch is unknown (`steps` is
     None) it stays 1, with a note saying so: any larger value could run past the end; so it
     does with `batch_callbacks` (`batch_level_callbacks`' descriptions), which would be called
-    once per execution. With `tune=False` (backups are saved between steps) it is only timed.
+    once per execution, and on Keras's PyTorch backend, which runs one step per call. With
+    `tune=False` (backups are saved between steps) it is only timed.
     """
     examples = batch_size_of(batch)
     # unbatch + batch keeps the batch dimension unknown, as in `data`: fit reuses the trace.
@@ -244,6 +245,8 @@ def probe_model(
         replicas = strategy_of(model).num_replicas_in_sync
         if not tune or used != 1 or step_seconds >= SHORT_STEP_S or candidate < 2 or replicas > 1:
             return Probe(step_seconds, used, False)
+        if one_step_per_execution():
+            return Probe(step_seconds, used, False, (ONE_STEP_NOTE,))
         if steps is None:
             return Probe(step_seconds, used, False, (UNKNOWN_LENGTH_NOTE,))
         if batch_callbacks:

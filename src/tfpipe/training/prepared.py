@@ -27,7 +27,12 @@ from tfpipe.labels import check_same_class_names
 from tfpipe.loaders.supervised import Names, feature_names
 from tfpipe.schema import Schema
 from tfpipe.training.adapters import Feed, adapt, check_pairs
-from tfpipe.training.backend import data_only, strategy_of, trains_with_tensorflow
+from tfpipe.training.backend import (
+    check_steps_per_execution,
+    compiles_each_batch_shape,
+    data_only,
+    strategy_of,
+)
 from tfpipe.training.faults import naming
 from tfpipe.training.keras_internals import build_on
 from tfpipe.training.lists import check_lists
@@ -110,7 +115,8 @@ class PreparedFit:
         callbacks: the callbacks of the run: the saver, then the user's.
         multi_worker: the model trains under a strategy with several workers.
         short_last_compiles: the first epoch's short last batch compiles the step again
-            (JAX, epochs of one pass with a short last batch).
+            (`compiles_each_batch_shape`: JAX, PyTorch with `jit_compile=True`; epochs of one
+            pass with a short last batch).
         keras_kwargs: the rest of `model.fit`'s arguments, with `validation_data`,
             `validation_steps` and `shuffle` set.
     """
@@ -144,6 +150,7 @@ def prepare(model: keras.Model, data: Any, settings: FitSettings) -> PreparedFit
     model, train and validation class names that differ.
     """
     _check_model(model)
+    check_steps_per_execution(model)
     data_only()
     save_every = check_backup(settings.backup_dir, settings.save_every, model)
     keras_kwargs, shuffle = settings.keras_kwargs(), settings.shuffle
@@ -210,7 +217,7 @@ def prepare(model: keras.Model, data: Any, settings: FitSettings) -> PreparedFit
         callbacks=[*([saver] if saver else []), *(callbacks or [])],  # saved before the user's
         multi_worker=Layout.of(strategy_of(model)).num_workers > 1,
         short_last_compiles=(
-            not trains_with_tensorflow()
+            compiles_each_batch_shape(model)
             and not steps  # epochs of one pass each, all ending with the same short batch
             and bool(train.examples and train.examples % size)
         ),
