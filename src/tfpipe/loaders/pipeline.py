@@ -105,6 +105,11 @@ class Pipeline:
         padding = Padding(pad, pad_value, truncate, inp.schema)
         self._recipe = Recipe(inp, decoding, padding)
 
+    def __repr__(self) -> str:
+        # Keras prints it in "Unrecognized data type: x=..." when given an unbuilt Pipeline.
+        batch = "no batch()" if self.batch_size is None else f"batch_size={self.batch_size}"
+        return f"Pipeline({self._recipe.name}, {batch}, unbuilt: model.fit takes pipeline.build())"
+
     def _with(self, **changes: Any) -> Pipeline:
         new = copy.copy(self)
         new._recipe = self._recipe.replace(**changes)
