@@ -520,3 +520,15 @@ def test_building_converts_no_stage_with_autograph(records, image_folder, tmp_pa
         pipeline = tfpipe.Pipeline(source, image_size=(8, 8)).shuffle().batch(4)
         pipeline.as_supervised("image", "label").build()
     assert not list(tmp_path.glob("__autograph_generated_file*"))
+
+
+def test_keras_given_an_unbuilt_pipeline_says_to_build_it(records):
+    pipeline = tfpipe.Pipeline(records).batch(8).as_supervised("image", "label")
+    fix = "unbuilt: model.fit takes pipeline.build()"
+    assert repr(pipeline) == f"Pipeline({records!r}, batch_size=8, {fix})"
+    assert repr(tfpipe.Pipeline(records)) == f"Pipeline({records!r}, no batch(), {fix})"
+    model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Flatten()])
+    model.add(keras.layers.Dense(3))
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(ValueError, match=re.escape(f"x={pipeline!r}")):
+        model.fit(pipeline, epochs=1, verbose=0)

@@ -391,7 +391,7 @@ KIND_CLASSES: dict[str, tuple[str, ...]] = {
     ),
 }
 # Classes of other libraries named like a kind above.
-FOREIGN_CLASSES = {"tf.Tensor"}
+FOREIGN_CLASSES = {"tf.Tensor", "keras.layers.Pipeline"}
 # Names that meant several things before issue 40 and must not come back as a class, a type
 # alias or a module: each maps to where the one meaning lives now (empty: nowhere).
 RETIRED_NAMES: dict[str, tuple[str, ...]] = {

@@ -138,6 +138,30 @@ def test_path_validation_and_no_report(records: str) -> None:
     assert "val_loss" in history.history
 
 
+@pytest.mark.slow
+def test_validation_data_is_taken_as_validation(records: str) -> None:
+    pipeline = tfpipe.Pipeline(records, image_size=SIZE, rescale=1 / 255).batch(8)
+    pipeline = pipeline.as_supervised("image", "label")
+    history = tfpipe.fit(
+        tiny_cnn(), pipeline, validation_data=pipeline, epochs=1, report=False, verbose=0
+    )
+    assert len(history.history["val_loss"]) == 1  # Keras alone refuses an unbuilt Pipeline
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"validation": "v", "validation_data": "v"}, "validation= and validation_data= were"),
+        ({"validation_split": 0.2}, r"pass validation= instead.*validation_split=0\.2$"),
+    ],
+)
+def test_validation_given_twice_or_as_a_split_is_refused(
+    records: str, given: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        tfpipe.fit(tiny_cnn(), records, **given)
+
+
 def test_steps_per_epoch_inferred_for_a_repeated_pipeline(records: str) -> None:
     pipeline = (
         tfpipe.Pipeline(records, image_size=SIZE, rescale=1 / 255)

@@ -29,7 +29,7 @@ from tfpipe.features.tracing import plain
 from tfpipe.loaders import lists
 from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
-from tfpipe.loaders.seeding import shuffled
+from tfpipe.loaders.seeding import shuffled, stage_seed
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import check_known, selector
 from tfpipe.records.reader import NamedDataset
@@ -304,7 +304,12 @@ def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
         assembly.unbatch()
         parallel = " (parallel, AUTOTUNE)" if transform.maps else ""
         prepare, assembly.prepare = assembly.prepare, None
-        apply = functools.partial(transform.apply, prepare=prepare, position=assembly.position)
+        apply = functools.partial(
+            transform.apply,
+            prepare=prepare,
+            position=assembly.position,
+            seed=stage_seed(recipe.seed, position),
+        )
         assembly.run(transform.name + parallel, apply)
 
 

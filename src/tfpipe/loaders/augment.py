@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from tfpipe.checks import check_image_size, check_int, is_positive
 from tfpipe.errors import SchemaError
-from tfpipe.loaders.seeding import without_global_seed
+from tfpipe.loaders.seeding import example_seeds, map_with_seeds
 
 _FLIPS = {
     None: (False, False),
@@ -282,27 +282,10 @@ class Joint:
                 epoch). `Pipeline.start_at` passes them, so that a resumed epoch draws as the
                 uninterrupted one. Defaults to None (a seed sequence per iteration).
         """
-        if position is None:
-            # Drawn from this seed alone: a global seed (keras.utils.set_random_seed) changes
-            # nothing.
-            seeds = without_global_seed(
-                lambda: tf.data.Dataset.random(seed=self.seed, rerandomize_each_iteration=True)
-            )
-        else:
-            seeds = self._epoch_seeds(*position)
-        # Not converted by AutoGraph (nothing here needs it): a SchemaError then stays one.
-        augment = tf.autograph.experimental.do_not_convert(self.__call__)
-        if prepare is not None:
-            call = augment
-            augment = lambda element, seed: call(prepare(element), seed)  # noqa: E731
-        return tf.data.Dataset.zip(dataset, seeds).map(augment, num_parallel_calls=tf.data.AUTOTUNE)
-
-    def _epoch_seeds(self, epoch: Any, first: Any) -> tf.data.Dataset:
-        """The stateless seeds of the examples `first, first + 1, ...` of `epoch`."""
-        fold_in = tf.random.experimental.stateless_fold_in
-        key = fold_in(tf.constant([self.seed, 0], tf.int64), tf.cast(epoch, tf.int64))
-        indices = tf.data.Dataset.counter(tf.cast(first, tf.int64))
-        return indices.map(tf.autograph.experimental.do_not_convert(lambda i: fold_in(key, i)))
+        # Drawn from this seed alone: a global seed (keras.utils.set_random_seed) changes
+        # nothing. The seeds are [seed, n]: as __call__ makes them of a scalar n.
+        seeds = example_seeds(self.seed, position)  # type: ignore[arg-type]
+        return map_with_seeds(dataset, seeds, self.__call__, prepare)
 
     def __call__(self, example: Mapping[str, Any], seed: Any) -> dict[str, Any]:
         """Augments one example: a dict of tensors, or of numpy arrays.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -27,6 +27,7 @@ from tfpipe.loaders.distributed_pipeline import (
     worker_examples,
 )
 from tfpipe.loaders.inputs import AUTOTUNE, Decoding, make_input
+from tfpipe.loaders.keras_layers import layer_map
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.position import Identity, check_position, digest
 from tfpipe.loaders.recipe import PipelineOptions, Recipe
@@ -105,6 +106,11 @@ class Pipeline:
         padding = Padding(pad, pad_value, truncate, inp.schema)
         self._recipe = Recipe(inp, decoding, padding)
 
+    def __repr__(self) -> str:
+        # Keras prints it in "Unrecognized data type: x=..." when given an unbuilt Pipeline.
+        batch = "no batch()" if self.batch_size is None else f"batch_size={self.batch_size}"
+        return f"Pipeline({self._recipe.name}, {batch}, unbuilt: model.fit takes pipeline.build())"
+
     def _with(self, **changes: Any) -> Pipeline:
         new = copy.copy(self)
         new._recipe = self._recipe.replace(**changes)
@@ -139,7 +145,13 @@ class Pipeline:
             check_int("buffer_size", buffer_size)
         return self._with(shuffle=True, seed=seed, buffer=buffer_size)
 
-    def map(self, fn: Callable[..., Any], *, random: bool | None = None) -> Pipeline:
+    def map(
+        self,
+        fn: Callable[..., Any],
+        *,
+        random: bool | None = None,
+        keys: str | Sequence[str] | None = None,
+    ) -> Pipeline:
         """Applies `fn` to every example (a dict of tensors) in a parallel map (AUTOTUNE).
 
         A map is *random* (an augmentation) when its output changes between calls: a cache is
@@ -153,16 +165,35 @@ class Pipeline:
             >>> next(iter(ds))["image"].shape
             TensorShape([8, 32, 32, 3])
 
+        A Keras layer (a `keras.Sequential` or `keras.layers.Pipeline` of them) transforms
+        `keys`, the Image features by default, one example at a time, on every Keras backend
+        (each layer runs TensorFlow ops in the tf.data graph). Its random draws are the
+        Pipeline's: one seed per example, new every epoch, from `shuffle(seed=...)` (the same
+        batches in every run; a fresh draw each run without a seed), not the layer's `seed=`.
+        Keras layers return float32. See the guide "Augmentation", section "Keras layers".
+
+        Examples:
+            >>> augment = keras.Sequential([keras.layers.Rescaling(1 / 255),
+            ...                             keras.layers.RandomFlip("horizontal"),
+            ...                             keras.layers.RandomCrop(24, 24)])
+            >>> ds = tfpipe.Pipeline("out/train").shuffle(seed=0).map(augment).batch(8).build()
+            >>> ds.element_spec["image"]
+            TensorSpec(shape=(None, 24, 24, 3), dtype=tf.float32, name=None)
+
         An object with a `map_dataset(dataset)` method maps the dataset itself: a
         `tfpipe.augment.Joint` zips a seed onto every example, so that its random flips and
         crops are reproducible in a parallel map; its `random` attribute says whether it is
         random.
 
         Args:
-            fn: example dict -> example dict, or an object with `map_dataset`.
+            fn: example dict -> example dict, a Keras layer, or an object with `map_dataset`.
             random: whether `fn` is random. Defaults to None (`fn.random` if it has one, else
                 detected).
+            keys: the features a Keras layer transforms, each with draws of its own. Defaults
+                to None (every Image feature; with Mask features too, a random layer is
+                refused: it would not move them with the images, `tfpipe.augment.Joint` does).
         """
+        fn = layer_map(fn, keys, self._recipe.input.schema)
         return self._with(transforms=(*self._recipe.transforms, new_transform("map", fn, random)))
 
     def filter(self, predicate: Callable[..., Any]) -> Pipeline:

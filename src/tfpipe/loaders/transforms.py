@@ -57,11 +57,13 @@ class Transform:
         dataset: tf.data.Dataset,
         prepare: Callable[[Any], Any] | None = None,
         position: tuple[Any, Any] | None = None,
+        seed: int | None = None,
     ) -> tf.data.Dataset:
         """Applies the function, checking that it keeps the structure of the examples;
         `prepare` first turns each element into the example, in the same call. A
         `map_dataset` with a `position` argument gets the `(epoch, first example index)` of a
-        `start_at` epoch."""
+        `start_at` epoch; one with a `seed` argument, the seed of this stage of a seeded
+        pipeline (a Keras layer's `LayerMap`)."""
         if not self.maps:
             try:
                 return dataset.filter(self.fn)
@@ -70,7 +72,7 @@ class Transform:
         before = dataset.element_spec if prepare is None else dataset.element_spec[0]
         map_dataset = self._map_dataset
         if map_dataset is not None:
-            given = {"prepare": prepare, "position": position}
+            given = {"prepare": prepare, "position": position, "seed": seed}
             parameters = inspect.signature(map_dataset).parameters
             dataset = map_dataset(
                 dataset, **{k: v for k, v in given.items() if v is not None and k in parameters}

@@ -108,7 +108,8 @@ def fit(
         validation: the same kinds as `data`, evaluated after each epoch. When the class names
             of both are known (a Pipeline's or SequenceLoader's schema, a path's metadata), they
             must be the same: a `SchemaError` names the feature and both lists otherwise.
-            Defaults to None.
+            Keras's name `validation_data=` is taken as `validation=` (but for a tuple of
+            arrays `(x_val, y_val)`, passed to `model.fit` as it is). Defaults to None.
         epochs: number of epochs. Defaults to 1.
         steps_per_epoch: batches per epoch; inferred for a repeated Pipeline or path from the
             metadata and the batch size. Defaults to None (one pass over `data`).
@@ -137,6 +138,7 @@ def fit(
             to None (the metadata's; without metadata, inferred as `tfpipe.Pipeline` infers it).
         **fit_kwargs: passed to `model.fit` (e.g. `verbose`, `class_weight`). `shuffle`
             applies to a path and a PyDataset; for tf.data inputs shuffle in the pipeline.
+            `validation_split` is refused (it splits arrays in memory): pass `validation`.
 
     Returns:
         Keras's `History`, with `history.report` the `FitReport` (None when `report=False`).

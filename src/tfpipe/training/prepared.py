@@ -85,6 +85,27 @@ class FitSettings:
     def __post_init__(self) -> None:
         check_int("epochs", self.epochs)
         check_int("batch_size", self.batch_size, or_none=True)
+        if "validation_split" in self.fit_kwargs:
+            raise ValueError(
+                "validation_split= splits arrays held in memory; tfpipe.fit streams its data: "
+                "pass validation= instead, e.g. a split of the source (parts = "
+                "source.split({'train': 0.8, 'val': 0.2}), validation=parts['val']). "
+                "Received: validation_split="
+                f"{self.fit_kwargs['validation_split']!r}"
+            )
+        given = self.fit_kwargs.get("validation_data")
+        if given is None:
+            return
+        if self.validation is not None:
+            raise ValueError(
+                "validation= and validation_data= were both given: pass one (validation= "
+                "takes what data= takes)"
+            )
+        if not isinstance(given, tuple):  # Keras's (x_val, y_val) arrays go to model.fit
+            # A Pipeline, a path, a dataset...: checked and built as validation= is.
+            object.__setattr__(self, "validation", given)
+            rest = {k: v for k, v in self.fit_kwargs.items() if k != "validation_data"}
+            object.__setattr__(self, "fit_kwargs", rest)
 
     @property
     def shuffle(self) -> Any:
