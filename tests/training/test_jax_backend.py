@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from backend_run import run_with_backend
 
 RUN = Path(__file__).with_name("jax_run.py")
 
@@ -20,15 +19,7 @@ RUN = Path(__file__).with_name("jax_run.py")
     reason='JAX is not installed: pip install -e ".[dev]" installs jax[cpu]',
 )
 def test_loaders_and_fit_train_a_model_on_jax(tmp_path: Path) -> None:
-    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": os.pathsep.join(sys.path)}
-    result = subprocess.run(
-        [sys.executable, str(RUN), str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_with_backend(RUN, "jax", str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     run = json.loads(result.stdout.splitlines()[-1])
     assert run["backend"] == "jax"
