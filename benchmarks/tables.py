@@ -26,6 +26,7 @@ ORDER = (
     "workers",
     "pipeline_tfrecord",
     "pipeline_folder",
+    "other_loaders",
     "photos_128",
     "photos_224",
     "decode_costs_128",

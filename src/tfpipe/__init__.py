@@ -25,7 +25,7 @@ _logs.quiet()  # before TensorFlow is first imported, by tfpipe or after it (Ker
 
 if typing.TYPE_CHECKING:  # the names of _MODULES, for type checkers and editors
     from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
-    from tfpipe.loaders import Pipeline, SequenceLoader, augment
+    from tfpipe.loaders import DecodedExamples, Pipeline, SequenceLoader, augment
     from tfpipe.records import infer_schema, locate_fault, read_tfrecords, verify, write_tfrecords
     from tfpipe.schema import Schema
     from tfpipe.sources import Source, from_arrays, from_dataframe, from_directory, from_tfrecords
@@ -39,6 +39,7 @@ __version__ = "0.1.0"  # the one source: pyproject.toml reads it (setuptools dyn
 # that name, or the module itself when it has none (`augment`).
 _MODULES = {
     "ClassLabel": "tfpipe.features",
+    "DecodedExamples": "tfpipe.loaders",
     "Feature": "tfpipe.features",
     "Image": "tfpipe.features",
     "Mask": "tfpipe.features",

@@ -3,11 +3,7 @@ and what Keras says when given an unbuilt Pipeline."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +15,7 @@ import tensorflow as tf
 
 import tfpipe
 from tfpipe.errors import SchemaError, TfpipeWarning
+from with_backend import other_backends, run_with_backend
 
 RUN = Path(__file__).with_name("keras_layers_run.py")
 FIT_FIX = "unbuilt: model.fit takes pipeline.build()"
@@ -55,19 +52,11 @@ def test_keras_layers_on_tensorflow_draw_per_example_from_the_pipeline_seed(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("backend", "module", "install"),
-    [("jax", "jax", 'pip install "jax[cpu]"'), ("torch", "torch", "pip install torch")],
-)
+@pytest.mark.parametrize("backend", other_backends())
 def test_keras_layers_draw_the_same_on_jax_and_torch(
-    on_tensorflow: dict[str, Any], backend: str, module: str, install: str
+    on_tensorflow: dict[str, Any], backend: str
 ) -> None:
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not installed: {install}")
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": os.pathsep.join(sys.path)}
-    result = subprocess.run(
-        [sys.executable, str(RUN)], env=env, capture_output=True, text=True, timeout=300
-    )
+    result = run_with_backend(RUN, backend)
     assert result.returncode == 0, result.stderr[-3000:]
     run = json.loads(result.stdout.splitlines()[-1])
     assert run["backend"] == backend

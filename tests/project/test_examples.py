@@ -30,6 +30,7 @@ def test_every_example_is_tested() -> None:
         "segmentation",
         "multi_worker",
         "data_service",
+        "grain_and_torch",
     }
 
 
@@ -159,6 +160,16 @@ def test_mnist_arrays_runs_as_a_script_and_learns(tmp_path: Path) -> None:
     accuracy = re.search(r"^validation accuracy (\d\.\d+) ", result.stdout, re.M)
     assert accuracy, result.stdout[-2000:]
     assert float(accuracy.group(1)) > 0.2  # 10 classes: chance is 0.1
+
+
+@pytest.mark.slow
+def test_grain_and_torch_read_every_example_and_grain_trains(tmp_path: Path) -> None:
+    pytest.importorskip("grain", reason="Grain is not installed: pip install 'tfpipe[grain]'")
+    pytest.importorskip("torch", reason="PyTorch is not installed: pip install torch")
+    results = load("grain_and_torch").main(["--workdir", str(tmp_path)])
+    assert results["examples"] == results["torch_examples"] == 120
+    losses = results["grain_losses"]
+    assert len(losses) == 3 and losses[-1] < losses[0], losses
 
 
 def test_size_flag_is_validated() -> None:

@@ -3,51 +3,28 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from with_backend import other_backends, run_with_backend
+
 RUN = Path(__file__).with_name("backend_run.py")
 ONE_STEP = "steps_per_execution stays 1 although steps are short: Keras's PyTorch backend"
 SEVERAL_STEPS = "run several steps per call with model.compile(steps_per_execution=N)"
 
 
-def _backend(name: str, module: str, install: str) -> Any:
-    missing = importlib.util.find_spec(module) is None
-    return pytest.param(
-        name, marks=pytest.mark.skipif(missing, reason=f"{module} is not installed: {install}")
-    )
-
-
 def _train_on(name: str, workdir: Path) -> dict[str, Any]:
-    env = {**os.environ, "KERAS_BACKEND": name, "PYTHONPATH": os.pathsep.join(sys.path)}
-    result = subprocess.run(
-        [sys.executable, str(RUN), str(workdir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = run_with_backend(RUN, name, str(workdir))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        _backend("jax", "jax", 'pip install -e ".[dev]" installs jax[cpu]'),
-        _backend("torch", "torch", "pip install 'tfpipe[torch]'"),
-    ],
-)
+@pytest.mark.parametrize("name", other_backends())
 def test_loaders_and_fit_train_a_model_on_another_backend(name: str, tmp_path: Path) -> None:
     run = _train_on(name, tmp_path)
     assert run["backend"] == name

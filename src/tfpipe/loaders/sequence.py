@@ -47,7 +47,7 @@ def _names(selection: Selection) -> list[str]:
     return [] if selection is None else feature_names("x or y", selection, "SequenceLoader")
 
 
-def _random_access(source: Any) -> tuple[Any, Schema]:
+def indexed_source(source: Any) -> tuple[Any, Schema]:
     """The source a loader reads at random, and its schema: a path resolved as every reader
     resolves it (`tfpipe.records.resolved.random_access`), or a source as it is."""
     if names_paths(source):
@@ -63,11 +63,14 @@ def _random_access(source: Any) -> tuple[Any, Schema]:
     return source, schema
 
 
-def _check_selection(selection: Selection, argument: str, schema: Schema) -> Selection:
-    """Normalizes x / y to a name, a tuple of names or a dict of names, all in the schema."""
+def check_selection(
+    selection: Selection, argument: str, schema: Schema, where: str = "SequenceLoader"
+) -> Selection:
+    """Normalizes x / y to a name, a tuple of names or a dict of names, all in the schema
+    (`where`: the loader an error names)."""
     if selection is None:
         return None
-    schema.check_names(feature_names(argument, selection, "SequenceLoader"), argument)
+    schema.check_names(feature_names(argument, selection, where), argument)
     if isinstance(selection, str | Mapping):
         return selection if isinstance(selection, str) else dict(selection)
     return tuple(selection)
@@ -166,7 +169,7 @@ class SequenceLoader(keras.utils.PyDataset):
         )
         if use_multiprocessing:  # a killed worker process then fails fit instead of hanging it
             worker_processes.install()
-        source, schema = _random_access(source)
+        source, schema = indexed_source(source)
         if x is None:
             raise ValueError("x must name the model input feature(s). Received: x=None")
         if transform is not None and not callable(transform):
@@ -175,8 +178,8 @@ class SequenceLoader(keras.utils.PyDataset):
         self.schema = schema
         self.options = options
         self._images, self._masks = schema.of(Image), schema.of(Mask)
-        self.x = _check_selection(x, "x", schema)
-        self.y = _check_selection(y, "y", schema)
+        self.x = check_selection(x, "x", schema)
+        self.y = check_selection(y, "y", schema)
         self.transform = transform
         self._set_padding(pad, pad_value, truncate, use_multiprocessing)
         self._layout = {
