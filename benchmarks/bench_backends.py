@@ -6,7 +6,9 @@ The records hold JPEGs of 96x96 read at 64x64 (`image_size`, the one resize) and
 measured by the same callback in every case, the first WARMUP_STEPS left out. Cases:
 - `hand-written tf.data, TensorFlow` (baseline): the tf.data guide's pipeline written by hand.
 - per backend, `ideal`: arrays held in memory (the model alone, no decoding);
-- per backend and loader: `Pipeline(...).build()` and `SequenceLoader` through `model.fit`.
+- per backend and loader, through `model.fit`: `Pipeline(...).build()`, `SequenceLoader` (two
+  threads), Grain (`MapDataset.source(tfpipe.DecodedExamples(...))`, main process) and a PyTorch
+  `DataLoader` over the same view (two forked workers).
 """
 
 from __future__ import annotations
@@ -140,7 +142,41 @@ def sequence_loader(backend: str, prefix: str) -> dict[str, Any]:
     return _train(keras, loader)
 
 
-LOADERS = {"ideal": ideal, "Pipeline": pipeline, "SequenceLoader": sequence_loader}
+def grain_dataset(backend: str, prefix: str) -> dict[str, Any]:
+    """`model.fit` on `grain.MapDataset.source(tfpipe.DecodedExamples(...))`, shuffled and
+    batched by Grain in the main process (Keras's Grain adapter)."""
+    keras = _keras(backend)
+    import grain
+
+    import tfpipe
+
+    examples = tfpipe.DecodedExamples(
+        prefix, image_size=SIZE, rescale=1 / 255, x="image", y="label"
+    )
+    return _train(keras, grain.MapDataset.source(examples).shuffle(seed=0).batch(BATCH))
+
+
+def torch_data_loader(backend: str, prefix: str) -> dict[str, Any]:
+    """`model.fit` on a `torch.utils.data.DataLoader` over `tfpipe.DecodedExamples(...)`,
+    two forked worker processes (Keras's PyTorch adapter)."""
+    keras = _keras(backend)
+    from torch.utils.data import DataLoader
+
+    import tfpipe
+
+    examples = tfpipe.DecodedExamples(
+        prefix, image_size=SIZE, rescale=1 / 255, x="image", y="label"
+    )
+    return _train(keras, DataLoader(examples, batch_size=BATCH, shuffle=True, num_workers=2))
+
+
+LOADERS = {
+    "ideal": ideal,
+    "Pipeline": pipeline,
+    "SequenceLoader": sequence_loader,
+    "Grain": grain_dataset,
+    "torch DataLoader": torch_data_loader,
+}
 
 
 def main() -> None:
