@@ -30,16 +30,16 @@ INSTALL := $(BIN)/uv pip install --compile-bytecode --python $(BIN)/python
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/pip install -q uv
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/uv
+$(VENV)/.installed: pyproject.toml setup.py | $(BIN)/uv
 	$(INSTALL) -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/uv
+$(VENV)/.installed-dev: pyproject.toml setup.py | $(BIN)/uv
 	$(INSTALL) -e ".[dev]"
 	touch $@ $(VENV)/.installed
 
 # The benchmarks' peers (Grain, ArrayRecord, NVIDIA DALI): only `make bench` installs them.
-$(VENV)/.installed-bench: pyproject.toml | $(BIN)/uv
+$(VENV)/.installed-bench: pyproject.toml setup.py | $(BIN)/uv
 	$(INSTALL) -e ".[dev,bench]"
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
 
