@@ -39,16 +39,16 @@ TORCH_WHEEL := $(lastword $(sort $(foreach links,$(PIP_FIND_LINKS),\
 $(BIN)/uv: | $(BIN)/python
 	$(BIN)/pip install -q uv
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/uv
+$(VENV)/.installed: pyproject.toml setup.py | $(BIN)/uv
 	$(INSTALL) -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/uv
+$(VENV)/.installed-dev: pyproject.toml setup.py | $(BIN)/uv
 	$(INSTALL) -e ".[dev]" $(TORCH_WHEEL)
 	touch $@ $(VENV)/.installed
 
 # The benchmarks' peers (Grain, ArrayRecord, NVIDIA DALI): only `make bench` installs them.
-$(VENV)/.installed-bench: pyproject.toml | $(BIN)/uv
+$(VENV)/.installed-bench: pyproject.toml setup.py | $(BIN)/uv
 	$(INSTALL) -e ".[dev,bench]" $(TORCH_WHEEL)
 	touch $@ $(VENV)/.installed-dev $(VENV)/.installed
 

@@ -11,19 +11,19 @@ package that makes it: the errors and `TfpipeWarning` by `tfpipe.errors`, `Datas
 `import tfpipe` is light: each public name is imported on first use (PEP 562), so that the
 `tfpipe` command answers `--help` without importing TensorFlow. The first use also hides
 TensorFlow's GPUs when Keras runs on another backend (JAX, PyTorch), which then trains on them
-while TensorFlow reads the data (see `tfpipe.training.backend`). It keeps TensorFlow's start-up
-lines off stderr unless `TF_CPP_MIN_LOG_LEVEL` is set (`tfpipe.logs`): import tfpipe before Keras.
+while TensorFlow reads the data (see `tfpipe.training.backend`). TensorFlow's start-up
+lines stay off stderr unless `TF_CPP_MIN_LOG_LEVEL` is set below 3, whichever of tfpipe and
+Keras is imported first: the installed package quiets them when the interpreter starts
+(`tfpipe.logs`, which runs this module too, so it imports nothing heavy).
 """
-
-import importlib
-import importlib.util
-import typing  # as a module: `import tfpipe` binds no public name but those of __all__
 
 from tfpipe import logs as _logs  # light: no TensorFlow
 
-_logs.quiet()  # before TensorFlow is first imported, by tfpipe or after it (Keras)
+_logs.quiet()  # before TensorFlow is first imported (tfpipe-quiet.pth did, if installed)
 
-if typing.TYPE_CHECKING:  # the names of _MODULES, for type checkers and editors
+if _logs.TYPE_CHECKING:  # the names of _MODULES, for type checkers and editors
+    import typing  # here: `import tfpipe` binds no public name but those of __all__
+
     from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
     from tfpipe.loaders import DecodedExamples, Pipeline, SequenceLoader, augment
     from tfpipe.records import infer_schema, locate_fault, read_tfrecords, verify, write_tfrecords
@@ -67,8 +67,10 @@ _MODULES = {
 __all__ = sorted(["__version__", *_MODULES])  # the one list of public names: _MODULES
 
 
-def __getattr__(name: str) -> typing.Any:
+def __getattr__(name: str) -> "typing.Any":  # a string: typing is not imported
     """Imports a public name (or a submodule, as `tfpipe.records`) on first use."""
+    import importlib.util  # here, not above: the interpreter's start-up imports this module
+
     module = _MODULES.get(name)
     if module is None:
         if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is None:

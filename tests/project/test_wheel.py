@@ -1,5 +1,7 @@
 """tfpipe installs like a released package: the wheel and sdist build, and the installed wheel
-(not the checkout) answers `tfpipe --version`, imports every module and runs the demo.
+(not the checkout) answers `tfpipe --version`, imports every module, runs the demo and keeps
+TensorFlow quiet with Keras imported first; the editable install (`pip install -e .`) puts the
+same `tfpipe-quiet.pth` in site-packages.
 
 The wheel goes into a fresh virtual environment that sees this interpreter's site-packages
 through a `.pth` file (TensorFlow and the extras come from there, so nothing is downloaded), but
@@ -13,12 +15,18 @@ import os
 import subprocess
 import sys
 import tarfile
-import venv
 import zipfile
 from pathlib import Path
 
 import pytest
-from test_quiet import STARTUP_LINE
+from test_quiet import (
+    KERAS_FIRST,
+    PTH_LINE,
+    STARTUP_LINE,
+    bare_python,
+    site_packages,
+    starts_quiet,
+)
 
 import tfpipe
 
@@ -57,17 +65,11 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bin folder of a fresh virtual environment with the wheel installed (no deps)."""
-    env_dir = tmp_path_factory.mktemp("venv")
-    venv.create(env_dir, with_pip=False)
-    python = env_dir / "bin" / "python"
-    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    site = run([str(python), "-c", where]).stdout
-    ours = [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
-    (Path(site.strip()) / "tfpipe-test-deps.pth").write_text("\n".join(ours) + "\n")
+    python = bare_python(tmp_path_factory.mktemp("wheel"))
     wheel = next(dist.glob("tfpipe-*.whl"))
-    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q"]
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q"]
     run([*pip, str(wheel)], timeout=300)
-    return env_dir / "bin"
+    return Path(python).parent
 
 
 def run(
@@ -90,6 +92,8 @@ def test_the_wheel_and_sdist_hold_the_version_and_the_type_marker(dist: Path) ->
     assert sdist.name == f"tfpipe-{tfpipe.__version__}.tar.gz"
     with zipfile.ZipFile(wheel) as wheel_files, tarfile.open(sdist) as sdist_files:
         assert "tfpipe/py.typed" in wheel_files.namelist()
+        pth = wheel_files.read("tfpipe-quiet.pth").decode().splitlines()  # at the top
+        assert [line for line in pth if not line.startswith("#")] == [PTH_LINE]
         assert f"tfpipe-{tfpipe.__version__}/src/tfpipe/py.typed" in sdist_files.getnames()
 
 
@@ -114,6 +118,30 @@ def test_the_installed_demo_runs_quietly(installed: Path, tmp_path: Path) -> Non
     assert (tmp_path / "d" / "records" / "train.json").is_file()
     assert "test accuracy" in done.stdout
     assert STARTUP_LINE.findall(done.stderr) == [], done.stderr
+
+
+def test_the_installed_wheel_is_quiet_with_keras_imported_first(
+    installed: Path, tmp_path: Path
+) -> None:
+    """Keras (its TensorFlow backend) imports TensorFlow before tfpipe: the wheel's
+    tfpipe-quiet.pth quieted it when the interpreter started."""
+    done = run([str(installed / "python"), "-c", KERAS_FIRST], cwd=tmp_path, timeout=300)
+    assert STARTUP_LINE.findall(done.stderr) == [], done.stderr
+
+
+def test_the_editable_install_runs_the_start_up_file(tmp_path: Path) -> None:
+    """`pip install -e .` (setuptools' editable wheel, as `uv pip install -e .` builds it):
+    site-packages gets tfpipe-quiet.pth next to setuptools' `__editable__` file, which puts
+    `src` on `sys.path` first, and a new interpreter runs it from the checkout."""
+    python = bare_python(tmp_path)
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q"]
+    run([*pip, "--no-build-isolation", "-e", str(ROOT)], cwd=tmp_path, timeout=300)
+    site = site_packages(python)
+    assert (site / f"__editable__.tfpipe-{tfpipe.__version__}.pth").is_file()
+    assert (site / "tfpipe-quiet.pth").read_text().splitlines()[-1] == PTH_LINE
+    assert starts_quiet(python)
+    imported = run([python, "-c", "import tfpipe.logs; print(tfpipe.logs.__file__)"], cwd=tmp_path)
+    assert Path(imported.stdout.strip()) == ROOT / "src" / "tfpipe" / "logs.py"
 
 
 def test_a_git_url_installs_the_committed_package(tmp_path: Path) -> None:

@@ -405,7 +405,7 @@ def _import_commands(verbose: bool) -> Any:
         logs.show()
         return importlib.import_module("tfpipe.cli.commands")
     os.environ.setdefault(logs.LEVEL, logs.QUIET_LEVEL)  # read once, when TensorFlow loads
-    with logs.held_stderr():
+    with logs.HeldStderr():
         return importlib.import_module("tfpipe.cli.commands")
 
 
