@@ -1,5 +1,5 @@
 """Trains tiny Keras models through tfpipe under the Keras backend `KERAS_BACKEND` names (jax,
-torch: tests/training/test_jax_backend.py).
+torch: tests/training/test_backends.py).
 
 Prints one JSON object as its last line: the losses per epoch of each loader and of
 `tfpipe.fit` (with validation and a user callback), the report's fields, what `tfpipe.fit`
