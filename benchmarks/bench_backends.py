@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import compare, scale, step_timer
+from benchmarks.harness import compare, scale, small_cnn, step_timer
 
 STORED = (96, 96)
 SIZE = (64, 64)
@@ -44,40 +44,25 @@ def _data(root: Path) -> str:
     return prefix
 
 
-def _keras(backend: str) -> Any:
-    """Keras on `backend` (set before Keras is first imported, in the case's own process)."""
+def _use_backend(backend: str) -> None:
+    """Keras on `backend`: set before Keras is first imported, in the case's own process."""
     os.environ["KERAS_BACKEND"] = backend
     import keras
 
     assert keras.backend.backend() == backend, keras.backend.backend()
-    keras.utils.set_random_seed(0)
-    return keras
 
 
-def _model(keras: Any) -> Any:
-    model = keras.Sequential(
-        [
-            keras.Input((*SIZE, 3)),
-            keras.layers.Conv2D(16, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(32, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(NUM_CLASSES),
-        ]
-    )
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
-
-
-def _train(keras: Any, data: Any, **fit_args: Any) -> dict[str, Any]:
+def _train(data: Any, **fit_args: Any) -> dict[str, Any]:
     timer = step_timer(BATCH, WARMUP_STEPS)
-    _model(keras).fit(data, epochs=EPOCHS, callbacks=[timer], verbose=0, **fit_args)
+    small_cnn((*SIZE, 3), NUM_CLASSES, (16, 32)).fit(
+        data, epochs=EPOCHS, callbacks=[timer], verbose=0, **fit_args
+    )
     return timer.result()
 
 
 def handwritten(prefix: str) -> dict[str, Any]:
     """The tf.data performance guide applied by hand, on the TensorFlow backend."""
-    keras = _keras("tensorflow")
+    _use_backend("tensorflow")
     import tensorflow as tf
 
     autotune = tf.data.AUTOTUNE
@@ -99,13 +84,13 @@ def handwritten(prefix: str) -> dict[str, Any]:
         .batch(BATCH)
         .prefetch(autotune)
     )
-    return _train(keras, dataset)
+    return _train(dataset)
 
 
 def ideal(backend: str, prefix: str) -> dict[str, Any]:
     """The model alone on `backend`: arrays in memory, through Keras's own array adapter (a
     tf.data slice on TensorFlow, numpy batches on JAX and PyTorch), no decoding."""
-    keras = _keras(backend)
+    _use_backend(backend)
     import numpy as np
 
     import tfpipe
@@ -114,12 +99,12 @@ def ideal(backend: str, prefix: str) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     images = rng.random((count, *SIZE, 3), dtype=np.float32)
     labels = rng.integers(0, NUM_CLASSES, count)
-    return _train(keras, images, y=labels, batch_size=BATCH, shuffle=False)
+    return _train(images, y=labels, batch_size=BATCH, shuffle=False)
 
 
 def pipeline(backend: str, prefix: str) -> dict[str, Any]:
     """`model.fit(tfpipe.Pipeline(...).build())` on `backend`."""
-    keras = _keras(backend)
+    _use_backend(backend)
     import tfpipe
 
     data = (
@@ -128,24 +113,24 @@ def pipeline(backend: str, prefix: str) -> dict[str, Any]:
         .batch(BATCH)
         .as_supervised("image", "label")
     )
-    return _train(keras, data.build())
+    return _train(data.build())
 
 
 def sequence_loader(backend: str, prefix: str) -> dict[str, Any]:
     """`model.fit(tfpipe.SequenceLoader(...))` on `backend`, two worker threads."""
-    keras = _keras(backend)
+    _use_backend(backend)
     import tfpipe
 
     loader = tfpipe.SequenceLoader(
         prefix, batch_size=BATCH, image_size=SIZE, rescale=1 / 255, seed=0, workers=2
     )
-    return _train(keras, loader)
+    return _train(loader)
 
 
 def grain_dataset(backend: str, prefix: str) -> dict[str, Any]:
     """`model.fit` on `grain.MapDataset.source(tfpipe.DecodedExamples(...))`, shuffled and
     batched by Grain in the main process (Keras's Grain adapter)."""
-    keras = _keras(backend)
+    _use_backend(backend)
     import grain
 
     import tfpipe
@@ -153,13 +138,13 @@ def grain_dataset(backend: str, prefix: str) -> dict[str, Any]:
     examples = tfpipe.DecodedExamples(
         prefix, image_size=SIZE, rescale=1 / 255, x="image", y="label"
     )
-    return _train(keras, grain.MapDataset.source(examples).shuffle(seed=0).batch(BATCH))
+    return _train(grain.MapDataset.source(examples).shuffle(seed=0).batch(BATCH))
 
 
 def torch_data_loader(backend: str, prefix: str) -> dict[str, Any]:
     """`model.fit` on a `torch.utils.data.DataLoader` over `tfpipe.DecodedExamples(...)`,
     two forked worker processes (Keras's PyTorch adapter)."""
-    keras = _keras(backend)
+    _use_backend(backend)
     from torch.utils.data import DataLoader
 
     import tfpipe
@@ -167,7 +152,7 @@ def torch_data_loader(backend: str, prefix: str) -> dict[str, Any]:
     examples = tfpipe.DecodedExamples(
         prefix, image_size=SIZE, rescale=1 / 255, x="image", y="label"
     )
-    return _train(keras, DataLoader(examples, batch_size=BATCH, shuffle=True, num_workers=2))
+    return _train(DataLoader(examples, batch_size=BATCH, shuffle=True, num_workers=2))
 
 
 LOADERS = {

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import compare, scale, step_timer
+from benchmarks.harness import compare, scale, small_cnn, step_timer
 
 SIZE = (128, 128)
 BATCH = 64
@@ -49,23 +49,7 @@ def _data(root: Path) -> dict[str, str]:
 
 def _model() -> Any:
     """A small CNN of about 4 steps/s of 64 images on 2 cores, like ../shared/PERFORMANCE.md's."""
-    import keras
-
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [
-            keras.Input((*SIZE, 3)),
-            keras.layers.Conv2D(16, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(32, 3, activation="relu"),
-            keras.layers.MaxPooling2D(),
-            keras.layers.Conv2D(64, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(NUM_CLASSES),
-        ]
-    )
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+    return small_cnn((*SIZE, 3), NUM_CLASSES, (16, 32, 64))
 
 
 def _timer() -> Any:

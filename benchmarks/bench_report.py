@@ -22,7 +22,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchmarks.harness import compare, run_isolated, scale
+from benchmarks.harness import compare, run_isolated, scale, small_cnn, step_timer
 
 SIZE = (32, 32)
 BATCH = 32
@@ -46,37 +46,12 @@ def _data() -> Any:
 
 
 def _model() -> Any:
-    import keras
-
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [
-            keras.Input((*SIZE, 3)),
-            keras.layers.Conv2D(8, 3, activation="relu"),
-            keras.layers.GlobalAveragePooling2D(),
-            keras.layers.Dense(10),
-        ]
-    )
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+    return small_cnn((*SIZE, 3), 10, (8,))
 
 
 def _callbacks(folder: str) -> list[Any]:
     """A timer (the metric), and three callbacks with per-step hooks, as users add them."""
     import keras
-
-    class Timer(keras.callbacks.Callback):
-        """Images/s over the steps after the first WARMUP_STEPS of the run."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.step, self.start, self.end = 0, 0.0, 0.0
-
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            self.step += 1
-            if self.step == WARMUP_STEPS:
-                self.start = time.perf_counter()
-            self.end = time.perf_counter()
 
     class Counter(keras.callbacks.Callback):
         def __init__(self) -> None:
@@ -87,7 +62,7 @@ def _callbacks(folder: str) -> list[Any]:
             self.batches += 1
 
     return [
-        Timer(),
+        step_timer(BATCH, WARMUP_STEPS),
         Counter(),
         keras.callbacks.EarlyStopping("loss", patience=100),
         keras.callbacks.CSVLogger(os.path.join(folder, "log.csv")),
@@ -104,13 +79,7 @@ def _fit(dataset: Any, report: bool, epochs: int) -> dict[str, Any]:
             _model(), dataset, epochs=epochs, callbacks=callbacks, report=report, verbose=0
         )
         call_s = time.perf_counter() - started
-    timer = callbacks[0]
-    timed = timer.step - WARMUP_STEPS
-    result: dict[str, Any] = {
-        "examples_per_s": timed * BATCH / (timer.end - timer.start),
-        "steps": timed,
-        "call_s": call_s,
-    }
+    result: dict[str, Any] = {**callbacks[0].result(), "call_s": call_s}
     if report:
         breakdown = history.report.breakdown
         result.update(

@@ -63,6 +63,25 @@ def step_timer(batch_size: int, warmup_steps: int) -> Any:
     return StepTimer()
 
 
+def small_cnn(input_shape: tuple[int, ...], num_classes: int, filters: tuple[int, ...]) -> Any:
+    """A compiled CNN: a 3x3 convolution per entry of `filters` (max pooling between them),
+    global average pooling and a dense layer of logits; Keras's global seed set to 0 first.
+    Imports Keras: call it in the case's process, after choosing the backend."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    layers: list[Any] = [keras.Input(input_shape)]
+    for depth, width in enumerate(filters):
+        if depth:
+            layers.append(keras.layers.MaxPooling2D())
+        layers.append(keras.layers.Conv2D(width, 3, activation="relu"))
+    model = keras.Sequential(
+        [*layers, keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(num_classes)]
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
 def _child(fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], queue: Any) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
