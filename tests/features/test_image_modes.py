@@ -309,3 +309,18 @@ def test_infer_schema_reads_channels_from_every_mode(
         with tf.io.TFRecordWriter(str(path)) as writer:
             writer.write(example.SerializeToString())
         assert tfpipe.infer_schema(path)["image"].channels == channels, name
+
+
+def test_threads_asking_for_a_new_batch_decoder_together_trace_it_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Grain's and the SequenceLoader's threads call `load_batch` at once for a size not
+    decoded before: each traced the graph, and TensorFlow warned of excessive retracing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    data = _save(PILImage.fromarray(_RNG.integers(0, 256, (24, 20, 3), np.uint8)), "PNG")
+    image = tfpipe.Image(shape=(None, None, 3))
+    with caplog.at_level("WARNING", logger="tensorflow"), ThreadPoolExecutor(8) as pool:
+        batches = list(pool.map(lambda _: image.load_batch([data], (11, 7)), range(8)))
+    assert all(batch is not None and batch.shape == (1, 11, 7, 3) for batch in batches)
+    assert not [r for r in caplog.records if "retracing" in r.getMessage()], caplog.text

@@ -348,11 +348,16 @@ def _new_batch_decoder(
     feature: Image, size: tuple[int, int], reduced: bool, pixel_limit: int | None
 ) -> tf.types.experimental.PolymorphicFunction:
     del pixel_limit  # a key only: `decode_tensor` reads the limit while it is traced
-    return tf.function(
+    decoder = tf.function(
         lambda data: feature.decode_batch(data, size, reduced),
         input_signature=[tf.TensorSpec([None], tf.string)],
         autograph=False,  # plain TensorFlow code: converting it took ~5 of ~6 s of tracing
     )
+    # Traced here, once, under `_batch_decoder`'s lock: threads that call a new function
+    # together each trace it (Grain's reading threads traced it 6 times at once, and TensorFlow
+    # warned of "excessive" retracing).
+    decoder.get_concrete_function()
+    return decoder
 
 
 def resize_and_scale(
