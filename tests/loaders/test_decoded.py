@@ -185,6 +185,40 @@ def test_grain_shuffles_and_batches_every_example_once(prefix: Path) -> None:
     _assert_same(_by_id(epoch), _pipeline(prefix, None))
 
 
+def test_read_batch_stacks_the_examples_it_decodes_together(prefix: Path) -> None:
+    examples = tfpipe.DecodedExamples(prefix, image_size=SIZE, rescale=1 / 255)
+    batch = examples.read_batch([5, 0, 7])
+    for name, value in batch.items():
+        assert np.array_equal(value, np.stack([examples[i][name] for i in (5, 0, 7)])), name
+    pairs = tfpipe.DecodedExamples(prefix, image_size=SIZE, x="image", y=["label", "id"])
+    images, (labels, ids) = pairs.read_batch(np.array([3, 4]))
+    assert images.shape == (2, *SIZE, 3) and labels.shape == (2,)
+    assert ids.tolist() == [int(pairs[3][1][1]), int(pairs[4][1][1])]
+
+
+def test_read_batch_names_the_feature_whose_sizes_differ(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"x": [np.zeros(2, np.float32), np.zeros(3, np.float32)]})
+    schema = tfpipe.Schema({"x": tfpipe.Tensor(shape=(None,), dtype="float32")})
+    examples = tfpipe.DecodedExamples(tfpipe.from_dataframe(frame, schema=schema))
+    with pytest.raises(ValueError, match=r"x: examples of different shapes \[\(2,\), \(3,\)\]"):
+        examples.read_batch([0, 1])
+
+
+def test_grain_batches_of_indices_mapped_by_read_batch_give_every_example_once(
+    prefix: Path,
+) -> None:
+    """The guide's fast Grain pattern: one decode call per batch instead of per example."""
+    grain = _grain()
+    examples = tfpipe.DecodedExamples(prefix, image_size=SIZE)
+    dataset = (
+        grain.MapDataset.range(len(examples)).shuffle(seed=3).batch(5).map(examples.read_batch)
+    )
+    epoch = [_numpy(batch) for batch in dataset]
+    assert [len(b["id"]) for b in epoch] == [5, 5, 5, 5, 4]
+    assert [int(i) for i in epoch[0]["id"]] != list(range(5))  # shuffled
+    _assert_same(_by_id(epoch), _pipeline(prefix, None))
+
+
 @pytest.mark.slow
 def test_grain_worker_processes_give_every_example_once_with_the_pipeline_s_pixels(
     prefix: Path,
