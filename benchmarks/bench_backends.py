@@ -7,8 +7,8 @@ measured by the same callback in every case, the first WARMUP_STEPS left out. Ca
 - `hand-written tf.data, TensorFlow` (baseline): the tf.data guide's pipeline written by hand.
 - per backend, `ideal`: arrays held in memory (the model alone, no decoding);
 - per backend and loader, through `model.fit`: `Pipeline(...).build()`, `SequenceLoader` (two
-  threads), Grain (`MapDataset.source(tfpipe.DecodedExamples(...))`, main process) and a PyTorch
-  `DataLoader` over the same view (two forked workers).
+  threads), Grain (batches of indices mapped by `DecodedExamples.read_batch`, main process)
+  and a PyTorch `DataLoader` over the same view (two forked workers).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ def sequence_loader(backend: str, prefix: str) -> dict[str, Any]:
 
 
 def grain_dataset(backend: str, prefix: str) -> dict[str, Any]:
-    """`model.fit` on `grain.MapDataset.source(tfpipe.DecodedExamples(...))`, shuffled and
-    batched by Grain in the main process (Keras's Grain adapter)."""
+    """`model.fit` on Grain's batches of shuffled indices mapped by
+    `tfpipe.DecodedExamples(...).read_batch`, in the main process (Keras's Grain adapter)."""
     _use_backend(backend)
     import grain
 
@@ -138,7 +138,8 @@ def grain_dataset(backend: str, prefix: str) -> dict[str, Any]:
     examples = tfpipe.DecodedExamples(
         prefix, image_size=SIZE, rescale=1 / 255, x="image", y="label"
     )
-    return _train(grain.MapDataset.source(examples).shuffle(seed=0).batch(BATCH))
+    indices = grain.MapDataset.range(len(examples)).shuffle(seed=0)
+    return _train(indices.batch(BATCH).map(examples.read_batch))
 
 
 def torch_data_loader(backend: str, prefix: str) -> dict[str, Any]:

@@ -13,6 +13,8 @@ one `DecodedExamples(prefix, image_size=..., rescale=..., x="image", y="label")`
 - Grain: `grain.MapDataset.source(examples).shuffle(seed=0).batch(64)` and `mp_prefetch` with
   2 worker processes (spawned: each imports TensorFlow and decodes with the Pipeline's graph);
 - Grain in the main process (no workers);
+- both again with batches of indices mapped by `examples.read_batch` (one decode call per
+  batch instead of one per example);
 - `torch.utils.data.DataLoader(examples, batch_size=64, shuffle=True, num_workers=2)`:
   forked workers, which decode with Pillow (TensorFlow must not run in a fork);
 - the same DataLoader with `multiprocessing_context="spawn"` (the Pipeline's pixels).
@@ -69,13 +71,19 @@ def _examples(prefix: str) -> Any:
     )
 
 
-def grain_dataset(prefix: str, workers: int) -> dict[str, Any]:
-    """Grain's MapDataset over the decoded examples, with `workers` worker processes."""
+def grain_dataset(prefix: str, workers: int, batched_reads: bool = False) -> dict[str, Any]:
+    """Grain's MapDataset over the decoded examples, with `workers` worker processes; with
+    `batched_reads`, batches of indices mapped by `read_batch` (one decode call per batch)."""
     import grain
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()  # Grain reads absl flags; outside absl.app, the defaults
-    dataset = grain.MapDataset.source(_examples(prefix)).shuffle(seed=0).repeat().batch(BATCH_SIZE)
+    examples = _examples(prefix)
+    if batched_reads:
+        indices = grain.MapDataset.range(len(examples)).shuffle(seed=0).repeat()
+        dataset = indices.batch(BATCH_SIZE).map(examples.read_batch)
+    else:
+        dataset = grain.MapDataset.source(examples).shuffle(seed=0).repeat().batch(BATCH_SIZE)
     iterable = dataset.to_iter_dataset()
     if workers:
         options = grain.multiprocessing.MultiprocessingOptions(num_workers=workers)
@@ -124,6 +132,8 @@ def main() -> None:
                 "Pipeline (tf.data)": (pipeline, (records,)),
                 "Grain, 2 worker processes": (grain_dataset, (records, 2)),
                 "Grain, main process": (grain_dataset, (records, 0)),
+                "Grain, read_batch, 2 worker processes": (grain_dataset, (records, 2, True)),
+                "Grain, read_batch, main process": (grain_dataset, (records, 0, True)),
                 "DataLoader, 2 forked workers (Pillow)": (torch_loader, (records, "fork")),
                 "DataLoader, 2 spawned workers": (torch_loader, (records, "spawn")),
             },
