@@ -33,6 +33,7 @@ ORDER = (
     "decode_costs_224",
     "segmentation",
     "fit",
+    "backends",
     "report",
 )
 
