@@ -131,3 +131,15 @@ def test_a_failing_layer_is_named_with_the_feature() -> None:
     assert "Keras layer 'big' on feature 'label' (Keras backend tensorflow)" in str(
         getattr(info.value, "__notes__", "")
     )
+
+
+def test_building_a_seeded_pipeline_again_and_again_warns_of_no_retracing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each build traces its seeded stages in a function of its own, once; TensorFlow took the
+    fifth build for excessive retracing (seen under `tfpipe.fit`, which builds several times)."""
+    pipeline = tfpipe.Pipeline(images()).shuffle(seed=0).batch(2)
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        for _ in range(7):
+            pipeline.build()
+    assert not [r for r in caplog.records if "retracing" in r.getMessage()], caplog.text

@@ -15,6 +15,7 @@ the call first: `tfpipe.augment.Joint` and the Keras layers `Pipeline.map` takes
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,24 @@ def without_global_seed(
         tf.compat.v1.get_default_graph().seed = None
         return step(*inputs)
 
-    return build(*datasets)
+    logger = tf.get_logger()
+    logger.addFilter(_ONE_TRACE_EACH)
+    try:
+        return build(*datasets)
+    finally:
+        logger.removeFilter(_ONE_TRACE_EACH)
+
+
+class _OneTraceEach(logging.Filter):
+    """Drops TensorFlow's warning that `without_global_seed`'s `build` "triggered tf.function
+    retracing": each call makes a new function and traces it once, on purpose (`tfpipe.fit`
+    builds a Pipeline several times, and a user saw the warning on the fifth)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "without_global_seed" not in record.getMessage()
+
+
+_ONE_TRACE_EACH = _OneTraceEach()
 
 
 def shuffled(dataset: tf.data.Dataset, buffer: int, seed: Any) -> tf.data.Dataset:
