@@ -26,9 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfpipe.checks import check_image_size, check_positive
-from tfpipe.errors import DecodeError, TfpipeWarning
+from tfpipe.errors import TfpipeWarning
 from tfpipe.features import Image, Mask
-from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
+from tfpipe.loaders.example_decoding import ExampleDecoder, origin_of
 from tfpipe.loaders.sequence import Selection, check_selection, indexed_source
 from tfpipe.loaders.supervised import feature_names, pick
 
@@ -113,9 +113,11 @@ class DecodedExamples:
                 TfpipeWarning,
                 stacklevel=2,
             )
-        self._images = {n: f for n, f in self.schema.of(Image).items() if n in self._features}
-        self._masks = {n: f for n, f in self.schema.of(Mask).items() if n in self._features}
-        self._mask_pairs = mask_image_pairs(self._features)
+        self._decoder = ExampleDecoder(
+            self.schema,
+            {name: self._sizes.get(name) for name in self._features},
+            self.reduced_decode,
+        )
         self._made_in = self._opened_in = os.getpid()
 
     def _size_of(self, shape: tuple[int | None, ...]) -> tuple[int, int] | None:
@@ -135,11 +137,24 @@ class DecodedExamples:
         `DataLoader` asks for a batch's examples together)."""
         self._reopen_in_this_process()
         stored = [(int(index), self.source[index]) for index in indices]
-        images = self._images_together([example for _, example in stored])
+        # Not in a forked copy of the view, where TensorFlow must not run: Pillow decodes there.
+        together = self._made_in == os.getpid()
+        images = self._decoder.images_together([e for _, e in stored]) if together else {}
         return [
-            self._decoded(index, example, {name: batch[k] for name, batch in images.items()})
+            self._example(index, example, {name: batch[k] for name, batch in images.items()})
             for k, (index, example) in enumerate(stored)
         ]
+
+    def _example(self, index: int, example: Mapping[str, Any], images: dict[str, Any]) -> Any:
+        """One stored example decoded (`images`: its images decoded already), then picked."""
+        values = self._decoder.load(example, images, lambda: origin_of(self.source, index))
+        if self.rescale is not None:
+            for name in self._decoder.images:
+                values[name] = np.multiply(values[name], np.float32(self.rescale), dtype=np.float32)
+        if self.x is None:
+            return values
+        x = pick(values, self.x)
+        return (x,) if self.y is None else (x, pick(values, self.y))
 
     def read_batch(self, indices: Sequence[int]) -> Any:
         """The examples `indices` decoded together (their images in one TensorFlow call) and
@@ -166,54 +181,6 @@ class DecodedExamples:
             if callable(close):
                 close()
             self._opened_in = os.getpid()
-
-    def _images_together(self, examples: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-        """The images of `examples` decoded by the Pipeline's graph (`Image.load_batch`), by
-        feature name: none in a forked copy of the view, where TensorFlow must not run, nor
-        for images of undeclared size (Pillow decodes those)."""
-        if self._made_in != os.getpid():
-            return {}
-        decoded = {}
-        for name, image in self._images.items():
-            size = self._sizes[name]
-            if size is not None and all(name in example for example in examples):
-                values = [example[name] for example in examples]
-                batch = image.load_batch(values, size, self.reduced_decode)
-                if batch is not None:
-                    decoded[name] = batch
-        return decoded
-
-    def _decoded(self, index: int, example: Mapping[str, Any], images: dict[str, Any]) -> Any:
-        """One stored example decoded (`images`: its images decoded already), then picked."""
-        values: dict[str, Any] = {}
-        for name, feature in self._features.items():
-            try:
-                stored = example[name]
-                if name in images:
-                    value = images[name]
-                elif name in self._images:
-                    value = self._images[name].load(stored, self._sizes[name], self.reduced_decode)
-                elif name in self._masks:
-                    value = self._masks[name].load(stored, size=self._sizes[name])
-                else:
-                    value = feature.load(stored)
-            except (KeyError, TypeError, ValueError, OSError) as e:
-                raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
-            if name in self._images and self.rescale is not None:
-                value = np.multiply(value, np.float32(self.rescale), dtype=np.float32)
-            values[name] = value
-        try:
-            check_mask_sizes(self._mask_pairs, example)
-        except ValueError as e:
-            raise DecodeError(f"{e} in {self._origin(index)}") from e
-        if self.x is None:
-            return values
-        x = pick(values, self.x)
-        return (x,) if self.y is None else (x, pick(values, self.y))
-
-    def _origin(self, index: int) -> str:
-        origin = getattr(self.source, "origin", None)
-        return origin(index) if callable(origin) else f"example {index}"
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickled in a worker process (Grain's): TensorFlow decodes here on the CPU."""

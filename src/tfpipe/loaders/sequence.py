@@ -26,10 +26,10 @@ import tensorflow as tf
 from tfpipe.distribute.sharding import DistributedFeed
 from tfpipe.errors import DecodeError, SchemaError, SourceError, TfpipeWarning
 from tfpipe.features import Feature, Image, Mask, Tensor, Text
-from tfpipe.features.mask import check_mask_sizes, mask_image_pairs
 from tfpipe.format.resolution import names_paths
 from tfpipe.loaders import workers as worker_processes
 from tfpipe.loaders.distributed_loader import DistributableLoader, distribute_loader
+from tfpipe.loaders.example_decoding import ExampleDecoder, origin_of
 from tfpipe.loaders.loader_options import LoaderOptions
 from tfpipe.loaders.padding import Cuts, check_pad
 from tfpipe.loaders.position import Identity, check_position, digest
@@ -186,7 +186,7 @@ class SequenceLoader(keras.utils.PyDataset):
             name: self._feature_layout(name, schema[name])
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
         }
-        self._mask_pairs = mask_image_pairs({name: schema[name] for name in self._layout})
+        self._decoder = self._example_decoder()
         output_shape = getattr(transform, "output_shape", None)  # e.g. tfpipe.augment.Joint
         self._batch_shapes = {  # after the transform; _layout's shapes are those loaded
             name: tuple(output_shape(name, shape)) if callable(output_shape) else shape
@@ -400,7 +400,10 @@ class SequenceLoader(keras.utils.PyDataset):
             for name, (_, dtype) in self._layout.items()
         }
         examples = [self.source[int(index)] for index in indices]
-        images = self._decode_images(examples)
+        # Not in a worker process: TensorFlow's runtime, inherited from a forked parent, must
+        # not run there; `Image.load` decodes with Pillow (the same pixels within 1/255).
+        in_worker = multiprocessing.parent_process() is not None
+        images = {} if in_worker else self._decoder.images_together(examples)
         for position, (index, example) in enumerate(zip(indices, examples, strict=True)):
             self._fill(
                 arrays, position, index=int(index), example=example, epoch=epoch, images=images
@@ -408,28 +411,17 @@ class SequenceLoader(keras.utils.PyDataset):
         x = pick(arrays, self.x or ())
         return (x,) if self.y is None else (x, pick(arrays, self.y))
 
+    def _example_decoder(self) -> ExampleDecoder:
+        """Decodes the features `_layout` holds, images and masks at their layout's size."""
+        sized = self._images.keys() | self._masks.keys()
+        sizes = {
+            name: (shape[0], shape[1]) if name in sized else None
+            for name, (shape, _) in self._layout.items()
+        }
+        return ExampleDecoder(self.schema, sizes, self.options.reduced_decode)
+
     def _origin(self, index: int) -> str:
-        origin = getattr(self.source, "origin", None)
-        return origin(index) if callable(origin) else f"example {index}"
-
-    def _decode_images(self, examples: list[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-        """The batch's images decoded together (`Image.load_batch`), by feature name.
-
-        Not in a worker process: TensorFlow's runtime, inherited from a forked parent, must
-        not run there; `load` decodes each image with Pillow (the same pixels within 1/255).
-        """
-        if multiprocessing.parent_process() is not None:
-            return {}
-        decoded = {}
-        for name, (shape, _) in self._layout.items():
-            if name in self._images and all(name in example for example in examples):
-                size = (shape[0], shape[1])
-                batch = self._images[name].load_batch(
-                    [example[name] for example in examples], size, self.options.reduced_decode
-                )
-                if batch is not None:
-                    decoded[name] = batch
-        return decoded
+        return origin_of(self.source, index)
 
     def _fill(
         self,
@@ -442,28 +434,9 @@ class SequenceLoader(keras.utils.PyDataset):
     ) -> None:
         """Loads example `index` into row `position` of the batch arrays (its images from
         `images` when they were decoded together)."""
-        values: dict[str, Any] = {}
-        for name, (shape, _) in self._layout.items():
-            feature = self.schema[name]
-            try:
-                stored = example[name]
-                if name in images:
-                    values[name] = images[name][position]
-                elif name in self._images:
-                    size = (shape[0], shape[1])
-                    image = self._images[name]
-                    values[name] = image.load(stored, size, self.options.reduced_decode)
-                elif name in self._masks:
-                    values[name] = self._masks[name].load(stored, size=(shape[0], shape[1]))
-                else:
-                    values[name] = feature.load(stored)
-            except (KeyError, TypeError, ValueError, OSError) as e:
-                raise DecodeError(f"{name}: {e} in {self._origin(index)}") from e
+        row = {name: batch[position] for name, batch in images.items()}
+        values = self._decoder.load(example, row, lambda: self._origin(index))
         self._pad(values, index)
-        try:
-            check_mask_sizes(self._mask_pairs, example)
-        except ValueError as e:
-            raise DecodeError(f"{e} in {self._origin(index)}") from e
         if self.transform is not None:
             rng = np.random.default_rng((self._seed, epoch, index))
             try:
