@@ -213,7 +213,8 @@ def _stacked(values: Sequence[Any], name: str) -> np.ndarray:
         shapes = sorted({np.shape(value) for value in values})
         raise ValueError(
             f"{name}: examples of different shapes {shapes} cannot be stacked into one batch; "
-            "give DecodedExamples an image_size="
+            "give DecodedExamples an image_size= for images of several sizes, or leave a "
+            "variable-length feature out of x= and y="
         ) from e
 
 
