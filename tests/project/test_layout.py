@@ -387,7 +387,7 @@ KIND_CLASSES: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(["RecordInput", "MemoryInput", "PyDatasetInput"], ("tfpipe.loaders.inputs",)),
     **dict.fromkeys(
         ["Pipeline", "SequenceLoader", "PyDataset", "Dataset", "SourceBase"],
-        ("tfpipe.training.adapters", "tfpipe.loaders.inputs"),
+        ("tfpipe.training.adapters", "tfpipe.loaders.inputs", "tfpipe.loaders.pipeline"),
     ),
 }
 # Classes of other libraries named like a kind above.

@@ -111,7 +111,9 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
     inp = recipe.input
     cached = recipe.cache is not None
-    stages, by_record = inp.read(recipe.shard, seed, recipe.shuffle and not cached, det)
+    stages, by_record = inp.read(
+        recipe.shard, seed, recipe.shuffle and not cached, det, start=assembly.position
+    )
     assembly.run_all(stages)
     if recipe.shard is not None and by_record:
         num, index = recipe.shard
@@ -121,7 +123,7 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     if not cached:
         buffer = inp.record_buffer(recipe.buffer)
         _shuffle_and_repeat(recipe, assembly, buffer=buffer, what="records", seed=seed)
-    if recipe.start is not None:
+    if recipe.start is not None and not inp.positioned:
         assembly.run("skip the records of the batches before the start", lambda d: d.skip(skip))
     if inp.decoded:
         assembly.run_all(inp.loader(det))
@@ -178,31 +180,8 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
     of (seed, epoch): each epoch is built afresh with its own seed, never reshuffled."""
     epoch, batch = recipe.start  # type: ignore[misc]
     last = _FOREVER if recipe.repeat is None else (recipe.repeat or epoch + 1)
-    size = (recipe.batch or (DEFAULT_BATCH, False))[0]
     inner = Assembly()
-    one_epoch = recipe.replace(repeat=0)
-
-    @tf.autograph.experimental.do_not_convert  # plain Python building the epoch's stages
-    def epoch_dataset(number: tf.Tensor) -> tf.data.Dataset:
-        # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
-        # function's own graph is traced without the global seed.
-        tf.compat.v1.get_default_graph().seed = None
-        seed = None  # the source's order, without a shuffle
-        if recipe.seed is not None:
-            seed = tf.random.stateless_uniform(
-                (), tf.stack([tf.constant(recipe.seed, tf.int64), number]), 0, 2**62, tf.int64
-            )
-        skip = tf.where(number == epoch, tf.constant(batch * size, tf.int64), 0)
-        inner.dataset, inner.labels, inner.batched = None, [], False
-        inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
-        _one_pass(one_epoch, inner, seed=seed, skip=skip, det=det)
-        if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
-            inner.run(
-                f"take the {recipe.epoch_batches} batches of the epoch every worker runs",
-                lambda ds: ds.take(recipe.epoch_batches - skip // size),
-            )
-        return inner.dataset
-
+    epoch_dataset = _epoch_maker(recipe, inner, det, (epoch, batch * recipe.batch_size))
     until = "forever" if last == _FOREVER else f"to epoch {last - 1}"
     assembly.run(
         f"for each epoch from {epoch} {until} (its seed from seed={recipe.seed} and the "
@@ -217,6 +196,53 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
             f"declare {total} batches (from the example count)",
             lambda ds: ds.apply(tf.data.experimental.assert_cardinality(total)),
         )
+
+
+def examples_from(recipe: Recipe, epoch: Any, record: Any) -> tf.data.Dataset:
+    """The examples of `recipe` (unbatched, as dicts), from record `record` of epoch `epoch`
+    (ints or scalar tensors) on, epoch after epoch forever, each in the order of (seed, epoch)
+    as `start_at` orders it: a source of a mixture (`tfpipe.loaders.mixture`).
+
+    """
+    one = recipe.replace(batch=None, supervised=None, start=(0, 0))
+    deterministic = recipe.options.deterministic
+    det = _fixed_order(one) if deterministic is None else deterministic
+    epoch_dataset = _epoch_maker(one, Assembly(), det, (epoch, record))
+    return tf.data.Dataset.range(epoch, _FOREVER).flat_map(epoch_dataset)
+
+
+def _epoch_maker(
+    recipe: Recipe, inner: Assembly, det: bool, first: tuple[Any, Any]
+) -> Callable[[tf.Tensor], tf.data.Dataset]:
+    """The function `flat_map` turns each epoch number into its pass with: the records of
+    that epoch in the order of (seed, epoch), the first `first[1]` records of epoch
+    `first[0]` skipped; `inner` gets the labels of its stages."""
+    epoch, skipped = first
+    one_epoch = recipe.replace(repeat=0)
+    size = recipe.batch_size
+
+    @tf.autograph.experimental.do_not_convert  # plain Python building the epoch's stages
+    def epoch_dataset(number: tf.Tensor) -> tf.data.Dataset:
+        # Only (seed, epoch) decide the order, not a global tf.random.set_seed: this
+        # function's own graph is traced without the global seed.
+        tf.compat.v1.get_default_graph().seed = None
+        seed = None  # the source's order, without a shuffle
+        if recipe.seed is not None:
+            seed = tf.random.stateless_uniform(
+                (), tf.stack([tf.constant(recipe.seed, tf.int64), number]), 0, 2**62, tf.int64
+            )
+        skip = tf.where(number == epoch, tf.cast(skipped, tf.int64), 0)
+        inner.dataset, inner.labels, inner.batched = None, [], False
+        inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
+        _one_pass(one_epoch, inner, seed=seed, skip=skip, det=det)
+        if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
+            inner.run(
+                f"take the {recipe.epoch_batches} batches of the epoch every worker runs",
+                lambda ds: ds.take(recipe.epoch_batches - skip // size),
+            )
+        return inner.dataset
+
+    return epoch_dataset
 
 
 def _shuffle_and_repeat(
@@ -242,6 +268,12 @@ def _check_service(recipe: Recipe) -> None:
     """Refuses what cannot run on tf.data service workers, naming it."""
     if recipe.service is None:
         return
+    if recipe.input.mixture is not None:
+        raise ValueError(
+            "distribute(): a mixture is not sent to the tf.data service as a whole: call "
+            "distribute() on each source Pipeline before Pipeline.sample_from (the workers "
+            "then decode every source, and this process only picks the next source)"
+        )
     refused = {
         "cache()": recipe.cache is not None,
         "take()": recipe.take is not None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import keras
@@ -21,10 +21,11 @@ from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import Image, Mask
 from tfpipe.features.image import resize_and_scale
-from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, resize_nearest_tensor
+from tfpipe.features.mask import mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import check_compression, tf_compression
 from tfpipe.format.resolution import ResolvedData, resolve
+from tfpipe.loaders.columns import graph_constant, load_mask, path_bytes, spec_of
 from tfpipe.loaders.seeding import shuffled
 from tfpipe.records.resolved import check_first_record, random_access, schema_for
 from tfpipe.records.verification import Fault, failing_images, first_fault
@@ -115,10 +116,25 @@ class PipelineInput(Protocol):
     def replayable(self) -> bool:
         """Whether every run reads the same records, so `start_at` can skip to a batch."""
 
+    @property
+    def positioned(self) -> bool:
+        """Whether `read` starts at a `start_at` position itself (a mixture's sources)."""
+
+    @property
+    def mixture(self) -> Any:
+        """The `tfpipe.loaders.mixture.Mixture` a mixed Pipeline reads; None for others."""
+
     def read(
-        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+        self,
+        shard: tuple[int, int] | None,
+        seed: int | None,
+        shuffle: bool,
+        det: bool,
+        start: tuple[Any, Any] | None = None,
     ) -> tuple[list[Stage], bool]:
-        """Stages that yield the records; the second value says if records get sharded."""
+        """Stages that yield the records; the second value says if records get sharded.
+        `start` is the `(epoch, first record)` of a `start_at` epoch, which a `positioned`
+        input starts at (others are skipped to it after `read`)."""
 
     def record_buffer(self, buffer: int | None) -> int:
         """The records the shuffle buffer holds, given `shuffle(buffer_size=buffer)`."""
@@ -157,6 +173,8 @@ class RecordInput:
     decoded = False
     servable = True
     replayable = True
+    positioned = False
+    mixture = None
 
     def __init__(self, data: ResolvedData, schema: Schema | None, compression: str | None) -> None:
         files = data.record_files("Pipeline")
@@ -178,7 +196,12 @@ class RecordInput:
         self.name = data.origin
 
     def read(
-        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+        self,
+        shard: tuple[int, int] | None,
+        seed: int | None,
+        shuffle: bool,
+        det: bool,
+        start: tuple[Any, Any] | None = None,
     ) -> tuple[list[Stage], bool]:
         """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
@@ -368,26 +391,22 @@ def _columns(source: Any) -> dict[str, np.ndarray]:
     return columns
 
 
-def _constant(column: np.ndarray, paths: bool) -> tf.Tensor | tf.RaggedTensor:
-    """A column as a graph constant: file paths as bytes; rows of different lengths (a
-    variable-length Tensor) as a RaggedTensor, which `tf.gather` batches as records are."""
-    if paths:
-        return tf.constant(_path_bytes(column))
-    if column.dtype == object and len(column) and isinstance(column[0], np.ndarray):
-        lengths = [len(row) for row in column]
-        return tf.RaggedTensor.from_row_lengths(np.concatenate(list(column)), lengths)
-    return tf.constant(column)
-
-
 class _IndexedInput:
     """An input whose records are the indices 0..count-1 (of examples, or of batches)."""
 
     count: int
     unit: str
     name: str
+    positioned = False
+    mixture = None
 
     def read(
-        self, shard: tuple[int, int] | None, seed: int | None, shuffle: bool, det: bool
+        self,
+        shard: tuple[int, int] | None,
+        seed: int | None,
+        shuffle: bool,
+        det: bool,
+        start: tuple[Any, Any] | None = None,
     ) -> tuple[list[Stage], bool]:
         """Stages that yield the indices; they are sharded and shuffled as records."""
         return [
@@ -477,7 +496,7 @@ class MemoryInput(_IndexedInput):
         decoding.check(self.schema)
         files = self._files()
         constants = {
-            name: _constant(column, name in files) for name, column in self.columns.items()
+            name: graph_constant(column, name in files) for name, column in self.columns.items()
         }
         pairs = self._file_pairs()
 
@@ -509,7 +528,7 @@ class MemoryInput(_IndexedInput):
             masks = tf.numpy_function(
                 lambda paths, *image_paths: np.stack(
                     [
-                        _load_mask(
+                        load_mask(
                             feature,
                             name,
                             size=size,
@@ -560,7 +579,7 @@ class MemoryInput(_IndexedInput):
                 for row, path in enumerate(column):
                     paired = {image: self.columns[image][row] for image in images}
                     try:
-                        _load_mask(
+                        load_mask(
                             mask_features[name],
                             name,
                             size=decoding.image_size,
@@ -572,35 +591,10 @@ class MemoryInput(_IndexedInput):
             if name in image_features and column.dtype.kind in "USO":
                 feature = image_features[name]
                 size = decoding.image_size or feature.shape[:2]
-                paths = _path_bytes(column)
+                paths = path_bytes(column)
                 for position, why in failing_images(paths, feature, size, read_files=True):  # type: ignore[arg-type]
                     return Fault(str(column[position]), None, name, why)
         return None
-
-
-def _load_mask(
-    feature: Mask, name: str, size: tuple[int, int] | None, path: Any, images: dict[str, Any]
-) -> np.ndarray:
-    """A mask file read with Pillow, once compared in size with its example's image files
-    (`images`: path by feature name)."""
-    example = {name: os.fsdecode(path), **{key: os.fsdecode(p) for key, p in images.items()}}
-    check_mask_sizes([(name, image) for image in images], example)
-    return feature.load(example[name], size)
-
-
-def _path_bytes(paths: np.ndarray) -> np.ndarray:
-    """File paths as the bytes the file system holds: names that are not UTF-8 (kept by Python
-    as surrogate escapes) reach `tf.io.read_file` intact instead of failing to convert."""
-    return np.asarray([os.fsencode(p) for p in paths], dtype=object)
-
-
-def _spec_of(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _spec_of(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return tuple(_spec_of(v) for v in value)
-    array = np.asarray(value)
-    return tf.TensorSpec((None, *array.shape[1:]), tf.as_dtype(array.dtype))
 
 
 class PyDatasetInput(_IndexedInput):
@@ -617,7 +611,7 @@ class PyDatasetInput(_IndexedInput):
         if self.count == 0:
             raise SourceError("source: the PyDataset is empty (len() == 0)")
         first = dataset[0]
-        self.signature = _spec_of(first)
+        self.signature = spec_of(first)
         self.schema = None
         self.num_examples = None
         self.name = type(dataset).__name__

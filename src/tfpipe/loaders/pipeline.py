@@ -20,7 +20,7 @@ import tensorflow as tf
 from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int, check_positive, is_int
 from tfpipe.distribute.sharding import DistributedFeed, Layout, distribute
-from tfpipe.loaders.assembly import build, explain, locate_fault
+from tfpipe.loaders.assembly import build
 from tfpipe.loaders.distributed_pipeline import (
     check_distributable,
     worker_datasets,
@@ -28,17 +28,18 @@ from tfpipe.loaders.distributed_pipeline import (
 )
 from tfpipe.loaders.inputs import AUTOTUNE, Decoding, make_input
 from tfpipe.loaders.keras_layers import layer_map
+from tfpipe.loaders.mixture import MixtureInput, check_weights, mixable
 from tfpipe.loaders.padding import Padding
-from tfpipe.loaders.position import Identity, check_position, digest
+from tfpipe.loaders.pipeline_facts import PipelineFacts
+from tfpipe.loaders.position import check_position
 from tfpipe.loaders.recipe import PipelineOptions, Recipe
+from tfpipe.loaders.seeding import stage_seed
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names, check_known, feature_names
-from tfpipe.loaders.transforms import any_random, new_transform
-from tfpipe.records.verification import Fault
-from tfpipe.schema import Schema
+from tfpipe.loaders.transforms import Renaming, any_random, new_transform
 
 
-class Pipeline:
+class Pipeline(PipelineFacts):
     """Builds a fast `tf.data.Dataset` from TFRecords, a folder, a DataFrame, arrays or a
     `keras.utils.PyDataset`.
 
@@ -111,6 +112,94 @@ class Pipeline:
         batch = "no batch()" if self.batch_size is None else f"batch_size={self.batch_size}"
         return f"Pipeline({self._recipe.name}, {batch}, unbuilt: model.fit takes pipeline.build())"
 
+    @classmethod
+    def sample_from(
+        cls,
+        sources: Sequence[Any],
+        weights: Sequence[float] | None = None,
+        *,
+        seed: int = 0,
+        stopping_strategy: str = "first_exhausted",
+        examples_per_epoch: int | None = None,
+    ) -> Pipeline:
+        """A Pipeline of examples drawn from `sources` with `weights`, like
+        `tf.data.Dataset.sample_from_datasets`, with epochs of a known size that resume exactly.
+
+        Each source is read as its own Pipeline reads it (decoded, shuffled, its maps
+        applied); the mixture picks the source of every example. An epoch holds an exact
+        number of examples of each source (`mixture.counts`, within one of its weight's
+        share), in an order the `seed` and the epoch decide; a source used up mid-run goes on
+        with its next epoch, in a new order. Batch, map, `as_supervised` and `start_at` the
+        mixture as any Pipeline: a position is `(epoch, batch)`, and `tfpipe.fit(backup_dir=...)`
+        resumes a killed run with exactly the batches it would have trained on.
+
+        Examples:
+            >>> mixed = (tfpipe.Pipeline.sample_from(["out/train", "out/train"], [3, 1], seed=0)
+            ...          .batch(8).as_supervised("image", "label"))
+            >>> mixed.mixture.counts, mixed.batches_per_epoch()
+            ((24, 8), 4)
+            >>> print(mixed.explain().splitlines()[0][:60])
+             1. mix 2 sources one example at a time (seed=0; exam
+
+        Args:
+            sources: Pipelines without batch(), as_supervised() or start_at(), or what
+                `Pipeline` reads (a path, a source: read shuffled). Their features must agree
+                in dtype and shape (an error names the feature and both sources); features
+                not in every source are left out (`explain()` lists them); `rename()` a
+                source's features to match. A source shuffled without a seed gets one from
+                `seed`, so that the mixture is the same in every run.
+            weights: each source's share of the examples (any scale). Defaults to None
+                (equal shares).
+            seed: decides the order of the sources' examples. Defaults to 0.
+            stopping_strategy: the size of an epoch: "first_exhausted" (every example of
+                the source its weight uses up first, once) or "all_exhausted" (every example
+                of every source at least once; the others cycle). Defaults to
+                "first_exhausted".
+            examples_per_epoch: the examples of an epoch, instead of `stopping_strategy`.
+                Defaults to None.
+        """
+        check_int("seed", seed, minimum=0)
+        if examples_per_epoch is not None:
+            check_int("examples_per_epoch", examples_per_epoch)
+        if isinstance(sources, str | os.PathLike) or not sources:
+            raise ValueError(
+                "sources must be a non-empty list of Pipelines, paths or sources. "
+                f"Received: sources={sources!r}"
+            )
+        recipes = [
+            mixable(
+                (source if isinstance(source, Pipeline) else cls(source).shuffle())._recipe,
+                f"sources[{i}]",
+                stage_seed(seed, i + 1) or 0,
+            )
+            for i, source in enumerate(sources)
+        ]
+        inp = MixtureInput(
+            recipes,
+            check_weights(weights, len(recipes)),
+            seed=seed,
+            examples_per_epoch=examples_per_epoch,
+            stopping_strategy=stopping_strategy,
+        )
+        mixed = cls.__new__(cls)
+        padding = Padding(None, 0, False, inp.schema)
+        mixed._recipe = Recipe(inp, Decoding(None, True, None), padding, seed=seed)
+        return mixed
+
+    def rename(self, names: Mapping[str, str]) -> Pipeline:
+        """Renames features (old name -> new name), e.g. to mix sources named otherwise.
+
+        Examples:
+            >>> p = tfpipe.Pipeline("out/train").rename({"label": "class"})
+            >>> list(p.schema)
+            ['image', 'class']
+        """
+        renaming = Renaming(names)
+        recipe = self._recipe
+        if recipe.schema is not None:
+            renaming.schema(recipe.schema)
+        return self._with(transforms=(*recipe.transforms, new_transform("map", renaming, False)))
+
     def _with(self, **changes: Any) -> Pipeline:
         new = copy.copy(self)
         new._recipe = self._recipe.replace(**changes)
@@ -139,6 +228,11 @@ class Pipeline:
                 least 256) (the writer already shuffled globally); 1024 decoded examples after
                 a cache.
         """
+        if self.mixture is not None:
+            raise ValueError(
+                "shuffle(): a mixture's order comes from its seed and its sources' own "
+                "shuffles: shuffle each source before Pipeline.sample_from"
+            )
         if seed is not None:
             check_int("seed", seed, minimum=0)
         if buffer_size is not None:
@@ -332,7 +426,7 @@ class Pipeline:
             (recipe.options.deterministic is False, "options(deterministic=False) is set"),
             (recipe.cache is not None, "cache() is set: decoded examples cannot be skipped"),
             (recipe.filtered, "a filter() changes batches"),
-            (not recipe.input.replayable, "the source is a PyDataset"),
+            (not recipe.input.replayable, "the source (or a mixed one) is a PyDataset or served"),
             (recipe.repeat not in (0, None) and epoch >= recipe.repeat, "repeat() ends before"),
         ):
             if wrong:
@@ -341,30 +435,6 @@ class Pipeline:
                     f"run, but {why}"
                 )
         return self._with(start=(epoch, batch))
-
-    @property
-    def seed(self) -> int | None:
-        """The seed given to `shuffle()`; None without one (or without a shuffle).
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").shuffle(seed=3).seed
-            3
-        """
-        return self._recipe.seed
-
-    def identity(self) -> Identity:
-        """What a position of this pipeline (see `start_at`) is valid for: its data (the
-        files, their sizes and the example count; or the examples of a source), its batch
-        size and its seed.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64).identity().batch_size
-            64
-        """
-        inp = self._recipe.input
-        parts = [*inp.identity(), repr((self._recipe.take, self._recipe.shard, self._recipe.batch))]
-        size = self._recipe.batch_size
-        return Identity(digest(parts), inp.describe(), size, self._recipe.seed or 0)
 
     def distribute(
         self,
@@ -425,16 +495,6 @@ class Pipeline:
         """
         return self._with(service=DataService(service, mode, job_name, timeout))
 
-    @property
-    def service(self) -> DataService | None:
-        """The tf.data service `distribute()` set (`address`, `mode`, `job_name`); else None.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").distribute("10.0.0.5:5050").service.address
-            'grpc://10.0.0.5:5050'
-        """
-        return self._recipe.service
-
     def options(
         self,
         *,
@@ -479,120 +539,11 @@ class Pipeline:
         """
         feature_names("x", x, "as_supervised")
         feature_names("y", y, "as_supervised")
-        schema = self._recipe.input.schema
-        if schema is not None and not self._recipe.transforms:
+        schema = self._recipe.schema
+        renames_only = all(isinstance(t.fn, Renaming) for t in self._recipe.transforms)
+        if schema is not None and renames_only:
             check_known(x, y, available=schema, where="as_supervised", what="the schema")
         return self._with(supervised=(x, y))
-
-    @property
-    def supervised(self) -> tuple[Names, Names] | None:
-        """The `(x, y)` given to `as_supervised`; None when the pipeline yields example dicts.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").as_supervised("image", "label").supervised
-            ('image', 'label')
-        """
-        return self._recipe.supervised
-
-    @property
-    def schema(self) -> Schema | None:
-        """The schema of what the pipeline reads; None for a `keras.utils.PyDataset` source.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").schema["image"].encoding  # as from_directory's
-            'auto'
-        """
-        return self._recipe.input.schema
-
-    @property
-    def batch_size(self) -> int | None:
-        """The size of the batches `batch()` asked for; None without a `batch()`.
-
-        The last batch of an epoch may be smaller (unless `drop_remainder=True`); every other
-        batch has this size, whatever order a non-deterministic pipeline yields them in.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").batch(64).batch_size
-            64
-        """
-        return None if self._recipe.batch is None else self._recipe.batch[0]
-
-    def examples_per_epoch(self) -> int | None:
-        """Examples in one pass over the data (ignoring `repeat()`), known from the metadata.
-
-        None when it cannot be known without reading the data: a filter(), a shard(), a
-        source of unknown size, or `distribute(mode="off")`. With `distribute()` in the
-        default dynamic mode, it is the count while no service worker fails. Examples dropped
-        with a partial last batch do not count.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").batch(5, drop_remainder=True).examples_per_epoch()
-            20
-        """
-        return self._recipe.examples_per_epoch()
-
-    def locate_fault(self) -> Fault | None:
-        """The first damaged record or image file of the source; None when all are sound.
-
-        tf.data reports damaged data with TensorFlow's errors, which name no file and no
-        record. This reads the source again, checking what `tfpipe.verify` checks (frames,
-        Examples, features and images decoded as this pipeline decodes them), until the first
-        fault. `tfpipe.named_errors` calls it to turn such an error into a `DecodeError`.
-
-        Examples:
-            >>> fault = tfpipe.Pipeline("out/damaged").locate_fault()
-            >>> print(fault)
-            record 5 of out/damaged-00001-of-00002.tfrecord: damaged or truncated frame: ...
-        """
-        return locate_fault(self._recipe)
-
-    def truncated(self) -> dict[str, int]:
-        """How many values `truncate=True` cut to their pad length so far, per feature.
-
-        Counted as examples are read (one read twice counts twice), by this pipeline and every
-        variant built from the same `Pipeline(...)`; empty without `truncate=True`.
-
-        Examples:
-            >>> src = tfpipe.from_arrays({"tokens": [[1, 2, 3], [4, 5, 6, 7, 8], [9]]})
-            >>> p = tfpipe.Pipeline(src, pad={"tokens": 4}, truncate=True).batch(3)
-            >>> batches = list(p.build())
-            >>> p.truncated()
-            {'tokens': 1}
-        """
-        return self._recipe.padding.truncated()
-
-    def batches_per_epoch(self) -> int | None:
-        """Batches in one pass over the data (ignoring `repeat()`), known from the metadata.
-
-        None when it cannot be known without reading the data: no batch(), a filter(), a
-        shard(), or a source of unknown size. `tfpipe.fit` uses it to size repeated epochs.
-
-        Examples:
-            >>> tfpipe.Pipeline("out/train").batch(10).batches_per_epoch()  # 24 examples
-            3
-        """
-        return self._recipe.batches_per_epoch()
-
-    def explain(self) -> str:
-        """The plan `build()` runs, one stage per line, in order.
-
-        Examples:
-            >>> print(tfpipe.Pipeline("out/train").batch(64).shuffle(seed=0).explain())
-             1. list 2 TFRecord file(s) of out/train
-             2. shuffle file list (seed=0, reshuffled each epoch)
-             3. interleave reads of 2 file(s) at a time (parallel, AUTOTUNE)
-             4. shuffle records (buffer 24, seed=0, reshuffled each epoch)
-             5. batch 64 records
-             6. parse_example (vectorised), images and masks kept as stored bytes
-             7. read the EXIF orientation of every JPEG (vectorised)
-             8. unbatch
-             9. decode images per example (parallel, AUTOTUNE)
-            10. batch 64
-            11. declare 1 batches per epoch (from the example count)
-            12. prefetch AUTOTUNE
-            13. options: deterministic=True
-        """
-        return explain(self._recipe)
 
     def build(self) -> tf.data.Dataset:
         """The `tf.data.Dataset`, ready for `model.fit`.

@@ -14,7 +14,8 @@ from tfpipe.checks import check_int
 from tfpipe.loaders.inputs import AUTOTUNE, Decoding, PipelineInput
 from tfpipe.loaders.padding import Padding
 from tfpipe.loaders.service import DataService
-from tfpipe.loaders.transforms import Transform
+from tfpipe.loaders.transforms import Transform, renamed_schema
+from tfpipe.schema import Schema
 
 DEFAULT_BATCH = 64  # the records batched for a vectorised parse without a batch()
 
@@ -69,6 +70,11 @@ class Recipe:
     def batch_size(self) -> int:
         """The size of `batch()`, else the default size records are parsed in."""
         return (self.batch or (DEFAULT_BATCH, False))[0]
+
+    @property
+    def schema(self) -> Schema | None:
+        """The input's schema, with the names `Pipeline.rename` gave."""
+        return renamed_schema(self.input.schema, self.transforms)
 
     @property
     def filtered(self) -> bool:

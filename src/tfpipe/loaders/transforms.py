@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tfpipe.errors import SchemaError
 from tfpipe.loaders.inputs import AUTOTUNE
+from tfpipe.schema import Schema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +107,51 @@ class Transform:
             n.op for f in graph.library.function for n in f.node_def
         ]
         return any("Random" in op for op in ops)
+
+
+class Renaming:
+    """A map renaming features (`Pipeline.rename`): the schema knows the new names.
+
+    Examples:
+        >>> Renaming({"img": "image"})({"img": 1, "y": 2})
+        {'image': 1, 'y': 2}
+    """
+
+    random = False
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = dict(names)
+        self.__name__ = "rename " + ", ".join(f"{old}->{new}" for old, new in self.names.items())
+
+    def __call__(self, example: Mapping[str, Any]) -> dict[str, Any]:
+        return {self.names.get(name, name): value for name, value in example.items()}
+
+    def schema(self, schema: Schema) -> Schema:
+        """`schema` with the new names; a SchemaError names an unknown feature or a clash."""
+        for old, new in self.names.items():
+            if old not in schema:
+                raise SchemaError(
+                    f"rename: feature {old!r} is not in the schema; it has {list(schema)}"
+                )
+            if not isinstance(new, str) or not new:
+                raise ValueError(
+                    f"rename: the new name of {old!r} must be a non-empty str. Received: {new!r}"
+                )
+        renamed = [self.names.get(name, name) for name in schema]
+        clash = sorted({n for n in renamed if renamed.count(n) > 1})
+        if clash:
+            raise SchemaError(
+                f"rename: two features would be named {clash[0]!r}; rename or drop the other"
+            )
+        return Schema({self.names.get(name, name): feature for name, feature in schema.items()})
+
+
+def renamed_schema(schema: Schema | None, transforms: Sequence[Transform]) -> Schema | None:
+    """`schema` after the `Renaming`s among `transforms` (the other maps are not followed)."""
+    for transform in transforms:
+        if schema is not None and isinstance(transform.fn, Renaming):
+            schema = transform.fn.schema(schema)
+    return schema
 
 
 def new_transform(kind: str, fn: Any, random: bool | None) -> Transform:
