@@ -531,6 +531,16 @@ class Pipeline:
         """
         return self._recipe.examples_per_epoch()
 
+    @property
+    def echo_factor(self) -> int:
+        """How many times each example is repeated; 1 without echo().
+
+        Examples:
+            >>> tfpipe.Pipeline("out/train").echo_factor
+            1
+        """
+        return 1
+
     def locate_fault(self) -> Fault | None:
         """The first damaged record or image file of the source; None when all are sound.
 
