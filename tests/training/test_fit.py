@@ -670,6 +670,20 @@ def test_an_estimated_wait_does_not_overrule_a_far_faster_input() -> None:
 SLOW_BATCH_S = 0.2  # an input this slow is input-bound even at 7x the model's ~20 ms step
 
 
+def wide_mlp() -> keras.Model:
+    """A classifier of 256 floats whose train step on 32 of them takes ~20 ms on one core."""
+    model = keras.Sequential(
+        [
+            keras.Input((256,)),
+            keras.layers.Dense(1024, activation="relu"),
+            keras.layers.Dense(1024, activation="relu"),
+            keras.layers.Dense(NUM_CLASSES),
+        ]
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
 @pytest.mark.parametrize("speed", ["slow", "fast"])
 def test_the_input_wait_is_measured_where_the_step_waits(speed: str) -> None:
     """A tf.data input 200 ms per batch behind a model of ~20 ms per step waits most of each
@@ -685,16 +699,7 @@ def test_the_input_wait_is_measured_where_the_step_waits(speed: str) -> None:
         data = data.map(lambda *batch: (tf.py_function(sleep, batch, tf.int32), batch)[1])
     else:
         data = data.cache().prefetch(tf.data.AUTOTUNE)
-    model = keras.Sequential(
-        [
-            keras.Input((256,)),
-            keras.layers.Dense(1024, activation="relu"),
-            keras.layers.Dense(1024, activation="relu"),
-            keras.layers.Dense(NUM_CLASSES),
-        ]
-    )
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    report = tfpipe.fit(model, data, epochs=2, verbose=0).report
+    report = tfpipe.fit(wide_mlp(), data, epochs=2, verbose=0).report
     assert report.input_wait_measured, report
     assert "blocked on the next batch" in str(report)
     if speed == "slow":

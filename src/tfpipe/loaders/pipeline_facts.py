@@ -178,3 +178,13 @@ class PipelineFacts:
             13. options: deterministic=True
         """
         return explain(self._recipe)
+
+    @property
+    def echo_factor(self) -> int:
+        """How many times each example is repeated; 1 without echo().
+
+        Examples:
+            >>> tfpipe.Pipeline("out/train").echo_factor
+            1
+        """
+        return 1

@@ -65,6 +65,8 @@ class Feed(abc.ABC):
             None for other kinds.
         supervised: the `(x, y)` the input's Pipeline selects (`Pipeline.as_supervised`);
             None when it yields example dicts, or for other kinds.
+        echo_factor: how many times the input's Pipeline repeats each example
+            (`Pipeline.echo_factor`); 1 without echoing, and for other kinds.
         honours: the `tfpipe.fit` arguments this kind of input uses; others are warned about.
     """
 
@@ -79,6 +81,7 @@ class Feed(abc.ABC):
     pipeline: Pipeline | None = None
     service: DataService | None = None
     supervised: tuple[Names, Names] | None = None
+    echo_factor: int = 1
 
     @property
     @abc.abstractmethod
@@ -235,6 +238,7 @@ class PipelineFeed(DatasetFeed):
             pipeline=pipeline,
             service=pipeline.service,
             supervised=pipeline.supervised,
+            echo_factor=pipeline.echo_factor,
             **fields,
         )
 

@@ -306,6 +306,7 @@ def _report(prepared: PreparedFit, run: _Run, timings: Timings) -> FitReport:
             input_kept=run.input_kept,
             data_kind=data_kind,
         ),
+        echo_factor=train.echo_factor,
     )
 
 

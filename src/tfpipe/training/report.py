@@ -6,8 +6,10 @@ import dataclasses
 import os
 from pathlib import Path
 
+from tfpipe.checks import check_int
 from tfpipe.training import plots
 from tfpipe.training.breakdown import Breakdown
+from tfpipe.training.echoing import echo_advice
 from tfpipe.training.throughput import Throughput
 
 INPUT_BOUND_WAIT = 0.2
@@ -138,6 +140,11 @@ class FitReport:
             `advice`; None when `fit` was not timed.
         input_wait_measured: True when `input_wait_fraction` was measured (time blocked on
             the next batch), False when it is estimated from the rates.
+        echo_factor: how many times the input repeated each example (`Pipeline.echo`; 1
+            without echoing): an epoch was this many times the fresh examples, and the rates
+            count the repeats (`fresh_examples_per_s` does not). An input-bound run's advice
+            names the factor that would let the input keep up (at most 4 in all), the steps/s
+            to expect and the cost (see `tfpipe.training.echoing`).
     """
 
     input_examples_per_s: float
@@ -157,6 +164,28 @@ class FitReport:
     service: str | None = None
     breakdown: Breakdown | None = None
     input_wait_measured: bool = False
+    echo_factor: int = 1
+
+    @property
+    def fresh_examples_per_s(self) -> float | None:
+        """The new examples per second fit trained on: `achieved_examples_per_s` over
+        `echo_factor`; None when no train step was timed.
+
+        Examples:
+            >>> from tfpipe.training.report import FitReport
+            >>> from tfpipe.training.throughput import Throughput
+            >>> alone = Throughput(examples_per_s=3600.0, batches_per_s=112.5, first_batch_s=0.4,
+            ...                    batches=50, examples=1600)
+            >>> echoed = FitReport.build(input_alone=alone, model_examples_per_s=2000.0,
+            ...                          achieved_examples_per_s=1800.0, input_kind="Pipeline",
+            ...                          batch_size=32, steps_per_execution=1,
+            ...                          steps_per_execution_chosen=False, echo_factor=2)
+            >>> echoed.echo_factor, echoed.fresh_examples_per_s  # 1,800 examples/s, each twice
+            (2, 900.0)
+        """
+        if self.achieved_examples_per_s is None:
+            return None
+        return self.achieved_examples_per_s / self.echo_factor
 
     @classmethod
     def build(
@@ -176,6 +205,7 @@ class FitReport:
         cpu_busy: float | None = None,
         service: str | None = None,
         breakdown: Breakdown | None = None,
+        echo_factor: int = 1,
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements.
 
@@ -187,7 +217,9 @@ class FitReport:
         input-bound run on a saturated CPU (`cpu_busy`) is pointed at the tf.data service, one
         on the service (`service`, the dispatcher's address) at more workers. The `breakdown`'s
         advice (per costly part of training) follows, and `notes` (what `fit` decided and
-        why, e.g. why `steps_per_execution` stayed 1) end the advice. Without
+        why, e.g. why `steps_per_execution` stayed 1) end the advice. An input-bound run's
+        advice names data echoing (`tfpipe.training.echoing`), judged on the fresh examples of
+        an input that repeated each `echo_factor` times already. Without
         `model_examples_per_s` (the model alone not timed) the input wait is not measured: the
         verdict is "unknown", and the advice compares the input alone with what fit achieved.
         Without `achieved_examples_per_s` (no train step timed) the verdict is "unknown" too,
@@ -207,6 +239,7 @@ class FitReport:
             >>> print(report.advice[1])
             the input alone is slower than the model: store raw pixels at training size ...
         """
+        echo_factor = check_int("echo_factor", echo_factor)
         decode_less, speedups = _remedies(data_kind, image_encoding)
         if achieved_examples_per_s is None:
             wait, verdict, advice = None, "unknown", [_NOT_TIMED]
@@ -220,31 +253,23 @@ class FitReport:
                 achieved_examples_per_s,
                 measured_wait,
             )
-            headroom = input_alone.examples_per_s / model_examples_per_s
-            if verdict == "input-bound" and service is not None:
-                advice.extend(_placement(service, cpu_busy))
-            elif verdict == "input-bound":
-                if input_alone.examples_per_s < model_examples_per_s:
-                    advice.append(
-                        "the input alone is slower than the model: "
-                        + speedups.get(input_kind, decode_less)
-                    )
-                else:
-                    advice.append(
-                        "the input is fast enough alone but competes with the model for the "
-                        "CPU: " + decode_less
-                    )
-                advice.extend(_placement(service, cpu_busy))
-            else:
-                advice.append(
-                    "the input keeps up: speed up the model itself (larger batches, mixed "
-                    "precision, jit_compile=True) or train on an accelerator"
+            if verdict == "input-bound":
+                advice += _input_bound(
+                    input_alone=input_alone.examples_per_s,
+                    model=model_examples_per_s,
+                    achieved=achieved_examples_per_s,
+                    input_kind=input_kind,
+                    batch_size=batch_size,
+                    remedy=speedups.get(input_kind, decode_less),
+                    decode_less=decode_less,
+                    service=service,
+                    cpu_busy=cpu_busy,
+                    echo_factor=echo_factor,
                 )
-                if headroom < _HEADROOM:
-                    advice.append(
-                        f"the input is only {headroom:.1f}x faster than the model: it becomes "
-                        f"the limit on faster hardware; {decode_less}"
-                    )
+            else:
+                advice += _compute_bound(
+                    input_alone.examples_per_s / model_examples_per_s, decode_less
+                )
         if breakdown is not None:
             advice.extend(breakdown.advice)
         advice.extend(notes)
@@ -266,6 +291,7 @@ class FitReport:
             service=service,
             breakdown=breakdown,
             input_wait_measured=measured_wait is not None and wait is not None,
+            echo_factor=echo_factor,
         )
 
     def __str__(self) -> str:
@@ -277,6 +303,15 @@ class FitReport:
             f"(first batch after {self.input_first_batch_s:.2f} s)",
             f"  model alone      {_rate(self.model_examples_per_s)}",
             f"  achieved in fit  {_rate(self.achieved_examples_per_s)}",
+            *(
+                [
+                    f"  echoed           {self.echo_factor:>12}x: "
+                    f"{_rate(self.fresh_examples_per_s).strip()} fresh, an epoch "
+                    f"{self.echo_factor}x the fresh examples"
+                ]
+                if self.echo_factor > 1
+                else []
+            ),
             "  input wait       "
             + (
                 f"{self.input_wait_fraction:>12.0%} of the train steps' time, "
@@ -384,6 +419,60 @@ def _reading(
             "fit ran under different loads of this machine"
         )
     return wait, verdict, advice
+
+
+def _input_bound(
+    *,
+    input_alone: float,
+    model: float,
+    achieved: float,
+    input_kind: str,
+    batch_size: int,
+    remedy: str,
+    decode_less: str,
+    service: str | None,
+    cpu_busy: float | None,
+    echo_factor: int,
+) -> list[str]:
+    """The advice for an input-bound run, from the examples/s of the input alone, the model
+    alone and fit: what makes this kind of input faster (`remedy`) when it is slower than the
+    model, decoding or parsing less (`decode_less`) when it competes with the model for the
+    CPU, where it should run (unless on the tf.data `service` already, `cpu_busy`), and data
+    echoing (on the fresh examples of an input echoed `echo_factor` times)."""
+    advice = []
+    if service is None and input_alone < model:
+        advice.append(f"the input alone is slower than the model: {remedy}")
+    elif service is None:
+        advice.append(
+            f"the input is fast enough alone but competes with the model for the CPU: {decode_less}"
+        )
+    return [
+        *advice,
+        *_placement(service, cpu_busy),
+        *echo_advice(
+            input_kind=input_kind,
+            batch_size=batch_size,
+            delivered=min(input_alone, achieved),
+            model=model,
+            achieved=achieved,
+            echo_factor=echo_factor,
+        ),
+    ]
+
+
+def _compute_bound(headroom: float, decode_less: str) -> list[str]:
+    """The advice for a compute-bound run whose input alone is `headroom` times as fast as the
+    model: speed the model up, and decode or parse less when that headroom is small."""
+    advice = [
+        "the input keeps up: speed up the model itself (larger batches, mixed precision, "
+        "jit_compile=True) or train on an accelerator"
+    ]
+    if headroom < _HEADROOM:
+        advice.append(
+            f"the input is only {headroom:.1f}x faster than the model: it becomes the limit on "
+            f"faster hardware; {decode_less}"
+        )
+    return advice
 
 
 def _placement(service: str | None, cpu_busy: float | None) -> list[str]:
