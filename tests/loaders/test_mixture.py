@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,7 @@ def test_each_worker_reads_its_share_once(two: tuple[Path, Path]) -> None:
     def part(worker: int) -> list[int]:
         return _ids(mixed._with(shard=(2, worker), batch=(5, True), start=(0, 0)).build())
 
+    assert mixed._recipe.input.worker_counts(2) == [50, 50]
     zero, one = part(0), part(1)
     assert len(zero) == len(one) == 50
     assert not set(zero) & set(one)
@@ -190,3 +192,31 @@ def test_the_identity_holds_the_weights() -> None:
     two = tfpipe.Pipeline.sample_from([source, other], [2, 1], seed=0).batch(4)
     assert one.identity() != two.identity()
     assert "weights 2/3, 1/3" in " ".join(one.identity().differences(two.identity()))
+
+
+def test_two_workers_under_a_strategy_read_each_example_once_per_epoch(tmp_path: Path) -> None:
+    """build_distributed under a 2-replica MirroredStrategy, sources of 30 and 10 ids at 3:1
+    (an epoch holds every id once): every epoch's global batches hold each id once, and a
+    resumed position gives the rest of the uninterrupted run."""
+    many = _records(tmp_path, "many", np.arange(30), shards=3)
+    few = _records(tmp_path, "few", np.arange(30, 40), shards=3)
+    sources = [tfpipe.Pipeline(path).shuffle(seed=1) for path in (many, few)]
+    mixed = tfpipe.Pipeline.sample_from(sources, [3, 1], seed=4).batch(8)
+    mixed = mixed.as_supervised("id", "label")
+    cpu = tf.config.list_logical_devices("CPU")
+    strategy = tf.distribute.MirroredStrategy([d.name for d in cpu[:2]] if len(cpu) > 1 else None)
+    whole = mixed.start_at(0).build_distributed(strategy)
+    steps = [
+        sorted(np.concatenate(strategy.experimental_local_results(x)).tolist())
+        for x, _ in itertools.islice(iter(whole.dataset), 3 * whole.steps_per_epoch)
+    ]
+    per = whole.steps_per_epoch
+    for epoch in range(3):
+        ids = [i for step in steps[epoch * per : (epoch + 1) * per] for i in step]
+        assert sorted(ids) == list(range(40)), epoch
+    rest = mixed.start_at(1, 2).build_distributed(strategy)
+    resumed = [
+        sorted(np.concatenate(strategy.experimental_local_results(x)).tolist())
+        for x, _ in itertools.islice(iter(rest.dataset), 2 * per - 2)
+    ]
+    assert resumed == steps[per + 2 :]

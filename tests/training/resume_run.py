@@ -53,8 +53,8 @@ def make_data(kind: str, root: Path, count: int = 40, shards: int = 3) -> Path:
         source = tfpipe.from_arrays({"id": ids, "label": ids % 2})
         tfpipe.write_tfrecords(source, root / "ids", num_shards=shards, progress=False)
         return root / "ids"
-    if kind == "mixture":  # three quarters of the ids in one dataset, the rest in another
-        split = count * 3 // 4
+    if kind == "mixture":  # four fifths of the ids in one dataset, the rest in another
+        split = count * 4 // 5
         for name, part in (("many", ids[:split]), ("few", ids[split:])):
             source = tfpipe.from_arrays({"id": part, "label": part % 2})
             tfpipe.write_tfrecords(source, root / name, num_shards=shards, progress=False)
@@ -70,9 +70,9 @@ def _data(kind: str, path: Path, seed: int, batch_size: int) -> Any:
     if kind == "records":
         pipeline = tfpipe.Pipeline(path).shuffle(seed=seed).batch(batch_size)
         return pipeline.as_supervised("id", "label")
-    if kind == "mixture":  # weights 3:1, so that an epoch holds every id once
+    if kind == "mixture":  # weights 4:1, so that an epoch holds every id once
         sources = [tfpipe.Pipeline(path / name).shuffle(seed=seed) for name in ("many", "few")]
-        pipeline = tfpipe.Pipeline.sample_from(sources, [3, 1], seed=seed).batch(batch_size)
+        pipeline = tfpipe.Pipeline.sample_from(sources, [4, 1], seed=seed).batch(batch_size)
         return pipeline.as_supervised("id", "label")
     if kind == "folder":
         pipeline = tfpipe.Pipeline(tfpipe.from_directory(path), image_size=(4, 4))

@@ -548,7 +548,7 @@ MW_EXAMPLES, MW_BATCH, MW_STEPS = 100, 10, 10  # 2 workers x 5 examples per glob
 
 
 def _run_workers(
-    data: Path, runs: list[list[tuple[Path, Path]]], *extra: str
+    data: Path, runs: list[list[tuple[Path, Path]]], *extra: str, kind: str = "records"
 ) -> list[tuple[int, str]]:
     """Runs two MultiWorkerMirroredStrategy workers of resume_run.py on free 127.0.0.1 ports to
     their end, worker i training once per (backup, log) of runs[i], one after the other in the
@@ -561,7 +561,7 @@ def _run_workers(
             env = {"TF_CONFIG": launcher.tf_config(ports, index), "CUDA_VISIBLE_DEVICES": ""}
             command = ["--multi-worker", "--batch", str(MW_BATCH), *extra]
             command += [str(part) for pair in then for part in ("--then", *pair)]
-            processes.append(_start("records", data, backup, log, *command, env=env))
+            processes.append(_start(kind, data, backup, log, *command, env=env))
         return [_finish(process) for process in processes]
     finally:
         for process in processes:
@@ -641,7 +641,13 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
         assert f"(worker 1: SourceError: {weights} cannot be loaded: OSError" in corrupted
         assert resumed_run.endswith("run 2: ok"), resumed_run[-3000:]
     assert not list(backup.iterdir())  # removed by the chief when every epoch was trained
-    resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
+    _check_two_workers(killed, [tmp_path / f"resumed{w}.log" for w in range(2)])
+
+
+def _check_two_workers(killed: list[Path], resumed: list[Path]) -> None:
+    """The logs of two workers killed after step 17 and resumed from the save at step 16: per
+    epoch, every example once over both workers and both runs, but the 2 steps trained again
+    on the same worker parts."""
     runs = [[_read_log(path) for path in paths] for paths in (killed, resumed)]
     for worker in range(2):
         assert sorted(runs[0][worker]) == list(range(KILL[0] * MW_STEPS + KILL[1] + 1))
@@ -659,3 +665,19 @@ def test_killed_multi_worker_run_resumes_exactly(tmp_path: Path) -> None:
         )
         assert seen == collections.Counter(range(MW_EXAMPLES)) + again
         assert sum(again.values()) == (2 * MW_BATCH if epoch == 1 else 0)
+
+
+@pytest.mark.slow
+def test_killed_multi_worker_mixture_resumes_exactly(tmp_path: Path) -> None:
+    """A mixture (80 and 20 ids at 4:1, an epoch every id once) over two workers, both killed
+    in epoch 1 and restarted: each worker reads its part of each source, so per epoch every
+    example is used once over both workers and both runs, but the steps after the save."""
+    data = resume_run.make_data("mixture", tmp_path / "data", MW_EXAMPLES, shards=4)
+    backup = tmp_path / "backup"
+    killed = [tmp_path / f"killed{w}.log" for w in range(2)]
+    ended = _run_workers(data, [[(backup, log)] for log in killed], "--kill", "1:7", kind="mixture")
+    assert any(code == -signal.SIGKILL for code, _ in ended), ended
+    resumed = [tmp_path / f"resumed{w}.log" for w in range(2)]
+    for code, stderr in _run_workers(data, [[(backup, log)] for log in resumed], kind="mixture"):
+        assert code == 0, stderr[-3000:]
+    _check_two_workers(killed, resumed)

@@ -90,7 +90,8 @@ class DistributedFeed:
         replicas_per_worker: replicas (devices) of each worker.
         examples_per_epoch: examples used in one epoch over all workers.
         dropped_per_epoch: examples left out of each epoch.
-        shard_by: how the data is split: "file", "record" or "permutation" (a slice of the
+        shard_by: how the data is split: "file", "record", "source" (each source of a
+            mixture dealt out in proportion) or "permutation" (a slice of the
             same shuffled order on every worker).
     """
 

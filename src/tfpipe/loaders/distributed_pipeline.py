@@ -44,6 +44,9 @@ def check_distributable(recipe: Recipe) -> None:
 def worker_examples(recipe: Recipe, workers: int) -> tuple[list[int], str]:
     """The examples each of `workers` reads, and whether files or records are split."""
     inp = recipe.input
+    dealt = inp.worker_counts(workers)  # a mixture deals out each of its sources
+    if dealt is not None:
+        return dealt, "source"
     counts = inp.declared_counts()  # one per TFRecord file, -1 where unknown
     if workers > 1 and len(counts) >= workers:
         if -1 not in counts:

@@ -142,6 +142,10 @@ class PipelineInput(Protocol):
     def declared_counts(self) -> list[int]:
         """The examples of each TFRecord file (-1: unknown); empty for other inputs."""
 
+    def worker_counts(self, workers: int) -> list[int] | None:
+        """The examples each of `workers` reads when the input deals itself out (a
+        mixture); None when its files or records are dealt out."""
+
     def service_splits(self) -> str:
         """What the tf.data service hands to its workers, for `explain()`."""
 
@@ -239,6 +243,9 @@ class RecordInput:
             )
         )
         return stages, not by_file
+
+    def worker_counts(self, workers: int) -> None:
+        """None: its files or records are dealt out to the workers."""
 
     def declared_counts(self) -> list[int]:
         """The record count the metadata declares for each file; -1 where none does."""
@@ -423,6 +430,9 @@ class _IndexedInput:
     def declared_counts(self) -> list[int]:
         """None: the records are not files."""
         return []
+
+    def worker_counts(self, workers: int) -> None:
+        """None: its records are dealt out to the workers."""
 
     def describe(self) -> str:
         return f"{self.name} of {self.count} {self.unit}"

@@ -248,8 +248,21 @@ class MixtureInput:
         num, index = shard
         sources = tuple(s.replace(shard=shard) for s in self.sources)
         sizes = tuple(worker_examples(s, num)[0][index] for s in self.sources)
-        counts = epoch_counts(record_split(self.num_examples, num)[index], self.weights)
+        counts = tuple(split[index] for split in self._splits(num))
         return _Share(sources, sizes, counts)
+
+    def _splits(self, workers: int) -> list[tuple[int, ...]]:
+        """Each source's examples per epoch dealt out to `workers` in proportion to the part
+        of the source each reads: a source read once per epoch is read once over them all."""
+        splits = []
+        for source, size, count in zip(self.sources, self.sizes, self.mixture.counts, strict=True):
+            parts = worker_examples(source, workers)[0]
+            splits.append(epoch_counts(count, [Fraction(part, size) for part in parts]))
+        return splits
+
+    def worker_counts(self, workers: int) -> list[int]:
+        """The examples of an epoch each of `workers` reads (`build_distributed`)."""
+        return [sum(split[w] for split in self._splits(workers)) for w in range(workers)]
 
     def read(
         self,
