@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.errors import SchemaError, SourceError
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 
 
 def _ids(dataset: tf.data.Dataset) -> list[int]:
@@ -220,3 +221,24 @@ def test_two_workers_under_a_strategy_read_each_example_once_per_epoch(tmp_path:
         for x, _ in itertools.islice(iter(rest.dataset), 2 * per - 2)
     ]
     assert resumed == steps[per + 2 :]
+
+
+def test_records_without_metadata_are_counted(tmp_path: Path) -> None:
+    """Plain TensorFlow records (no tfpipe metadata): each source's records are counted once,
+    with a warning naming it, and the mixture's epochs are exact."""
+    for name, first in (("a", 0), ("b", 100)):
+        with tf.io.TFRecordWriter(str(tmp_path / f"{name}.tfrecord")) as writer:
+            for i in range(first, first + (12 if first else 30)):
+                feature = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
+                example = tf.train.Example(features=tf.train.Features(feature={"id": feature}))
+                writer.write(example.SerializeToString())
+    sources = [tfpipe.Pipeline(tmp_path / f"{n}.tfrecord").shuffle(seed=0) for n in "ab"]
+    with pytest.warns(TfpipeWarning, match="has no tfpipe metadata") as caught:
+        mixed = tfpipe.Pipeline.sample_from(sources, [1, 1])
+    assert [w.filename for w in caught] == [__file__] * 2
+    assert re.search(
+        r"source 1 \(.*b.tfrecord\) .*: its 12 records were counted", str(caught[1].message)
+    )
+    assert mixed.mixture.counts == (12, 12)
+    ids = _ids(mixed.batch(5).build())
+    assert sorted(i for i in ids if i >= 100) == list(range(100, 112)) and len(ids) == 24

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from tfpipe.errors import SchemaError, TfpipeWarning
@@ -209,6 +210,21 @@ def examples_from(recipe: Recipe, epoch: Any, record: Any) -> tf.data.Dataset:
     det = _fixed_order(one) if deterministic is None else deterministic
     epoch_dataset = _epoch_maker(one, Assembly(), det, (epoch, record))
     return tf.data.Dataset.range(epoch, _FOREVER).flat_map(epoch_dataset)
+
+
+def count_records(recipe: Recipe) -> int:
+    """The records `recipe` reads in one pass (less a `take()`), counted by reading their
+    frames (nothing is parsed or decoded): for TFRecords whose metadata is missing.
+
+    Examples:
+        >>> count_records(tfpipe.Pipeline("out/train")._recipe)
+        24
+    """
+    assembly = Assembly()
+    stages, _ = recipe.input.read(None, None, False, True)
+    assembly.run_all(stages)
+    count = int(assembly.dataset.reduce(np.int64(0), lambda n, _: n + 1))
+    return count if recipe.take is None else min(count, recipe.take)
 
 
 def _epoch_maker(

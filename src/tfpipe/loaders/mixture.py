@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
+import warnings
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, cast
 
 import tensorflow as tf
 
-from tfpipe.distribute.sharding import record_split
-from tfpipe.errors import SchemaError, SourceError
-from tfpipe.loaders.assembly import assemble, examples_from, explain
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from tfpipe.loaders.assembly import assemble, count_records, examples_from, explain
 from tfpipe.loaders.distributed_pipeline import worker_examples
 from tfpipe.loaders.inputs import Decoders, Decoding, Stage
 from tfpipe.loaders.recipe import Recipe
@@ -227,16 +228,27 @@ class MixtureInput:
         )
         self.num_examples = total
         self.name = "a mixture of " + ", ".join(self.mixture.names)
-        self.replayable = all(s.input.replayable and s.service is None for s in self.sources)
+        self.replayable = all(s.replayable for s in self.sources)
 
     @staticmethod
     def _size(source: Recipe, name: str) -> int:
         size = source.examples_per_epoch()
+        if size is None and not source.filtered and source.shard is None and source.replayable:
+            started = time.perf_counter()
+            size = count_records(source)
+            warnings.warn(
+                f"Pipeline.sample_from: {name} has no tfpipe metadata: its {size} records were "
+                f"counted by reading them ({time.perf_counter() - started:.1f} s), as every "
+                "source's count sizes the epochs (write it with tfpipe.write_tfrecords to skip "
+                "this)",
+                TfpipeWarning,
+                stacklevel=5,  # the call of Pipeline.sample_from
+            )
         if size is None:
             raise SourceError(
                 f"Pipeline.sample_from: {name}: its examples per epoch are unknown (a "
-                "filter(), a shard(), or TFRecords without tfpipe metadata); a mixture sizes "
-                "its epochs from every source's count"
+                "filter(), a shard() or a PyDataset); a mixture sizes its epochs from every "
+                "source's count"
             )
         if size == 0:
             raise SourceError(f"Pipeline.sample_from: {name} holds no example")

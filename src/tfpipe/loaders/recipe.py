@@ -77,6 +77,11 @@ class Recipe:
         return renamed_schema(self.input.schema, self.transforms)
 
     @property
+    def replayable(self) -> bool:
+        """Whether every run reads the same records: a replayable input, not on the service."""
+        return self.input.replayable and self.service is None
+
+    @property
     def filtered(self) -> bool:
         """Whether a `filter()` is among the transforms."""
         return any(not t.maps for t in self.transforms)
