@@ -2,6 +2,7 @@
 examples by index that Grain and PyTorch read."""
 
 from tfpipe.loaders.decoded import DecodedExamples
+from tfpipe.loaders.mixture import Mixture
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.position import Identity
 from tfpipe.loaders.sequence import SequenceLoader
@@ -12,6 +13,7 @@ __all__ = [
     "DataService",
     "DecodedExamples",
     "Identity",
+    "Mixture",
     "Pipeline",
     "SequenceLoader",
     "WatchedPool",
