@@ -56,10 +56,10 @@ class Echo:
 
     def describe(self, window: int) -> str:
         """The echo stage, for `explain()`."""
+        plural = "es" if self.unit == "batch" else "s"
         return (
             f"echo each {self.unit} {self.factor} times (windows of {window} {self.unit}"
-            f"{'es' if self.unit == 'batch' else 's'}, each window emitted {self.factor} times "
-            "in a new random order each time)"
+            f"{plural}, a new random order each time)"
         )
 
     def resume(self, position: Any, window: int) -> tuple[Any, Any]:
