@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import tfpipe
 from tfpipe.loaders.distributed_pipeline import worker_datasets
+from tfpipe.loaders.echo import Echo, echoed, window_seeds
 from tfpipe.loaders.position import Identity
 
 NUM = 24
@@ -226,3 +227,49 @@ def test_identity_includes_the_echo(records: str) -> None:
 def test_bad_arguments_are_named(records: str, call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(tfpipe.Pipeline(records))
+
+
+def test_cache_then_echo_and_each_repeated_pass_echoed_on_its_own(records: str) -> None:
+    pipeline = tfpipe.Pipeline(records).cache().shuffle(seed=0).echo(2, buffer_size=7).batch(5)
+    repeated = pipeline.repeat(2)
+    stages = repeated.explain()
+    assert (
+        stages.index("cache (memory)")
+        < stages.index("echo each example 2")
+        < stages.index("repeat 2 times")
+    )
+    ids = _flat(_batches(repeated.build()))
+    assert len(ids) == 4 * NUM
+    for epoch in (ids[: 2 * NUM], ids[2 * NUM :]):
+        assert collections.Counter(epoch) == {i: 2 for i in range(NUM)}
+    assert (
+        pipeline.echo(1).explain()
+        == tfpipe.Pipeline(records).cache().shuffle(seed=0).batch(5).explain()
+    )
+
+
+def test_echo_runs_on_the_service_workers(records: str) -> None:
+    for unit in ("example", "batch"):
+        pipeline = tfpipe.Pipeline(records).shuffle().batch(8).echo(2, unit=unit)
+        stages = pipeline.distribute("localhost:5050").explain()
+        assert stages.index(f"echo each {unit} 2 times") < stages.index("distribute: ")
+
+
+def test_images_of_their_own_sizes_come_back_dense_and_whole() -> None:
+    """A value ragged in two dimensions inside a window (an image of its own size) is its
+    dense self again after the echo, with no padding."""
+
+    def image(n: tf.Tensor) -> dict:
+        shape = tf.stack([n % 3 + 1, n % 2 + 2, 3])
+        return {"id": n, "image": tf.fill(shape, tf.cast(n, tf.uint8))}
+
+    examples = tf.data.Dataset.range(6).map(image)
+    dataset = echoed(examples, Echo(2, "example"), 4, window_seeds(0))
+    assert dataset.element_spec == examples.element_spec
+    seen = collections.Counter()
+    for example in dataset:
+        n = int(example["id"])
+        assert example["image"].shape == (n % 3 + 1, n % 2 + 2, 3)
+        assert (example["image"].numpy() == n).all()
+        seen[n] += 1
+    assert seen == {n: 2 for n in range(6)}
