@@ -242,3 +242,19 @@ def test_records_without_metadata_are_counted(tmp_path: Path) -> None:
     assert mixed.mixture.counts == (12, 12)
     ids = _ids(mixed.batch(5).build())
     assert sorted(i for i in ids if i >= 100) == list(range(100, 112)) and len(ids) == 24
+
+
+def test_an_echoed_mixture_resumes_exactly() -> None:
+    """echo() after sample_from: the windows are skipped as choices of the mixture, so the
+    rest of a run is the uninterrupted run's; echo() on a source is refused."""
+    many = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(100)})).shuffle(seed=1)
+    few = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(1000, 1030)})).shuffle(seed=2)
+    mixed = tfpipe.Pipeline.sample_from([many, few], seed=3).echo(2, buffer_size=8).batch(8)
+    assert (mixed.examples_per_epoch(), mixed.batches_per_epoch()) == (120, 15)
+    whole = _ids(mixed.start_at(0).repeat(3).build())
+    assert collections.Counter(whole[:120])[1000] == 2
+    for epoch, batch in ((0, 3), (1, 7), (2, 0)):
+        rest = _ids(mixed.start_at(epoch, batch).repeat(3).build())
+        assert rest == whole[(epoch * 15 + batch) * 8 :]
+    with pytest.raises(ValueError, match=r"sources\[1\] .*echo\(\) the mixture instead"):
+        tfpipe.Pipeline.sample_from([many, few.echo(2)])

@@ -20,7 +20,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +28,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError, TfpipeWarning
 from tfpipe.features.tracing import plain
 from tfpipe.loaders import lists
+from tfpipe.loaders.echo import echoed, window_seeds
 from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.seeding import shuffled, stage_seed
@@ -38,6 +39,7 @@ from tfpipe.records.verification import from_input, named_error
 
 _EXAMPLE_BUFFER = 1024
 _FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
+_ECHO_STAGE = 2**31  # the stage number of the echo's seed (see stage_seed), past every map's
 _SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
 
 
@@ -71,6 +73,8 @@ def assemble(recipe: Recipe, explain: bool = False) -> tuple[tf.data.Dataset, li
     """The dataset of `recipe` and the label of each of its stages; to `explain`, a dataset whose
     tf.data service stage is left out (the dispatcher is not contacted)."""
     _check_service(recipe)
+    if recipe.echoing is not None and recipe.echoing.unit == "batch" and recipe.batch is None:
+        raise ValueError('echo(unit="batch") needs a batch(): there are no batches to echo')
     assembly = Assembly()
     deterministic = recipe.options.deterministic
     det = _fixed_order(recipe) if deterministic is None else deterministic
@@ -112,6 +116,8 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     `skip` records (a resumed epoch; counted on the raw records, before any decoding)."""
     inp = recipe.input
     cached = recipe.cache is not None
+    # Example echo needs examples, decoded before it (not in the calls of a map after it).
+    echoes = recipe.echoing is not None and recipe.echoing.unit == "example"
     stages, by_record = inp.read(
         recipe.shard, seed, recipe.shuffle and not cached, det, start=assembly.position
     )
@@ -131,7 +137,7 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
         if recipe.take is not None:
             assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
     else:
-        stays = not recipe.transforms and not (cached and recipe.shuffle)
+        stays = not recipe.transforms and not (cached and recipe.shuffle) and not echoes
         size, drop = recipe.batch or (DEFAULT_BATCH, False)
         # On the service, each worker would drop the remainder of its own share.
         drop = drop and stays and recipe.service is None
@@ -150,7 +156,7 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
             orient, label, decode = inp.image_decoders(recipe.decoding)
             assembly.run(*orient)
             assembly.unbatch()
-            if recipe.transforms and recipe.transforms[0].takes_prepare():
+            if recipe.transforms and recipe.transforms[0].takes_prepare() and not echoes:
                 assembly.prepare = lambda pair: decode(*pair)
                 name = recipe.transforms[0].name
                 assembly.run(f"{label}, in the parallel calls of {name}", lambda ds: ds)
@@ -172,6 +178,8 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
         )
     elif recipe.batch is None and assembly.batched and recipe.service is None:
         assembly.unbatch()
+    if recipe.echoing is not None and recipe.echoing.unit == "batch":
+        _echo(recipe, assembly)
     if recipe.supervised is not None:
         _supervise(recipe, assembly)
 
@@ -182,7 +190,7 @@ def _epochs(recipe: Recipe, assembly: Assembly, det: bool) -> None:
     epoch, batch = recipe.start  # type: ignore[misc]
     last = _FOREVER if recipe.repeat is None else (recipe.repeat or epoch + 1)
     inner = Assembly()
-    epoch_dataset = _epoch_maker(recipe, inner, det, (epoch, batch * recipe.batch_size))
+    epoch_dataset = _epoch_maker(recipe, inner, det, (epoch, batch, 0))
     until = "forever" if last == _FOREVER else f"to epoch {last - 1}"
     assembly.run(
         f"for each epoch from {epoch} {until} (its seed from seed={recipe.seed} and the "
@@ -208,7 +216,7 @@ def examples_from(recipe: Recipe, epoch: Any, record: Any) -> tf.data.Dataset:
     one = recipe.replace(batch=None, supervised=None, start=(0, 0))
     deterministic = recipe.options.deterministic
     det = _fixed_order(one) if deterministic is None else deterministic
-    epoch_dataset = _epoch_maker(one, Assembly(), det, (epoch, record))
+    epoch_dataset = _epoch_maker(one, Assembly(), det, (epoch, 0, record))
     return tf.data.Dataset.range(epoch, _FOREVER).flat_map(epoch_dataset)
 
 
@@ -228,12 +236,13 @@ def count_records(recipe: Recipe) -> int:
 
 
 def _epoch_maker(
-    recipe: Recipe, inner: Assembly, det: bool, first: tuple[Any, Any]
+    recipe: Recipe, inner: Assembly, det: bool, first: tuple[Any, int, Any]
 ) -> Callable[[tf.Tensor], tf.data.Dataset]:
     """The function `flat_map` turns each epoch number into its pass with: the records of
-    that epoch in the order of (seed, epoch), the first `first[1]` records of epoch
-    `first[0]` skipped; `inner` gets the labels of its stages."""
-    epoch, skipped = first
+    that epoch in the order of (seed, epoch); of epoch `first[0]`, those of the batches
+    before batch `first[1]` (echoed ones counted: see `_echo_start`) and `first[2]` more
+    skipped; `inner` gets the labels of its stages."""
+    epoch, batch, records = first
     one_epoch = recipe.replace(repeat=0)
     size = recipe.batch_size
 
@@ -247,14 +256,19 @@ def _epoch_maker(
             seed = tf.random.stateless_uniform(
                 (), tf.stack([tf.constant(recipe.seed, tf.int64), number]), 0, 2**62, tf.int64
             )
-        skip = tf.where(number == epoch, tf.cast(skipped, tf.int64), 0)
+        started = number == epoch
+        first_batch = tf.where(started, tf.constant(batch, tf.int64), 0)
+        skip = first_batch * size + tf.where(started, tf.cast(records, tf.int64), 0)
         inner.dataset, inner.labels, inner.batched = None, [], False
+        inner.echo_start = None
+        if recipe.echoing is not None:
+            skip, inner.echo_start = _echo_start(recipe, number, first_batch)
         inner.position = (number, skip)  # a tfpipe.augment.Joint draws from it
         _one_pass(one_epoch, inner, seed=seed, skip=skip, det=det)
         if recipe.epoch_batches is not None:  # build_distributed: less the skipped ones
             inner.run(
                 f"take the {recipe.epoch_batches} batches of the epoch every worker runs",
-                lambda ds: ds.take(recipe.epoch_batches - skip // size),
+                lambda ds: ds.take(recipe.epoch_batches - first_batch),
             )
         return inner.dataset
 
@@ -270,7 +284,7 @@ def _shuffle_and_repeat(
             f"shuffle {what} (buffer {buffer}, seed={seed}, reshuffled each epoch)",
             lambda ds: shuffled(ds, buffer, seed),
         )
-    if recipe.service is None:
+    if recipe.service is None and recipe.echoing is None:
         _repeat_stage(recipe, assembly)
 
 
@@ -332,11 +346,18 @@ def _serve(
 
 
 def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
+    """The maps and filters; the cache and an example echo before the first random map
+    (each repeat of an example is then augmented afresh), else after the last."""
     pending = recipe.cache
+    echo = recipe.echoing is not None and recipe.echoing.unit == "example"
     for position, transform in enumerate((*recipe.transforms, None)):
+        random = (
+            transform is not None
+            and (pending is not None or echo)
+            and transform.is_random(assembly.spec())
+        )
         if pending is not None:
             path, asked_at = pending
-            random = transform is not None and transform.is_random(assembly.spec())
             if position == asked_at or random:
                 if position < asked_at:
                     warnings.warn(
@@ -347,6 +368,9 @@ def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
                     )
                 _place_cache(recipe, assembly, path)
                 pending = None
+        if echo and (transform is None or random):
+            _echo(recipe, assembly)
+            echo = False
         if transform is None:
             break
         assembly.unbatch()
@@ -359,6 +383,40 @@ def _transforms_and_cache(recipe: Recipe, assembly: Assembly) -> None:
             seed=stage_seed(recipe.seed, position),
         )
         assembly.run(transform.name + parallel, apply)
+
+
+def _echo(recipe: Recipe, assembly: Assembly) -> None:
+    """The echo stage (see `tfpipe.loaders.echo`); from `start_at`, its windows' seeds
+    continue from the first window read, and the echoed elements before the start are skipped;
+    then `repeat()`, so that each pass is echoed on its own."""
+    echo, window = recipe.echoing, recipe.echo_window
+    assert echo is not None
+    if echo.unit == "example":
+        assembly.unbatch()
+    start = assembly.echo_start
+    seeds = window_seeds(
+        stage_seed(recipe.seed, _ECHO_STAGE), None if start is None else start.windows
+    )
+    assembly.run(echo.describe(window), lambda ds: echoed(ds, echo, window, seeds))
+    if start is not None:
+        assembly.run(
+            "skip the echoed elements before the start in its window",
+            lambda ds: ds.skip(start.skip),
+        )
+        assembly.position = start.position
+    if recipe.service is None:
+        _repeat_stage(recipe, assembly)
+
+
+def _echo_start(recipe: Recipe, number: tf.Tensor, first: tf.Tensor) -> tuple[Any, EchoStart]:
+    """The raw records before the first window read of epoch `number` starting at batch
+    `first`, and where the echo starts."""
+    echo, window, size = recipe.echoing, recipe.echo_window, recipe.batch_size
+    assert echo is not None
+    by_batch = echo.unit == "batch"
+    windows, rest = echo.resume(first if by_batch else first * size, window)
+    records = windows * window * (size if by_batch else 1)
+    return records, EchoStart((number, windows), rest, (number, first * size))
 
 
 def _place_cache(recipe: Recipe, assembly: Assembly, path: str) -> None:
@@ -401,6 +459,14 @@ def _apply_options(
     return dataset.with_options(options)
 
 
+class EchoStart(NamedTuple):
+    """Where the echo of a `start_at` epoch starts."""
+
+    windows: tuple[Any, Any]  # (epoch, index of the first window read)
+    skip: Any  # echoed elements of that window before the start
+    position: tuple[Any, Any]  # (epoch, index of the first example) of the maps after it
+
+
 class Assembly:
     """The dataset under construction and the label of every stage applied to it."""
 
@@ -410,6 +476,7 @@ class Assembly:
         self.batched = False
         self.prepare: Callable[[Any], Any] | None = None  # for the next map's calls
         self.position: tuple[Any, Any] | None = None  # (epoch, first record) after start_at
+        self.echo_start: EchoStart | None = None
 
     def run(self, label: str, stage: Callable[[Any], tf.data.Dataset]) -> None:
         self.dataset = stage(self.dataset)

@@ -4,16 +4,48 @@ Recipe ──check_distributable──▶ worker_examples: by file when every wo
     counts from the metadata), else by record ──worker_datasets──▶ worker w: the recipe
     with shard(W, w), batch(per replica, drop remainder), cut to the steps every worker
     runs (from `start_at`: each epoch built from (seed, epoch), then cut)
+
+With `echo()`, each worker echoes its own share: the steps of an epoch follow its echoed
+examples (`factor` times its examples; for batch echo `factor` times its whole batches).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tfpipe.distribute.sharding import WorkerDataset, file_split, record_split
+from tfpipe.distribute.sharding import (
+    DistributedFeed,
+    Layout,
+    WorkerDataset,
+    distribute,
+    file_split,
+    record_split,
+)
 from tfpipe.errors import SourceError
 from tfpipe.loaders.assembly import build
 from tfpipe.loaders.recipe import Recipe
+
+
+def distributed(recipe: Recipe, strategy: tf.distribute.Strategy) -> DistributedFeed:
+    """See `Pipeline.build_distributed`."""
+    check_distributable(recipe)
+    layout = Layout.of(strategy)
+    examples, by = worker_examples(recipe, layout.num_workers)
+    echo = recipe.echoing
+    if echo is not None and echo.unit == "batch":
+        per_replica = layout.per_replica(recipe.batch_size)
+        examples = [echo.factor * (n // per_replica) * per_replica for n in examples]
+    elif echo is not None:
+        examples = [echo.factor * n for n in examples]
+    return distribute(
+        strategy,
+        worker_dataset=worker_datasets(recipe, layout.num_workers),
+        worker_examples=examples,
+        global_batch=recipe.batch_size,
+        shard_by=by,
+        what=f"Pipeline({recipe.name})",
+        start=0 if recipe.start is None else recipe.start[1],
+    )
 
 
 def check_distributable(recipe: Recipe) -> None:

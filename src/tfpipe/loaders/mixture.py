@@ -69,6 +69,7 @@ def mixable(source: Recipe, where: str, seed: int) -> Recipe:
         (source.supervised is not None, "call as_supervised() on the mixture instead"),
         (source.start is not None, "call start_at() on the mixture instead"),
         (source.repeat != 0, "repeat() the mixture instead (a source cycles as needed)"),
+        (source.echoing is not None, "echo() the mixture instead"),
         (source.schema is None, "a PyDataset yields its own batches: mix records or sources"),
     ):
         if wrong:

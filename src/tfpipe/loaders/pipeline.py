@@ -19,13 +19,10 @@ import tensorflow as tf
 
 from tfpipe import fs
 from tfpipe.checks import check_image_size, check_int, check_positive, is_int
-from tfpipe.distribute.sharding import DistributedFeed, Layout, distribute
+from tfpipe.distribute.sharding import DistributedFeed
 from tfpipe.loaders.assembly import build
-from tfpipe.loaders.distributed_pipeline import (
-    check_distributable,
-    worker_datasets,
-    worker_examples,
-)
+from tfpipe.loaders.distributed_pipeline import distributed
+from tfpipe.loaders.echo import Echo
 from tfpipe.loaders.inputs import AUTOTUNE, Decoding, make_input
 from tfpipe.loaders.keras_layers import layer_map
 from tfpipe.loaders.mixture import MixtureInput, check_weights, mixable
@@ -302,6 +299,31 @@ class Pipeline(PipelineFacts):
             transforms=(*self._recipe.transforms, new_transform("filter", predicate, False))
         )
 
+    def echo(
+        self, factor: int, *, unit: str = "example", buffer_size: int | None = None
+    ) -> Pipeline:
+        """Data echoing (Choi et al. 2019): each example, or batch, `factor` times per epoch,
+        for when reading and decoding, not the model, limit training.
+
+        Example echo runs after decoding (and a `cache()`), before the first random `map()`
+        (each copy is augmented afresh); batch echo right after `batch()`. Each window of
+        `buffer_size` elements is emitted `factor` times, each in a new random order (from
+        the shuffle seed and epoch; `start_at` resumes it exactly), never one element twice in
+        a row: copies are `buffer_size` apart on average. Counts include the copies.
+
+        Examples:
+            >>> p = tfpipe.Pipeline("out/train").shuffle(seed=0).echo(2).batch(8)
+            >>> p.examples_per_epoch(), p.batches_per_epoch(), p.echo_factor  # 24 examples
+            (48, 6, 2)
+
+        Args:
+            factor: uses of each element, an int >= 1 (1: no echo).
+            unit: "example" or "batch". Defaults to "example".
+            buffer_size: elements per window, held in memory. Defaults to None (examples:
+                min(examples per epoch, 1024); batches: 16).
+        """
+        return self._with(echo=Echo(factor, unit, buffer_size))
+
     def batch(self, batch_size: int, drop_remainder: bool = False) -> Pipeline:
         """Groups examples into batches of `batch_size`.
 
@@ -420,20 +442,7 @@ class Pipeline(PipelineFacts):
             batch: the first batch of that epoch, from 0. Defaults to 0.
         """
         epoch, batch = check_position(epoch, batch, self.batches_per_epoch())
-        recipe = self._recipe
-        for wrong, why in (
-            (recipe.shuffle and recipe.seed is None, "shuffle() has no seed: pass shuffle(seed=0)"),
-            (recipe.options.deterministic is False, "options(deterministic=False) is set"),
-            (recipe.cache is not None, "cache() is set: decoded examples cannot be skipped"),
-            (recipe.filtered, "a filter() changes batches"),
-            (not recipe.input.replayable, "the source (or a mixed one) is a PyDataset or served"),
-            (recipe.repeat not in (0, None) and epoch >= recipe.repeat, "repeat() ends before"),
-        ):
-            if wrong:
-                raise ValueError(
-                    f"start_at(epoch={epoch}, batch={batch}) needs the same batches in every "
-                    f"run, but {why}"
-                )
+        self._recipe.check_replayable(epoch, batch)
         return self._with(start=(epoch, batch))
 
     def distribute(
@@ -597,23 +606,7 @@ class Pipeline(PipelineFacts):
             SourceError: the examples per worker are unknown (TFRecords without metadata, a
                 PyDataset), or a worker would not fill one step.
         """
-        strategy = strategy or tf.distribute.get_strategy()
-        recipe = self._recipe
-        check_distributable(recipe)
-        workers = Layout.of(strategy).num_workers
-        examples, by = worker_examples(recipe, workers)
-        start = 0 if recipe.start is None else recipe.start[1]
-        batch = recipe.batch_size
-        name = f"Pipeline({recipe.name})"
-        return distribute(
-            strategy,
-            worker_dataset=worker_datasets(recipe, workers),
-            worker_examples=examples,
-            global_batch=batch,
-            shard_by=by,
-            what=name,
-            start=start,
-        )
+        return distributed(self._recipe, strategy or tf.distribute.get_strategy())
 
 
 def without_maps(pipeline: Pipeline) -> tuple[tf.data.Dataset, tuple[str, ...], bool] | None:

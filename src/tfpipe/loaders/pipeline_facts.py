@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tfpipe.loaders.assembly import explain, locate_fault
 from tfpipe.loaders.mixture import Mixture
-from tfpipe.loaders.position import Identity, digest
+from tfpipe.loaders.position import Identity
 from tfpipe.loaders.recipe import Recipe
 from tfpipe.loaders.service import DataService
 from tfpipe.loaders.supervised import Names
@@ -36,16 +36,13 @@ class PipelineFacts:
     def identity(self) -> Identity:
         """What a position of this pipeline (see `start_at`) is valid for: its data (the
         files, their sizes and the example count; or the examples of a source), its batch
-        size and its seed.
+        size, its seed and its `echo()` (factor, unit and window).
 
         Examples:
             >>> tfpipe.Pipeline("out/train").shuffle(seed=0).batch(64).identity().batch_size
             64
         """
-        inp = self._recipe.input
-        parts = [*inp.identity(), repr((self._recipe.take, self._recipe.shard, self._recipe.batch))]
-        size = self._recipe.batch_size
-        return Identity(digest(parts), inp.describe(), size, self._recipe.seed or 0)
+        return self._recipe.identity()
 
     @property
     def service(self) -> DataService | None:
@@ -181,10 +178,20 @@ class PipelineFacts:
 
     @property
     def echo_factor(self) -> int:
-        """How many times each example is repeated; 1 without echo().
+        """The factor of `echo()`; 1 without one.
 
         Examples:
-            >>> tfpipe.Pipeline("out/train").echo_factor
-            1
+            >>> tfpipe.Pipeline("out/train").echo(3, unit="batch").echo_factor
+            3
         """
-        return 1
+        return 1 if self._recipe.echo is None else self._recipe.echo.factor
+
+    @property
+    def echo_unit(self) -> str | None:
+        """What `echo()` repeats, "example" or "batch"; None without one.
+
+        Examples:
+            >>> tfpipe.Pipeline("out/train").echo(3, unit="batch").echo_unit
+            'batch'
+        """
+        return None if self._recipe.echo is None else self._recipe.echo.unit

@@ -30,12 +30,15 @@ class Identity:
         description: the data in words, for messages.
         batch_size: examples per batch.
         seed: the seed of the per-epoch orders.
+        echo: the `Pipeline.echo` factor, unit and window ("2 per example, window 1024"); ""
+            without echo (and in backups saved before echoing existed).
     """
 
     data: str
     description: str
     batch_size: int
     seed: int
+    echo: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The identity as JSON-ready values."""
@@ -44,7 +47,7 @@ class Identity:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Identity:
         """The identity `to_dict` gave."""
-        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
 
     def differences(self, other: Identity) -> list[str]:
         """What differs from `other` (a saved identity), one phrase per difference."""
@@ -60,6 +63,8 @@ class Identity:
         for name in ("batch_size", "seed"):
             if getattr(self, name) != getattr(other, name):
                 found.append(f"{name}: saved {getattr(other, name)}, now {getattr(self, name)}")
+        if self.echo != other.echo:
+            found.append(f"echo: saved {other.echo or 'none'}, now {self.echo or 'none'}")
         return found
 
 
