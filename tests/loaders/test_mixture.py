@@ -190,3 +190,16 @@ def test_the_identity_holds_the_weights() -> None:
     two = tfpipe.Pipeline.sample_from([source, other], [2, 1], seed=0).batch(4)
     assert one.identity() != two.identity()
     assert "weights 2/3, 1/3" in " ".join(one.identity().differences(two.identity()))
+
+
+def test_mixed_sources_are_the_pipelines_the_mixture_reads(two: tuple[Path, Path]) -> None:
+    """In order, unbatched, an unseeded shuffle given the seed the mixture gave it (so a
+    source timed alone reads what the mixture reads); none for another Pipeline."""
+    unseeded = tfpipe.Pipeline(two[1]).shuffle()
+    mixed = tfpipe.Pipeline.sample_from([tfpipe.Pipeline(two[0]), unseeded]).batch(10)
+    many, few = mixed.mixed_sources()
+    assert (many.seed, many.batch_size, many.examples_per_epoch()) == (None, None, 300)
+    assert few.seed is not None and few.examples_per_epoch() == 50
+    assert _ids(few.batch(50).build()) == _ids(few.batch(50).build())  # seeded: one order
+    assert sorted(_ids(few.batch(50).build())) == list(range(1000, 1050))
+    assert tfpipe.Pipeline(two[0]).mixed_sources() == ()
