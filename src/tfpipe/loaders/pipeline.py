@@ -426,7 +426,12 @@ class Pipeline(PipelineFacts):
             (recipe.options.deterministic is False, "options(deterministic=False) is set"),
             (recipe.cache is not None, "cache() is set: decoded examples cannot be skipped"),
             (recipe.filtered, "a filter() changes batches"),
-            (not recipe.input.replayable, "the source (or a mixed one) is a PyDataset or served"),
+            (
+                not recipe.input.replayable,
+                "the source is a keras.utils.PyDataset, or a mixed source is one or runs on the "
+                "tf.data service (distribute(): its workers decide who reads what); mix "
+                "sources read in this process to resume",
+            ),
             (recipe.repeat not in (0, None) and epoch >= recipe.repeat, "repeat() ends before"),
         ):
             if wrong:
