@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import collections
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +206,57 @@ def test_mixed_sources_are_the_pipelines_the_mixture_reads(two: tuple[Path, Path
     assert _ids(few.batch(50).build()) == _ids(few.batch(50).build())  # seeded: one order
     assert sorted(_ids(few.batch(50).build())) == list(range(1000, 1050))
     assert tfpipe.Pipeline(two[0]).mixed_sources() == ()
+
+
+MIRRORED = textwrap.dedent(
+    """
+    import os
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import tfpipe
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    many = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(30)})).shuffle(seed=1)
+    few = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(100, 110)})).shuffle(seed=2)
+    mixed = tfpipe.Pipeline.sample_from([many, few], [3, 1], seed=4).batch(8)
+    assert mixed.mixture.counts == (30, 10)
+    every = sorted([*range(30), *range(100, 110)])
+
+    def steps(feed, count):
+        batches = iter(feed.dataset)
+        return [
+            sorted(int(i) for part in strategy.experimental_local_results(next(batches)["id"])
+                   for i in part.numpy())
+            for _ in range(count)
+        ]
+
+    for feed in (mixed.build_distributed(strategy), mixed.start_at(0).build_distributed(strategy)):
+        assert (feed.steps_per_epoch, feed.per_replica_batch_size) == (5, 4)
+        whole = steps(feed, 15)
+        for epoch in range(3):
+            assert sorted(sum(whole[epoch * 5 : (epoch + 1) * 5], [])) == every, (epoch, whole)
+    assert steps(mixed.start_at(1, 3).build_distributed(strategy), 7) == whole[8:]
+    print("OK")
+    """
+)
+
+
+@pytest.mark.slow
+def test_build_distributed_gives_each_example_once_per_epoch_over_two_replicas(
+    tmp_path: Path,
+) -> None:
+    """A 2-replica MirroredStrategy on CPU (a fresh process: logical devices are set before
+    TensorFlow starts): epochs of 30 + 10 ids at 3:1 hold every id once, also from
+    start_at(0), and a resumed position continues that run's steps."""
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK" in result.stdout
