@@ -307,6 +307,68 @@ def test_fit_trains_through_the_service_one_pass_per_epoch(records: str, service
     assert f"delivered [{NUM_EXAMPLES}, {NUM_EXAMPLES}] examples" in note
 
 
+@pytest.fixture(scope="module")
+def few(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """30 examples (`id` 1000..1029, `x` float32[3]) in 3 shards."""
+    ids = np.arange(1000, 1030)
+    source = tfpipe.from_arrays({"id": ids, "x": np.ones((30, 3), np.float32)})
+    prefix = str(tmp_path_factory.mktemp("service-few") / "few")
+    tfpipe.write_tfrecords(source, prefix, num_shards=3, progress=False)
+    return prefix
+
+
+def served_mixture(records: str, few: str, service: str) -> tfpipe.Pipeline:
+    """Both sources on the service, mixed 3:1 in this process: 90 + 30 examples an epoch
+    (the few used up first)."""
+    sources = [
+        tfpipe.Pipeline(path).shuffle(seed=i).distribute(service)
+        for i, path in enumerate((records, few))
+    ]
+    return tfpipe.Pipeline.sample_from(sources, [3, 1]).batch(8)
+
+
+def test_a_mixture_of_served_sources_contacts_no_dispatcher_until_built(
+    records: str, few: str
+) -> None:
+    """Mixing and explain() register nothing (nothing listens at this port); build() names
+    the address; a served source cannot be replayed, so start_at is refused, naming why."""
+    address = f"grpc://127.0.0.1:{free_port()}"
+    mixed = served_mixture(records, few, address)
+    assert mixed.mixture is not None and mixed.mixture.counts == (90, 30)
+    plan = mixed.explain()
+    assert (
+        plan.count(f"distribute: the stages above run on the tf.data service workers of {address}")
+        == 2
+    )
+    with pytest.raises(SourceError, match=re.escape(address)):
+        bounded(mixed.build, 30)
+    with pytest.raises(ValueError, match=r"a mixed source .* runs on the tf.data service"):
+        mixed.start_at(0)
+
+
+def test_a_mixture_of_served_sources_has_its_counts_every_epoch(
+    records: str, few: str, service: str
+) -> None:
+    dataset = served_mixture(records, few, service).build()
+    for _ in range(2):
+        ids = bounded(lambda: [int(i) for batch in dataset for i in batch["id"].numpy()])
+        assert sorted(i for i in ids if i >= 1000) == list(range(1000, 1030))
+        many = [i for i in ids if i < 1000]
+        assert len(many) == len(set(many)) == 90 and set(many) < set(range(NUM_EXAMPLES))
+
+
+@pytest.mark.slow
+def test_fit_trains_on_a_mixture_of_served_sources(
+    records: str, few: str, service: str, tmp_path: Path
+) -> None:
+    mixed = served_mixture(records, few, service).as_supervised("x", "id")
+    history = bounded(lambda: tfpipe.fit(small_model(), mixed, epochs=2, verbose=0), 120)
+    assert len(history.history["loss"]) == 2
+    assert [share.examples for share in history.report.sources] == [90, 30]
+    with pytest.raises(ValueError, match=r"a mixed source .* runs on the tf.data service"):
+        tfpipe.fit(small_model(), mixed, backup_dir=tmp_path / "backup", verbose=0)
+
+
 def throughput(examples_per_s: float) -> Throughput:
     return Throughput(examples_per_s, examples_per_s / 32, 0.1, 50, 1600)
 

@@ -15,6 +15,7 @@ than in a `tf.map_fn` over each batch.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 import re
@@ -41,6 +42,9 @@ _EXAMPLE_BUFFER = 1024
 _FOREVER = 2**62  # the epoch a pipeline repeated forever never reaches
 _ECHO_STAGE = 2**31  # the stage number of the echo's seed (see stage_seed), past every map's
 _SEED_TENSOR = re.compile(r"seed=Tensor\(.*?dtype=\w+\)")
+# Set while a plan is explained: the recipes a mixture assembles inside it (its sources) are
+# explained too, so that explain() never contacts a tf.data service dispatcher.
+_EXPLAINING = contextvars.ContextVar("explaining", default=False)
 
 
 def build(recipe: Recipe) -> tf.data.Dataset:
@@ -71,7 +75,16 @@ def _named_error(recipe: Recipe, error: BaseException) -> Exception | None:
 
 def assemble(recipe: Recipe, explain: bool = False) -> tuple[tf.data.Dataset, list[str]]:
     """The dataset of `recipe` and the label of each of its stages; to `explain`, a dataset whose
-    tf.data service stage is left out (the dispatcher is not contacted)."""
+    tf.data service stages are left out (the dispatcher is not contacted), those of the
+    recipes assembled inside it (a mixture's sources) too."""
+    token = _EXPLAINING.set(explain or _EXPLAINING.get())
+    try:
+        return _assemble(recipe, _EXPLAINING.get())
+    finally:
+        _EXPLAINING.reset(token)
+
+
+def _assemble(recipe: Recipe, explain: bool) -> tuple[tf.data.Dataset, list[str]]:
     _check_service(recipe)
     if recipe.echoing is not None and recipe.echoing.unit == "batch" and recipe.batch is None:
         raise ValueError('echo(unit="batch") needs a batch(): there are no batches to echo')

@@ -217,7 +217,8 @@ class MixtureInput:
         self.sizes = tuple(sizes)
         self._plans: dict[int, list[str]] = {}
         counts = epoch_counts(total, self.weights)
-        specs = [assemble(s)[0].element_spec for s in self.sources]
+        # explained: the spec without registering a served source with its dispatcher
+        specs = [assemble(s, explain=True)[0].element_spec for s in self.sources]
         schemas = [cast(Schema, s.schema) for s in self.sources]  # mixable() refused None
         self.schema, self.left_out = agreed_schema(specs, schemas, names)
         self.mixture = Mixture(

@@ -104,7 +104,12 @@ class Recipe:
             (self.options.deterministic is False, "options(deterministic=False) is set"),
             (self.cache is not None, "cache() is set: decoded examples cannot be skipped"),
             (self.filtered, "a filter() changes batches"),
-            (not self.input.replayable, "the source (or a mixed one) is a PyDataset or served"),
+            (
+                not self.input.replayable,
+                "the source is a keras.utils.PyDataset, or a mixed source is one or runs on the "
+                "tf.data service (distribute(): its workers decide who reads what); mix "
+                "sources read in this process to resume",
+            ),
             (self.repeat not in (0, None) and epoch >= self.repeat, "repeat() ends before"),
         ):
             if wrong:

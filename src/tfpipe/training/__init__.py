@@ -10,6 +10,7 @@ TensorFlow to the data, `tfpipe.training.backend`), so it imports only the light
 from tfpipe.training.breakdown import Breakdown, BreakdownPart, InputStages
 from tfpipe.training.echoing import echo_factor_for
 from tfpipe.training.report import FitReport
+from tfpipe.training.source_shares import SourceShare
 from tfpipe.training.throughput import Throughput
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "BreakdownPart",
     "FitReport",
     "InputStages",
+    "SourceShare",
     "Throughput",
     "echo_factor_for",
 ]

@@ -38,6 +38,7 @@ from tfpipe.training.breakdown import Breakdown
 from tfpipe.training.faults import naming
 from tfpipe.training.keras_internals import release_epoch_iterator, workarounds_for_workers
 from tfpipe.training.map_costs import input_stages
+from tfpipe.training.mixture_costs import time_sources
 from tfpipe.training.model_probe import set_steps_per_execution
 from tfpipe.training.prepared import FitSettings, PreparedFit, prepare
 from tfpipe.training.report import FitReport
@@ -47,6 +48,8 @@ from tfpipe.training.timing import Clock, Timings, WaitMeter
 
 INPUT_PROBE_SECONDS = 2.0
 STAGE_PROBE_SECONDS = 0.75
+SOURCE_PROBE_SECONDS = 0.25
+"""Each source of a mixture is timed alone for this long (its start-up not counted)."""
 
 
 def fit(
@@ -277,6 +280,7 @@ def _report(prepared: PreparedFit, run: _Run, timings: Timings) -> FitReport:
             max_seconds=INPUT_PROBE_SECONDS,
         )
         stages = input_stages(train.pipeline, input_alone, STAGE_PROBE_SECONDS)
+        sources = time_sources(train.pipeline, size, SOURCE_PROBE_SECONDS)
     distributed = prepared.distributed
     per_step = (
         distributed.global_batch_size
@@ -307,6 +311,7 @@ def _report(prepared: PreparedFit, run: _Run, timings: Timings) -> FitReport:
             data_kind=data_kind,
         ),
         echo_factor=train.echo_factor,
+        sources=sources,
     )
 
 

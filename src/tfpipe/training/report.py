@@ -10,6 +10,7 @@ from tfpipe.checks import check_int
 from tfpipe.training import plots
 from tfpipe.training.breakdown import Breakdown
 from tfpipe.training.echoing import echo_advice
+from tfpipe.training.source_shares import SourceShare, slow_source_advice, table
 from tfpipe.training.throughput import Throughput
 
 INPUT_BOUND_WAIT = 0.2
@@ -145,6 +146,11 @@ class FitReport:
             count the repeats (`fresh_examples_per_s` does not). An input-bound run's advice
             names the factor that would let the input keep up (at most 4 in all), the steps/s
             to expect and the cost (see `tfpipe.training.echoing`).
+        sources: for a mixture (`Pipeline.sample_from`), each source's share of the
+            examples, its examples/s read alone (its own Pipeline, batched as the mixture,
+            over a short probe) and its share of the input time (`SourceShare`); a source
+            with at least half of the input time and at least twice its share of the
+            examples is named in `advice` as what to speed up first. Empty for other inputs.
     """
 
     input_examples_per_s: float
@@ -165,6 +171,7 @@ class FitReport:
     breakdown: Breakdown | None = None
     input_wait_measured: bool = False
     echo_factor: int = 1
+    sources: tuple[SourceShare, ...] = ()
 
     @property
     def fresh_examples_per_s(self) -> float | None:
@@ -206,6 +213,7 @@ class FitReport:
         service: str | None = None,
         breakdown: Breakdown | None = None,
         echo_factor: int = 1,
+        sources: tuple[SourceShare, ...] = (),
     ) -> FitReport:
         """Derives the wait fraction, the verdict and the advice from the measurements.
 
@@ -223,7 +231,9 @@ class FitReport:
         `model_examples_per_s` (the model alone not timed) the input wait is not measured: the
         verdict is "unknown", and the advice compares the input alone with what fit achieved.
         Without `achieved_examples_per_s` (no train step timed) the verdict is "unknown" too,
-        and the advice says why.
+        and the advice says why. A mixture's `sources` (`tfpipe.training.source_shares`) add
+        their table, and a line naming a source that takes far more of the input time than of
+        the examples.
 
         Examples:
             >>> from tfpipe.training.throughput import Throughput
@@ -270,6 +280,7 @@ class FitReport:
                 advice += _compute_bound(
                     input_alone.examples_per_s / model_examples_per_s, decode_less
                 )
+        advice[1:1] = slow_source_advice(sources)  # after the reading, before the remedies
         if breakdown is not None:
             advice.extend(breakdown.advice)
         advice.extend(notes)
@@ -292,6 +303,7 @@ class FitReport:
             breakdown=breakdown,
             input_wait_measured=measured_wait is not None and wait is not None,
             echo_factor=echo_factor,
+            sources=tuple(sources),
         )
 
     def __str__(self) -> str:
@@ -331,6 +343,7 @@ class FitReport:
                 else []
             ),
             *([f"  input served by  tf.data service at {self.service}"] if self.service else []),
+            *(f"  {line}" for line in table(self.sources)),
             *(f"  {line}" for line in (self.breakdown.lines() if self.breakdown else [])),
             f"  verdict: {self.verdict}",
             *(f"  - {line}" for line in self.advice),
