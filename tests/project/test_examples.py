@@ -31,6 +31,7 @@ def test_every_example_is_tested() -> None:
         "multi_worker",
         "data_service",
         "grain_and_torch",
+        "mixing_and_echoing",
     }
 
 
@@ -47,6 +48,16 @@ def test_multi_worker_counts_each_epoch_over_workers() -> None:
     assert summary == {
         "by_record": {"steps": [1, 1], "epochs": {"0": {"used": 4, "twice": 1, "left_out": 2}}}
     }
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("short_probes", "global_seeds")  # the example seeds its weights
+def test_mixing_and_echoing_reports_sources_and_echo(tmp_path: Path) -> None:
+    reports = load("mixing_and_echoing").main(["--workdir", str(tmp_path), "--epochs", "1"])
+    mixed, echoed = reports.values()
+    assert [s.examples_share for s in mixed.sources] == [0.5, 0.5]
+    assert (mixed.echo_factor, echoed.echo_factor) == (1, 2)
+    assert echoed.fresh_examples_per_s == pytest.approx(echoed.achieved_examples_per_s / 2)
 
 
 @pytest.mark.slow
