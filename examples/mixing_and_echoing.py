@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> dict[str, tfpipe.training.FitReport]:
     clean = tfpipe.Pipeline(clean_path, rescale=1 / 255).shuffle(seed=0)
     web = tfpipe.Pipeline(web_path, image_size=IMAGE_SIZE, rescale=1 / 255).shuffle(seed=1)
     mixed = tfpipe.Pipeline.sample_from([clean, web.rename({"class": "label"})], [0.5, 0.5])
-    print(f"examples per epoch: {dict(zip(mixed.mixture.names, mixed.mixture.counts, strict=True))}")
+    counts = dict(zip(mixed.mixture.names, mixed.mixture.counts, strict=True))
+    print(f"examples per epoch: {counts}")
     train = mixed.batch(16).as_supervised("image", "label")
     print("the mixture:", train.explain(), sep="\n")
 
