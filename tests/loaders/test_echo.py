@@ -224,6 +224,12 @@ def test_identity_includes_the_echo(records: str) -> None:
         (lambda p: p.echo(2).batch(4).start_at(0, 1), r"echo\(\) orders its windows at random"),
     ],
 )
+@pytest.mark.fault(
+    "echo() with a factor < 1 or not an int, another unit, no batch() for unit='batch', or "
+    "start_at without a seed",
+    reader="Pipeline.echo",
+    outcome="ValueError naming the argument and the value, or the fix",
+)
 def test_bad_arguments_are_named(records: str, call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call(tfpipe.Pipeline(records))

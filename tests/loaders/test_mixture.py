@@ -105,6 +105,11 @@ def test_start_at_resumes_with_the_remaining_batches(two: tuple[Path, Path]) -> 
         assert rest == whole[epoch * per_epoch + batch :]
 
 
+@pytest.mark.fault(
+    "mixed sources giving a feature in another dtype or shape (another image_size=)",
+    reader="Pipeline.sample_from",
+    outcome="SchemaError naming the feature, both sources and what each gives",
+)
 def test_a_features_dtype_or_shape_must_agree(tmp_path: Path) -> None:
     images = np.zeros((6, 8, 8, 3), np.uint8)
     small = tfpipe.from_arrays({"image": images, "label": np.arange(6)})
@@ -137,6 +142,11 @@ def test_rename_checks_the_names() -> None:
     assert next(iter(renamed.build()))[0].numpy().tolist() == [0, 1, 2]
 
 
+@pytest.mark.fault(
+    "a mixed source that batches, yields pairs, filters (unknown size), or bad weights",
+    reader="Pipeline.sample_from",
+    outcome="ValueError or SourceError naming the source (sources[i]) and the fix",
+)
 @pytest.mark.parametrize(
     ("sources", "options", "error", "message"),
     [
@@ -186,6 +196,11 @@ def test_each_worker_reads_its_share_once(two: tuple[Path, Path]) -> None:
     assert sorted(i for i in zero + one if i >= 1000) == list(range(1000, 1050))
 
 
+@pytest.mark.fault(
+    "a backup of a mixture resumed with other weights",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="refused: the difference names both mixtures' weights",
+)
 def test_the_identity_holds_the_weights() -> None:
     """The identity of a mixture holds its sources, weights and seed: a backup of another
     mixture is refused, naming what changed (the kill and resume: tests/training)."""
@@ -264,6 +279,11 @@ def test_build_distributed_gives_each_example_once_per_epoch_over_two_replicas(
     assert "OK" in result.stdout
 
 
+@pytest.mark.fault(
+    "mixed TFRecords without tfpipe metadata (no count)",
+    reader="Pipeline.sample_from",
+    outcome="their frames counted once, a TfpipeWarning naming the source and the time",
+)
 def test_records_without_metadata_are_counted(tmp_path: Path) -> None:
     """Plain TensorFlow records (no tfpipe metadata): each source's records are counted once,
     with a warning naming it, and the mixture's epochs are exact."""

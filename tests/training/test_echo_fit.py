@@ -53,6 +53,11 @@ def _pipeline(factor: int) -> tfpipe.Pipeline:
 
 
 @pytest.mark.slow
+@pytest.mark.fault(
+    "a backup of an echoed Pipeline resumed with another echo factor",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError naming the saved and the new echo (factor, unit, window)",
+)
 def test_fit_trains_echoed_epochs_and_resumes_only_with_the_same_factor(tmp_path: Path) -> None:
     """40 examples, factor 2, batch 4: 20 steps an epoch. A run preempted at step 26 resumes
     from its backup at step 24 (epoch 1, batch 4) and trains the rest: 16 + 20 steps."""
