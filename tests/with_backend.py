@@ -1,4 +1,5 @@
-"""Runs a script of the tests in a fresh Python under another Keras backend."""
+"""Runs a script of the tests in a fresh Python, under another Keras backend or with devices
+set before TensorFlow starts."""
 
 from __future__ import annotations
 
@@ -40,3 +41,13 @@ def run_with_backend(script: Path, backend: str, *args: str) -> subprocess.Compl
         timeout=300,
         check=False,
     )
+
+
+def run_fresh(code: str, cwd: Path) -> None:
+    """Runs `python -c code` in `cwd` (300 s at most), which must print "OK" and end well: for
+    what only a fresh process can do (logical CPU devices are set before TensorFlow starts)."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "OK" in result.stdout

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import collections
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import tensorflow as tf
 
 import tfpipe
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
+from with_backend import run_fresh
 
 
 def _ids(dataset: tf.data.Dataset) -> list[int]:
@@ -268,15 +267,7 @@ def test_build_distributed_gives_each_example_once_per_epoch_over_two_replicas(
     """A 2-replica MirroredStrategy on CPU (a fresh process: logical devices are set before
     TensorFlow starts): epochs of 30 + 10 ids at 3:1 hold every id once, also from
     start_at(0), and a resumed position continues that run's steps."""
-    result = subprocess.run(
-        [sys.executable, "-c", MIRRORED],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "OK" in result.stdout
+    run_fresh(MIRRORED, tmp_path)
 
 
 @pytest.mark.fault(

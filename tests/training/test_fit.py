@@ -5,8 +5,6 @@ from __future__ import annotations
 import gc
 import math
 import shutil
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -34,6 +32,7 @@ from tfpipe.training.model_probe import model_state, probe_model
 from tfpipe.training.prepared import full_batch
 from tfpipe.training.report import FitReport
 from tfpipe.training.throughput import Throughput
+from with_backend import run_fresh
 
 SIZE = (16, 16)
 NUM_CLASSES = 3
@@ -814,15 +813,7 @@ MIRRORED = textwrap.dedent(
 
 @pytest.mark.slow
 def test_mirrored_strategy_uses_each_example_once_per_epoch(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", MIRRORED],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "OK" in result.stdout
+    run_fresh(MIRRORED, tmp_path)
 
 
 @pytest.mark.parametrize(
