@@ -26,6 +26,7 @@ ORDER = (
     "workers",
     "pipeline_tfrecord",
     "pipeline_folder",
+    "mixture",
     "other_loaders",
     "photos_128",
     "photos_224",
@@ -37,8 +38,13 @@ ORDER = (
     "report",
 )
 
-# `extra` entries of ratios measured in one process, the cases taking turns: what one ratio is.
-_TAKING_TURNS = {"_batch_by_batch": "each epoch", "_turn_by_turn": "each turn"}
+# `extra` entries of ratios measured in one process, the cases taking turns, or of the runs of
+# one repeat (bench_mixture): what one ratio is.
+_TAKING_TURNS = {
+    "_batch_by_batch": "each epoch",
+    "_turn_by_turn": "each turn",
+    "_run_by_run": "each repeat",
+}
 # `extra` entries of µs per record of reads timed outside the cases: the floor of one path.
 _PER_RECORD = "_us_per_record"
 
@@ -99,7 +105,24 @@ def with_spreads(report: dict[str, Any]) -> str:
     for case, reason in report.get("not_run", {}).items():
         reason = " ".join(reason.replace("|", "/").split())  # one table cell
         lines.append(f"| {case} | not run: {reason} |" + " |" * (3 + len(others)))
-    return "\n".join(lines)
+    return "\n".join(lines + extra_lines(report["extra"]))
+
+
+def _shares_line(shares: dict[str, Any]) -> str:
+    """The shares a mixture's sources got, against the weights asked."""
+    asked = ", ".join(f"{w:.2f}" for w in shares["asked"])
+    each = "; ".join(
+        f"*{case}* "
+        + ", ".join(f"{s:.4f}" for s in shares[case]["shares"])
+        + f" (|error| ≤ {max(shares[case]['errors']):.4f})"
+        for case in ("tfpipe", "tf.data")
+    )
+    seeds = shares["tf.data_max_error_per_seed"]
+    return (
+        f"\nShares of the sources over {shares['tfpipe']['examples']:,} examples, asked "
+        f"{asked}: {each}; `sample_from_datasets` over {len(seeds)} seeds, largest |error| "
+        f"{min(seeds):.4f} to {max(seeds):.4f}."
+    )
 
 
 def table(report: dict[str, Any]) -> str:
@@ -152,7 +175,14 @@ def table(report: dict[str, Any]) -> str:
                 f"\n*{row['case']}* / *{row['paired_with']}*, the two runs of each repeat: "
                 f"{each}; median **{row['paired_ratio']:.2f}**."
             )
-    for name, by_case in report["extra"].items():
+    return "\n".join(lines + extra_lines(report["extra"]))
+
+
+def extra_lines(extra: dict[str, Any]) -> list[str]:
+    """The lines of the `extra` entries a table shows below it: ratios run by run, shares of
+    a mixture's sources, µs per record."""
+    lines = []
+    for name, by_case in extra.items():
         unit = next((u for s, u in _TAKING_TURNS.items() if name.endswith(s)), None)
         if unit is not None:
             for case, result in by_case.items():
@@ -163,10 +193,12 @@ def table(report: dict[str, Any]) -> str:
                     f"\n{name.replace('_', ' ')}, {case}, {unit}: "
                     f"{each}; median **{result['median']:.3f}**."
                 )
+        if name == "realised_shares":  # sources' shares of a mixture (bench_mixture)
+            lines.append(_shares_line(by_case))
         if name.endswith(_PER_RECORD):  # bare reads timed beside the cases (bench_filesystems)
             each = ", ".join(f"*{case}* {us:.2f}" for case, us in by_case.items())
             lines.append(f"\n{name[: -len(_PER_RECORD)].replace('_', ' ')}, µs per record: {each}.")
-    return "\n".join(lines)
+    return lines
 
 
 def render() -> str:
