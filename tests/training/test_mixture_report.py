@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
+from tfpipe.training.adapters import adapt
 from tfpipe.training.report import FitReport
 from tfpipe.training.source_shares import SourceShare, source_shares
 from tfpipe.training.throughput import Throughput
@@ -124,3 +125,17 @@ def test_a_source_is_named_when_it_takes_twice_its_share_and_half_the_time(
         named
     )
     assert str(report).count(" examples/s  out/") == 2
+
+
+def test_fit_walks_each_source_on_across_epochs() -> None:
+    """tfpipe.fit reads a mixture with one iterator built as `repeat().start_at(0)`: a source
+    larger than its share goes on where it stopped (300 ids over 6 epochs of 50 draws, each
+    once), where the built dataset repeated would start it at a fresh pass every epoch."""
+    many = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(300)})).shuffle(seed=0)
+    few = tfpipe.Pipeline(tfpipe.from_arrays({"id": np.arange(1000, 1050)})).shuffle(seed=1)
+    mixed = tfpipe.Pipeline.sample_from([many, few], [1, 1]).batch(10)
+    data, steps, forever = adapt(mixed).one_iterator(None, 1)
+    assert (steps, forever) == (10, True)
+    ids = [int(i) for batch in data.take(60) for i in batch["id"]]
+    assert sorted(i for i in ids if i < 1000) == list(range(300))
+    assert sorted(i for i in ids[:100] if i >= 1000) == list(range(1000, 1050))

@@ -100,10 +100,12 @@ def check_weights(weights: Any, count: int) -> tuple[Fraction, ...]:
             or not (math.isfinite(weight) and weight >= 0)
         ):
             raise ValueError(f"weights must be finite numbers >= 0. Received: weights={weights!r}")
-    total = sum(Fraction(w) for w in weights)
+    # 0.7 is stored as 0.69999999999999995559: as a fraction, 7/10 again.
+    exact = [Fraction(w).limit_denominator(10**9) for w in weights]
+    total = sum(exact)
     if total == 0:
         raise ValueError(f"weights must not all be 0. Received: weights={weights!r}")
-    return tuple(Fraction(w) / total for w in weights)
+    return tuple(w / total for w in exact)
 
 
 def epoch_size(sizes: Sequence[int], weights: Sequence[Fraction], stopping_strategy: str) -> int:

@@ -125,8 +125,10 @@ class Pipeline(PipelineFacts):
         Each source is read as its own Pipeline reads it (decoded, shuffled, its maps
         applied); the mixture picks the source of every example. An epoch holds an exact
         number of examples of each source (`mixture.counts`, within one of its weight's
-        share), in an order the `seed` and the epoch decide; a source used up mid-run goes on
-        with its next epoch, in a new order. Batch, map, `as_supervised` and `start_at` the
+        share), in an order the `seed` and the epoch decide. In `tfpipe.fit` and after
+        `start_at` a source goes on where it stopped from one epoch to the next (used up, into
+        its next epoch, in a new order); each iteration of a plain `build()` starts every
+        source at a fresh pass. Batch, map, `as_supervised` and `start_at` the
         mixture as any Pipeline: a position is `(epoch, batch)`, and `tfpipe.fit(backup_dir=...)`
         resumes a killed run with exactly the batches it would have trained on.
 

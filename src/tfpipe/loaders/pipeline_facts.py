@@ -36,6 +36,16 @@ class PipelineFacts:
         """
         return self._recipe.seed
 
+    @property
+    def position(self) -> tuple[int, int] | None:
+        """The `(epoch, batch)` given to `start_at`; None without one.
+
+        Examples:
+            >>> tfpipe.Pipeline("out/train").shuffle(seed=0).batch(8).start_at(1, 2).position
+            (1, 2)
+        """
+        return self._recipe.start
+
     def identity(self) -> Identity:
         """What a position of this pipeline (see `start_at`) is valid for: its data (the
         files, their sizes and the example count; or the examples of a source), its batch

@@ -251,6 +251,22 @@ class PipelineFeed(DatasetFeed):
         """The Pipeline's count (`Pipeline.truncated`)."""
         return self.pipeline.truncated()
 
+    def one_iterator(
+        self, steps: int | None, steps_per_execution: int
+    ) -> tuple[Any, int | None, bool]:
+        """As for any dataset; but a mixture (`Pipeline.sample_from`) that can be replayed is
+        repeated as `start_at` builds it, so that its sources go on where they stopped from
+        one epoch to the next (the built dataset repeated would start each at a fresh pass),
+        with the batches of a `backup_dir` run."""
+        data, steps, forever = super().one_iterator(steps, steps_per_execution)
+        pipeline = self.pipeline
+        if forever and pipeline.mixture is not None and pipeline.position is None:
+            try:
+                data = pipeline.repeat().start_at(0).build()
+            except ValueError:  # a mixture of served sources: no position to build from
+                pass
+        return data, steps, forever
+
     def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
         """`Pipeline.build_distributed`; None on the tf.data service, whose batches Keras
         places on the replicas."""
