@@ -15,6 +15,7 @@ through it.
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -261,10 +262,9 @@ class PipelineFeed(DatasetFeed):
         data, steps, forever = super().one_iterator(steps, steps_per_execution)
         pipeline = self.pipeline
         if forever and pipeline.mixture is not None and pipeline.position is None:
-            try:
+            # A mixture of served sources has no position to build from: left as it is.
+            with contextlib.suppress(ValueError):
                 data = pipeline.repeat().start_at(0).build()
-            except ValueError:  # a mixture of served sources: no position to build from
-                pass
         return data, steps, forever
 
     def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
