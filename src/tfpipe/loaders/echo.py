@@ -13,6 +13,7 @@ then the echoed elements before the start inside its window.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from typing import Any
 
@@ -98,8 +99,29 @@ def echoed(
             )
         )
 
-    windows = dataset.ragged_batch(window)
+    if all(_fixed(part) for part in tf.nest.flatten(spec)):  # one gather per round
+        windows, rounds = dataset.batch(window), functools.partial(_gathered, factor)
+    else:  # some rows have lengths of their own: each row taken from a ragged window
+        windows = dataset.ragged_batch(window)
     return tf.data.Dataset.zip(windows, seeds).flat_map(rounds)
+
+
+def _fixed(spec: Any) -> bool:
+    """Whether every element has this one shape (a window of them is a dense tensor)."""
+    return isinstance(spec, tf.TensorSpec) and spec.shape.is_fully_defined()
+
+
+@tf.autograph.experimental.do_not_convert
+def _gathered(factor: int, elements: Any, seed: tf.Tensor) -> tf.data.Dataset:
+    """The rounds of a dense window: each round's elements gathered at once, then sliced
+    (only one round is held beside the window)."""
+    size = tf.shape(tf.nest.flatten(elements)[0], out_type=tf.int64)[0]
+    orders = tf.reshape(_order(size, factor, seed), [factor, size])
+    return tf.data.Dataset.from_tensor_slices(orders).flat_map(
+        lambda order: tf.data.Dataset.from_tensor_slices(
+            tf.nest.map_structure(lambda values: tf.gather(values, order), elements)
+        )
+    )
 
 
 def window_seeds(seed: int | None, position: tuple[Any, Any] | None = None) -> tf.data.Dataset:
