@@ -107,12 +107,12 @@ def echo_table(report: dict[str, Any]) -> str:
     """bench_echo's rows: per job and echo factor, steps/s, fresh examples/s and the
     validation accuracy reached in the same wall-clock budget, with each job's gap."""
     extra = report["extra"]
-    load = extra["load_average_at_start"]
+    start, end = extra["load_average_at_start"], extra["load_average_at_end"]
     lines = [
         f"**{report['title']}**: median (min-max) of {report['repeats']} runs of "
         f"{extra['budget_s']} s of training each, measured {report['when'][:10]} (load average "
-        f"{load[0]:.1f} at the start); steps/s ratio to the same pipeline's factor 1: of the "
-        "medians, and run by run (min, median).",
+        f"{start[0]:.1f} at the start, {end[0]:.1f} at the end); steps/s ratio to the same "
+        "pipeline's factor 1: of the medians, and run by run (min, median).",
         "",
         "| job | factor | steps/s | ratio to factor 1 | per run (min, median) "
         "| fresh examples/s | val accuracy |",
