@@ -36,6 +36,7 @@ ORDER = (
     "fit",
     "backends",
     "report",
+    "echo",
 )
 
 # `extra` entries of ratios measured in one process, the cases taking turns, or of the runs of
@@ -125,10 +126,53 @@ def _shares_line(shares: dict[str, Any]) -> str:
     )
 
 
+def echo_table(report: dict[str, Any]) -> str:
+    """bench_echo's rows: per job and echo factor, steps/s, fresh examples/s and the
+    validation accuracy reached in the same wall-clock budget, with each job's gap."""
+    extra = report["extra"]
+    start, end = extra["load_average_at_start"], extra["load_average_at_end"]
+    lines = [
+        f"**{report['title']}**: median (min-max) of {report['repeats']} runs of "
+        f"{extra['budget_s']} s of training each, measured {report['when'][:10]} (load average "
+        f"{start[0]:.1f} at the start, {end[0]:.1f} at the end); steps/s ratio to the same "
+        "pipeline's factor 1: of the medians, and run by run (min, median).",
+        "",
+        "| job | factor | steps/s | ratio to factor 1 | per run (min, median) "
+        "| fresh examples/s | val accuracy |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in report["rows"]:
+        spread, per_run = row["spread"], row["ratios_to_factor_1"]
+        job = row["job"] + (", hand-written tf.data" if row["by_hand"] else "")
+        lines.append(
+            f"| {job} | {row['factor']} | {_median_and_range(spread['steps_per_s'], '{:.1f}')} "
+            f"| {row['ratio_to_factor_1']:.2f} "
+            f"| {min(per_run):.2f}, {statistics.median(per_run):.2f} "
+            f"| {_median_and_range(spread['fresh_examples_per_s'], '{:,.0f}')} "
+            f"| {_median_and_range(spread['val_accuracy'], '{:.3f}')} |"
+        )
+    for job, facts in extra["jobs"].items():
+        lines.append(
+            f"\n*{job}*: model alone {facts['model_steps_per_s']:.1f} steps/s, input alone "
+            f"{facts['input_steps_per_s']:.1f}, delivered in fit at factor 1 "
+            f"{facts['delivered_steps_per_s']:.1f} (medians): gap {facts['gap']:.2f}x, "
+            f"`echo_factor_for` advises factor {facts['advised_factor']}."
+        )
+    pair = next(row for row in report["rows"] if "paired_ratios" in row)
+    each = ", ".join(f"{r:.2f}" for r in pair["paired_ratios"])
+    lines.append(
+        f"\n*{pair['case']}* / *{pair['paired_with']}*, steps/s, the two runs of each repeat: "
+        f"{each}; median **{pair['paired_ratio']:.2f}**."
+    )
+    return "\n".join(lines)
+
+
 def table(report: dict[str, Any]) -> str:
     """One Markdown table: case, median, ratio to the baseline, goal and whether it was met."""
     if "columns" in report:
         return by_size(report)
+    if "jobs" in report["extra"]:
+        return echo_table(report)
     if report["rows"] and "spread" in report["rows"][0]:
         return with_spreads(report)
     metric = report["metric"].replace("_per_s", "/s")
