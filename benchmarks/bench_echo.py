@@ -33,12 +33,11 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import RESULTS, compare, scale, small_cnn, step_timer
+from benchmarks.harness import RESULTS, compare, prepared_data, scale, small_cnn, step_timer
 
 SIZE = (64, 64)
 STORED = (1024, 1024)
@@ -250,11 +249,7 @@ def _print_notes(report: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        paths = _data(Path(tmp))
-        prepare_s = time.perf_counter() - start
+    with prepared_data(_data) as (paths, prepare_s):
         load = os.getloadavg()
         report = compare(
             "echo",

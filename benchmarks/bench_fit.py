@@ -12,14 +12,11 @@ by the same callback in every case, first steps left out):
 
 from __future__ import annotations
 
-import os
 import statistics
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import compare, scale, small_cnn, step_timer
+from benchmarks.harness import compare, prepared_data, scale, small_cnn, step_timer
 
 SIZE = (128, 128)
 BATCH = 64
@@ -167,11 +164,7 @@ def blog_sequence(paths: dict[str, str]) -> dict[str, Any]:
 
 
 def main() -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        paths = _data(Path(tmp))
-        prepare_s = time.perf_counter() - start
+    with prepared_data(_data) as (paths, prepare_s):
         cases = {
             "hand-written tf.data + model.fit": (handwritten, (paths,)),
             "in-memory batch + model.fit (ideal)": (ideal, (paths,)),

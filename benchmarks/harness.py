@@ -11,6 +11,7 @@ Set TFPIPE_BENCH_QUICK=1 for a small smoke run (fewer images and repeats).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -19,8 +20,9 @@ import queue as queue_module
 import resource
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,17 @@ def step_timer(batch_size: int, warmup_steps: int) -> Any:
             }
 
     return StepTimer()
+
+
+@contextlib.contextmanager
+def prepared_data(make: Callable[[Path], Any]) -> Iterator[tuple[Any, float]]:
+    """`make(folder)`'s data in a temporary folder (removed after), and the seconds it took;
+    TensorFlow's C++ log kept to warnings and errors."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        data = make(Path(tmp))
+        yield data, time.perf_counter() - start
 
 
 def small_cnn(input_shape: tuple[int, ...], num_classes: int, filters: tuple[int, ...]) -> Any:
