@@ -36,6 +36,11 @@ AUTOTUNE = tf.data.AUTOTUNE
 # One stage of the tf.data graph and its label, a line of `Pipeline.explain()`. The stages of
 # fit's report (`training.map_costs`) are groups of these: the map()s, and all the others.
 Stage = tuple[str, Callable[[tf.data.Dataset], tf.data.Dataset]]
+# What `read` is given and gives: `Pipeline.shard`'s (num, index); the (epoch, first record) of a
+# `start_at` epoch; its stages, and whether the records it yields get sharded after it.
+Shard = tuple[int, int] | None
+Start = tuple[Any, Any] | None
+Reading = tuple[list[Stage], bool]
 _MAX_CYCLE = 8
 _RECORD_BUFFER = 4096
 # Large buffers of large records (raw pixels) are slow to sample from: 4096 records of 48 KiB
@@ -125,13 +130,8 @@ class PipelineInput(Protocol):
         """The `tfpipe.loaders.mixture.Mixture` a mixed Pipeline reads; None for others."""
 
     def read(
-        self,
-        shard: tuple[int, int] | None,
-        seed: int | None,
-        shuffle: bool,
-        det: bool,
-        start: tuple[Any, Any] | None = None,
-    ) -> tuple[list[Stage], bool]:
+        self, shard: Shard, seed: Any, shuffle: bool, det: bool, start: Start = None
+    ) -> Reading:
         """Stages that yield the records; the second value says if records get sharded.
         `start` is the `(epoch, first record)` of a `start_at` epoch, which a `positioned`
         input starts at (others are skipped to it after `read`)."""
@@ -200,13 +200,8 @@ class RecordInput:
         self.name = data.origin
 
     def read(
-        self,
-        shard: tuple[int, int] | None,
-        seed: int | None,
-        shuffle: bool,
-        det: bool,
-        start: tuple[Any, Any] | None = None,
-    ) -> tuple[list[Stage], bool]:
+        self, shard: Shard, seed: Any, shuffle: bool, det: bool, start: Start = None
+    ) -> Reading:
         """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
         counts = np.array(self.declared_counts(), np.int64)
@@ -408,13 +403,8 @@ class _IndexedInput:
     mixture = None
 
     def read(
-        self,
-        shard: tuple[int, int] | None,
-        seed: int | None,
-        shuffle: bool,
-        det: bool,
-        start: tuple[Any, Any] | None = None,
-    ) -> tuple[list[Stage], bool]:
+        self, shard: Shard, seed: Any, shuffle: bool, det: bool, start: Start = None
+    ) -> Reading:
         """Stages that yield the indices; they are sharded and shuffled as records."""
         return [
             (

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 from tfpipe.loaders.assembly import assemble, count_records, examples_from, explain
 from tfpipe.loaders.distributed_pipeline import worker_examples
-from tfpipe.loaders.inputs import Decoders, Decoding, Stage
+from tfpipe.loaders.inputs import Decoders, Decoding, Reading, Shard, Stage, Start
 from tfpipe.loaders.recipe import Recipe
 from tfpipe.loaders.seeding import without_global_seed
 from tfpipe.records.verification import Fault
@@ -258,7 +258,7 @@ class MixtureInput:
             raise SourceError(f"Pipeline.sample_from: {name} holds no example")
         return size
 
-    def _share(self, shard: tuple[int, int] | None) -> _Share:
+    def _share(self, shard: Shard) -> _Share:
         if shard is None:
             return _Share(self.sources, self.sizes, self.mixture.counts)
         num, index = shard
@@ -281,13 +281,8 @@ class MixtureInput:
         return [sum(split[w] for split in self._splits(workers)) for w in range(workers)]
 
     def read(
-        self,
-        shard: tuple[int, int] | None,
-        seed: int | None,
-        shuffle: bool,
-        det: bool,
-        start: tuple[Any, Any] | None = None,
-    ) -> tuple[list[Stage], bool]:
+        self, shard: Shard, seed: Any, shuffle: bool, det: bool, start: Start = None
+    ) -> Reading:
         """The stage yielding the examples of one epoch (from `start`, the `(epoch, example)`
         of a `start_at` epoch, with every source's stream at the right place)."""
         share = self._share(shard)
