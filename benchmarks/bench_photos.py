@@ -1,10 +1,13 @@
 """Real photographs of mixed sizes: tfpipe against Keras, hand-written tf.data, Grain and DALI.
 
-Issue 23 ("Fast on real photos"). The folder is `benchmarks.photos.build_photo_folder`: 2,000
-JPEGs (quality 90, 300-1,200 px a side, about a fifth one-channel) cut from the photographs
-scikit-image ships, in 10 class folders; 300 images with TFPIPE_BENCH_QUICK=1. Every case
-decodes them to float32 in [0, 1] of 128x128 (table "photos_128") and of 224x224 (table
-"photos_224"), in batches of 64, in its own fresh process:
+Issue 23 ("Fast on real photos"). Two folders, every case run on each: "photos",
+`benchmarks.photos.build_photo_folder`: 2,000 JPEGs (quality 90, 300-1,200 px a side, about a
+fifth one-channel) cut from the photographs scikit-image ships; and "photos_color" (issue 43),
+`build_color_photo_folder`: 2,000 colour-only JPEGs of 300-900 px cut from scikit-learn's and
+scikit-image's colour photos; both in 10 class folders, 300 images each with
+TFPIPE_BENCH_QUICK=1. Every case decodes them to float32 in [0, 1] of 128x128 (tables
+"photos_128", "photos_color_128") and of 224x224 ("photos_224", "photos_color_224"), in
+batches of 64, in its own fresh process:
 
 - `keras.utils.image_dataset_from_directory` + map(/255) + prefetch: the baseline written by
   hand, which every ratio is relative to;
@@ -37,7 +40,8 @@ TFPIPE_BENCH_QUICK=1 for the quick version used while developing (300 images, 1 
 
 Each case imports its libraries and runs the garbage collection they left due (not timed),
 then constructs its loader and reads 3 epochs:
-`first_batch_s` is the time from the construction to the first batch, `examples_per_s` the
+`first_batch_s` is the time from the construction (the folder listed, the loader made) to
+the first batch in hand, `first_epoch_s` to the last batch of the first epoch, `examples_per_s` the
 images per second of epochs 2 and 3 (epoch 1 is the warm-up), `cores` the CPU time of the
 process and its worker processes over those epochs divided by their wall time, and
 `cpu_ms_per_image` that CPU time per image (what a busy machine disturbs least). 5 repeats,
@@ -65,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import compare, scale
-from benchmarks.photos import build_photo_folder
+from benchmarks.photos import build_color_photo_folder, build_photo_folder
 
 BATCH = 64
 EPOCHS = 3  # the first is the warm-up
@@ -109,6 +113,7 @@ def _time(construct: Callable[[], Iterable[Any]], count: int) -> dict[str, Any]:
     while seen < count:  # the warm-up epoch
         seen += _batch_images(next(batches))
     warm, cpu, timed = time.perf_counter(), _cpu_seconds(), 0
+    first_epoch_s = warm - start
     for batch in batches:
         timed += _batch_images(batch)
     wall, cpu = time.perf_counter() - warm, _cpu_seconds() - cpu
@@ -117,6 +122,7 @@ def _time(construct: Callable[[], Iterable[Any]], count: int) -> dict[str, Any]:
     return {
         "examples_per_s": timed / wall,
         "first_batch_s": first_batch_s,
+        "first_epoch_s": first_epoch_s,
         "cores": cpu / wall,
         "cpu_ms_per_image": cpu * 1000 / timed,
         "timed_images": timed,
@@ -374,11 +380,19 @@ def _copied_byte_for_byte(folder: Path, prefix: str) -> int:
     )
 
 
-def prepare(work: Path) -> tuple[Path, str, Path, dict[str, Any]]:
-    """The folder, its TFRecords (+ DALI indexes) and ArrayRecord files, made once and kept."""
+# name of the set (the tables' prefix) -> its folder's builder and its data's folder name
+SETS: dict[str, tuple[Callable[..., Path], str]] = {
+    "photos": (build_photo_folder, f"photos-{COUNT}-seed0-300-1200"),
+    "photos_color": (build_color_photo_folder, f"photos-color-{COUNT}-seed0-300-900"),
+}
+
+
+def prepare(work: Path, build: Callable[..., Path]) -> tuple[Path, str, Path, dict[str, Any]]:
+    """The folder `build` makes, its TFRecords (+ DALI indexes) and ArrayRecord files, made
+    once and kept."""
     import tfpipe
 
-    folder = build_photo_folder(work / "images", count=COUNT, seed=0)
+    folder = build(work / "images", count=COUNT, seed=0)
     prefix, arrays = str(work / "records" / "train"), work / "array_records"
     done = work / f".prepared-{tfpipe.__version__}"
     if not done.is_file():
@@ -403,51 +417,60 @@ def prepare(work: Path) -> tuple[Path, str, Path, dict[str, Any]]:
 
 def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    work = DATA / f"photos-{COUNT}-seed0-300-1200"
-    folder, prefix, arrays, facts = prepare(work)
-    root = str(folder)
-    print(
-        f"{facts['images']} photos ({facts['folder_mb']:.0f} MB) in {work}; "
-        f"{facts['records_copied_byte_for_byte']} of them copied byte for byte into TFRecords"
-    )
-    for size in SIZES:
-        cases = {
-            BASELINE: (keras_folder, (root, COUNT, size)),
-            "hand-written tf.data, files": (hand_written_files, (root, COUNT, size)),
-            "ceiling: in memory, decode_jpeg + resize": (
-                ceiling_in_memory,
-                (root, COUNT, size, False),
-            ),
-            "ceiling: in memory, tfpipe decode_tensor": (
-                ceiling_in_memory,
-                (root, COUNT, size, True),
-            ),
-            "Pipeline, folder": (tfpipe_pipeline, (root, True, COUNT, size)),
-            "Pipeline, TFRecords of the full-size JPEGs": (
-                tfpipe_pipeline,
-                (prefix, False, COUNT, size),
-            ),
-            "Pipeline, folder, reduced_decode=False (full decode)": (
-                tfpipe_pipeline,
-                (root, True, COUNT, size, False),
-            ),
-            "SequenceLoader, folder, workers=2": (
-                sequence_loader,
-                (root, COUNT, size),
-            ),
-            GRAIN: (grain_loader, (str(arrays), COUNT, size)),
-            DALI: (dali_pipeline, (prefix, COUNT, size)),
-        }
-        compare(
-            f"photos_{size[0]}",
-            cases,
-            baseline=BASELINE,
-            extra={**facts, "size": list(size), "load_average_at_start": os.getloadavg()},
-            pairs={name: BASELINE for name in cases if name != BASELINE},
-            repeats=5,
-            spreads=("first_batch_s", "cores", "cpu_ms_per_image"),
-            optional=frozenset({GRAIN, DALI}),
+    for name, (build, data) in SETS.items():
+        work = DATA / data
+        folder, prefix, arrays, facts = prepare(work, build)
+        print(
+            f"{name}: {facts['images']} photos ({facts['folder_mb']:.0f} MB) in {work}; "
+            f"{facts['records_copied_byte_for_byte']} of them copied byte for byte into "
+            "TFRecords"
         )
+        for size in SIZES:
+            _compare(f"{name}_{size[0]}", (str(folder), prefix, str(arrays)), size, facts)
+
+
+def _compare(
+    title: str, data: tuple[str, str, str], size: tuple[int, int], facts: dict[str, Any]
+) -> None:
+    """Every case on one folder (and its records) at one size: table `title`."""
+    root, prefix, arrays = data
+    cases = {
+        BASELINE: (keras_folder, (root, COUNT, size)),
+        "hand-written tf.data, files": (hand_written_files, (root, COUNT, size)),
+        "ceiling: in memory, decode_jpeg + resize": (
+            ceiling_in_memory,
+            (root, COUNT, size, False),
+        ),
+        "ceiling: in memory, tfpipe decode_tensor": (
+            ceiling_in_memory,
+            (root, COUNT, size, True),
+        ),
+        "Pipeline, folder": (tfpipe_pipeline, (root, True, COUNT, size)),
+        "Pipeline, TFRecords of the full-size JPEGs": (
+            tfpipe_pipeline,
+            (prefix, False, COUNT, size),
+        ),
+        "Pipeline, folder, reduced_decode=False (full decode)": (
+            tfpipe_pipeline,
+            (root, True, COUNT, size, False),
+        ),
+        "SequenceLoader, folder, workers=2": (
+            sequence_loader,
+            (root, COUNT, size),
+        ),
+        GRAIN: (grain_loader, (str(arrays), COUNT, size)),
+        DALI: (dali_pipeline, (prefix, COUNT, size)),
+    }
+    compare(
+        title,
+        cases,
+        baseline=BASELINE,
+        extra={**facts, "size": list(size), "load_average_at_start": os.getloadavg()},
+        pairs={name: BASELINE for name in cases if name != BASELINE},
+        repeats=5,
+        spreads=("first_batch_s", "first_epoch_s", "cores", "cpu_ms_per_image"),
+        optional=frozenset({GRAIN, DALI}),
+    )
 
 
 if __name__ == "__main__":

@@ -26,10 +26,13 @@ ORDER = (
     "workers",
     "pipeline_tfrecord",
     "pipeline_folder",
+    "first_batch",
     "mixture",
     "other_loaders",
     "photos_128",
     "photos_224",
+    "photos_color_128",
+    "photos_color_224",
     "decode_costs_128",
     "decode_costs_224",
     "segmentation",
@@ -95,12 +98,13 @@ def with_spreads(report: dict[str, Any]) -> str:
         + " | peak RSS (MB) |",
         "|---|---:|---:|---:|" + "---:|" * len(others) + "---:|",
     ]
+    metric_format = "{:.2f}" if metric.endswith("_s") else "{:,.0f}"  # seconds or a rate
     for row in report["rows"]:
         paired = row.get("paired_ratios")
         per_run = "" if paired is None else f"{min(paired):.2f}, {statistics.median(paired):.2f}"
         cells = " | ".join(_median_and_range(row["spread"][key], "{:.2f}") for key in others)
         lines.append(
-            f"| {row['case']} | {_median_and_range(row['spread'][metric], '{:,.0f}')} "
+            f"| {row['case']} | {_median_and_range(row['spread'][metric], metric_format)} "
             f"| {row['ratio']:.2f} | {per_run} | {cells} | {row['peak_rss_mb']:,.0f} |"
         )
     for case, reason in report.get("not_run", {}).items():
