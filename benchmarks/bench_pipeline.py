@@ -52,7 +52,8 @@ def _tfpipe_decode(data: Any) -> Any:
     return tfpipe.Image().decode_tensor(data, SIZE, rescale=1 / 255)
 
 
-def _decode_batch(data: Any) -> Any:
+def decode_batch(data: Any) -> Any:
+    """Decode + resize of a batch of JPEG bytes with `tf.map_fn`, as the hand-tuned pipelines do."""
     import tensorflow as tf
 
     return tf.map_fn(
@@ -72,7 +73,7 @@ def hand_tuned_tfrecord(prefix: str) -> dict[str, Any]:
 
     def parse(serialized: Any) -> Any:
         parsed = tf.io.parse_example(serialized, spec)
-        return _decode_batch(parsed["image"]), parsed["label"]
+        return decode_batch(parsed["image"]), parsed["label"]
 
     dataset = (
         files.interleave(
@@ -100,7 +101,7 @@ def hand_tuned_folder(root: str) -> dict[str, Any]:
 
     def load(paths: Any, labels: Any) -> Any:
         data = tf.map_fn(tf.io.read_file, paths)
-        return _decode_batch(data), labels
+        return decode_batch(data), labels
 
     dataset = (
         tf.data.Dataset.from_tensor_slices((source.paths, source.labels()))
@@ -168,7 +169,7 @@ def ceiling_decode(root: str) -> dict[str, Any]:
         tf.data.Dataset.from_tensor_slices(data)
         .repeat()
         .batch(BATCH)
-        .map(_decode_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        .map(decode_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
         .prefetch(tf.data.AUTOTUNE)
     )
     return _measure(dataset)
