@@ -23,7 +23,7 @@ from tfpipe.features import Image, Mask
 from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
-from tfpipe.format.compression import check_compression, tf_compression
+from tfpipe.format.compression import tf_compression
 from tfpipe.format.resolution import ResolvedData, resolve
 from tfpipe.loaders.columns import graph_constant, load_mask, path_bytes, spec_of
 from tfpipe.loaders.seeding import shuffled
@@ -185,9 +185,7 @@ class RecordInput:
         info = data.info
         self.files = [str(f) for f in files]
         schema = schema_for(data, schema)
-        if compression == "auto":
-            compression = data.compression
-        self.compression = check_compression(compression)
+        self.compression = data.read_compression(compression)
         first_bytes = check_first_record(schema, files)
         self.schema = schema
         self.info = info
