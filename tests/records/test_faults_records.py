@@ -303,9 +303,9 @@ def test_interrupted_write_with_a_missing_shard(data: Path, read: Reader) -> Non
 @readers("all shards, no metadata", "all records read; TfpipeWarning: counts unchecked")
 def test_complete_shards_without_metadata_warn(data: Path, read: Reader) -> None:
     (data / "train.json").unlink()
-    with pytest.warns(TfpipeWarning, match="counts cannot be checked") as caught:
+    with pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked") as caught:
         assert sorted(read(data)) == list(range(COUNT))
-    assert len([w for w in caught if "counts cannot" in str(w.message)]) == 1
+    assert len([w for w in caught if "checksums cannot" in str(w.message)]) == 1
 
 
 @readers("temporary file of a write beside the shards", "never read; naming it is an error")
@@ -389,7 +389,7 @@ def test_a_record_that_is_not_an_example_is_named(data: Path, read: Reader) -> N
     garbage = b"\xff\xfe not an Example \x80\x81"
     plain_tf_files(data, lambda i, record: garbage if i == 3 else record)
     named = pytest.raises(DecodeError, match=rf"record 3 of .*{SHARD}.*not a serialized")
-    with named, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
+    with named, pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked"):
         read(data)
 
 
@@ -410,7 +410,7 @@ def test_a_feature_missing_from_some_records_is_named(data: Path, read: Reader) 
 
     plain_tf_files(data, without_label)
     named = pytest.raises(DecodeError, match=rf"record 5 of .*{SHARD}")
-    with named as error, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
+    with named as error, pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked"):
         read(data)
     assert re.search(r"label.*missing|missing.*label", str(error.value))
 
@@ -480,4 +480,4 @@ def test_truncated_without_metadata_warns_what_is_unchecked(data: Path, read: Re
     with pytest.warns(TfpipeWarning, match=unchecked) as caught:
         assert len(read(str(data / "train-*"))) == COUNT - 1
     warning = next(str(w.message) for w in caught if unchecked in str(w.message))
-    assert "a shard cut short at a record boundary reads as fewer records" in warning
+    assert "a shard cut short at a record boundary (an interrupted copy) reads as fewer" in warning
