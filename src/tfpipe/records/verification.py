@@ -178,7 +178,9 @@ def named_error(fault: Fault, error: BaseException) -> DecodeError:
         else "fix or remove the file"
     )
     raw = tf_message(error)
-    said = "" if raw in fault.message else f" (TensorFlow reported: {raw})"
+    # A Python function in the graph (a mask read with Pillow) raised what the fault says.
+    repeated = raw in fault.message or fault.message in raw
+    said = "" if repeated else f" (TensorFlow reported: {raw})"
     return DecodeError(f"{fault}{said}; {fix}")
 
 
