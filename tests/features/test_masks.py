@@ -549,3 +549,30 @@ def _gray_png(bits: int, row: list[int]) -> bytes:
 def test_low_bit_grayscale_pngs_give_their_stored_values(bits, row, values) -> None:
     """Pillow scales 2- and 4-bit gray to 0..255 (1 -> 85, 1 -> 17); a mask must not."""
     assert tfpipe.Mask().load(_gray_png(bits, row))[0, :, 0].tolist() == values
+
+
+@pytest.mark.fault(
+    "mask value above num_classes in a DataFrame's mask file",
+    reader="Pipeline over from_dataframe (a plain loop, named_errors over a derived dataset)",
+    outcome="DecodeError naming the file, feature, value and row, as SequenceLoader's (was: "
+    "no row, and TensorFlow's 'ValueError: ...' repeated after it)",
+)
+def test_an_out_of_range_mask_in_a_dataframe_is_named_by_row(segmentation, tmp_path) -> None:
+    make, name, _ = BAD_MASKS["range"]
+    source = _with_bad_mask(segmentation, tmp_path, make(), name)
+    path = str(tmp_path / name)
+    loader = tfpipe.SequenceLoader(source, batch_size=COUNT, y="mask", image_size=SHAPE)
+    with pytest.raises(DecodeError) as by_loader:
+        loader[0]
+    said = str(by_loader.value).removeprefix(f"mask: {path}: ")
+    assert said.startswith("mask value 10 at row ") and said.endswith(
+        f" in row {COUNT - 1} ({segmentation[0] / f'image{COUNT - 1}.png'})"
+    )
+    expected = f"{path}, feature 'mask': {said}; fix or remove the file"
+    pipeline = tfpipe.Pipeline(source).batch(2)
+    with pytest.raises(DecodeError) as plain_loop:
+        list(pipeline.build())
+    with pytest.raises(DecodeError) as named, tfpipe.named_errors(pipeline):
+        list(pipeline.build().unbatch())
+    for caught in (plain_loop, named):
+        assert str(caught.value) == expected

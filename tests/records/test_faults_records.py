@@ -303,9 +303,9 @@ def test_interrupted_write_with_a_missing_shard(data: Path, read: Reader) -> Non
 @readers("all shards, no metadata", "all records read; TfpipeWarning: counts unchecked")
 def test_complete_shards_without_metadata_warn(data: Path, read: Reader) -> None:
     (data / "train.json").unlink()
-    with pytest.warns(TfpipeWarning, match="counts cannot be checked") as caught:
+    with pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked") as caught:
         assert sorted(read(data)) == list(range(COUNT))
-    assert len([w for w in caught if "counts cannot" in str(w.message)]) == 1
+    assert len([w for w in caught if "checksums cannot" in str(w.message)]) == 1
 
 
 @readers("temporary file of a write beside the shards", "never read; naming it is an error")
@@ -389,7 +389,7 @@ def test_a_record_that_is_not_an_example_is_named(data: Path, read: Reader) -> N
     garbage = b"\xff\xfe not an Example \x80\x81"
     plain_tf_files(data, lambda i, record: garbage if i == 3 else record)
     named = pytest.raises(DecodeError, match=rf"record 3 of .*{SHARD}.*not a serialized")
-    with named, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
+    with named, pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked"):
         read(data)
 
 
@@ -410,7 +410,7 @@ def test_a_feature_missing_from_some_records_is_named(data: Path, read: Reader) 
 
     plain_tf_files(data, without_label)
     named = pytest.raises(DecodeError, match=rf"record 5 of .*{SHARD}")
-    with named as error, pytest.warns(TfpipeWarning, match="counts cannot be checked"):
+    with named as error, pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked"):
         read(data)
     assert re.search(r"label.*missing|missing.*label", str(error.value))
 
@@ -429,3 +429,55 @@ def test_a_plain_loop_over_a_built_pipeline_names_a_damaged_shard(data: Path) ->
         for _ in batches:
             pass
     assert error.value.__cause__ is not None  # TensorFlow's error, kept
+
+
+@pytest.mark.fault(
+    "compression forced against the files (None on gzip shards, gzip on plain ones)",
+    reader="Pipeline(compression=...)",
+    outcome="ValueError naming compression=, the shard and what the metadata says, before "
+    "reading (was: TensorFlow's DataLossError 'corrupted record at 0')",
+)
+def test_a_compression_forced_against_the_files_is_named(tmp_path: Path) -> None:
+    source = tfpipe.from_arrays({"id": np.arange(8), "label": np.arange(8) % 3}, schema=SCHEMA)
+    for name, compression in (("gz", "gzip"), ("plain", None)):
+        tfpipe.write_tfrecords(source, tmp_path / name / "train", num_shards=2, shuffle=False,
+                               compression=compression, progress=False)  # fmt: skip
+    gz, plain = "train-00000-of-00002.tfrecord.gz", "train-00000-of-00002.tfrecord"
+    cases = [
+        (tmp_path / "gz" / "train", None, rf"compression=None, but {gz} is gzip \(train\.json"
+         r" says compression: gzip\): pass compression='gzip' or leave it out"),
+        (tmp_path / "plain" / "train", "GZIP", rf"compression='GZIP', but {plain} is not "
+         r"compressed \(train\.json says compression: None\): pass compression=None or leave"),
+        (tmp_path / "plain" / "train", "zlib", rf"compression='zlib', but {plain} is not"),
+    ]  # fmt: skip
+    for path, compression, message in cases:
+        with pytest.raises(ValueError, match=message):
+            tfpipe.Pipeline(path, schema=SCHEMA, compression=compression)
+    (tmp_path / "gz" / "train.json").unlink()  # the files' own bytes say it, then
+    renamed = tmp_path / "gz" / "renamed.tfrecord"
+    (tmp_path / "gz" / gz).rename(renamed)
+    message = r"compression=None, but renamed\.tfrecord is gzip \(its first bytes say so\)"
+    with pytest.raises(ValueError, match=message):
+        tfpipe.Pipeline(renamed, schema=SCHEMA, compression=None)
+    assert pipeline_ids(renamed, "gzip") == [0, 1, 2, 3]  # right ones still read
+    assert pipeline_ids(tmp_path / "plain" / "train", None) == list(range(8))
+
+
+def pipeline_ids(path: Path, compression: str | None) -> list[int]:
+    batches = tfpipe.Pipeline(path, schema=SCHEMA, compression=compression).batch(8).build()
+    return sorted(int(i) for batch in batches for i in batch["id"])
+
+
+@readers(
+    "shard truncated at a record boundary, its metadata file lost too",
+    "records up to the cut read (nothing can tell); TfpipeWarning says counts, sizes and "
+    "checksums are unchecked and a shard cut short reads without error",
+)
+def test_truncated_without_metadata_warns_what_is_unchecked(data: Path, read: Reader) -> None:
+    (data / "train.json").unlink()
+    os.truncate(data / SHARD, offsets(data / SHARD)[7])
+    unchecked = "record counts, sizes and checksums cannot be checked"
+    with pytest.warns(TfpipeWarning, match=unchecked) as caught:
+        assert len(read(str(data / "train-*"))) == COUNT - 1
+    warning = next(str(w.message) for w in caught if unchecked in str(w.message))
+    assert "a shard cut short at a record boundary (an interrupted copy) reads as fewer" in warning

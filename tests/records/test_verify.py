@@ -133,7 +133,12 @@ def test_gzip_shards_verify_and_files_without_metadata_say_so(
     shutil.copy(info.files[1], plain)
     report = tfpipe.verify(plain, progress=False)
     assert report.ok and report.num_records == 18 and report.expected_records is None
-    assert report.notes == ("note: no tfpipe metadata, so record counts were not checked",)
+    assert not report.checked and "UNCHECKED" in report.summary()
+    assert report.notes == (
+        "note: no tfpipe metadata, so record counts, sizes and checksums were not checked: a "
+        "shard cut short at a record boundary reads as sound; keep <prefix>.json beside the "
+        "shards",
+    )
 
 
 @pytest.mark.fault(
@@ -206,6 +211,35 @@ def test_a_shard_cut_at_a_record_boundary_fails_the_counts(written: Path, tmp_pa
         "train-00001-of-00002.tfrecord",
         "train.json",
     ]
+
+
+@pytest.mark.fault(
+    "shard truncated at a record boundary, its metadata file lost too",
+    reader="verify, tfpipe verify",
+    outcome="no fault can be found: report.checked False, summary UNCHECKED, exit status 3 "
+    "(was: OK, exit 0)",
+)
+def test_a_cut_shard_without_metadata_is_unchecked_not_ok(
+    written: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prefix = _copy(written, tmp_path / "copy")
+    shard = _shard(prefix, 1)
+    (prefix.parent / "train.json").unlink()
+    shard.write_bytes(shard.read_bytes()[: _offset(shard, 10)])
+    shards = str(prefix.parent / "train-*")
+    with pytest.warns(TfpipeWarning, match="sizes and checksums cannot be checked"):
+        report = tfpipe.verify(shards, progress=False)
+    assert report.ok and not report.checked and report.num_records == 18 + 10
+    assert report.summary().endswith(
+        "28 records in 2 file(s), 28 images decoded: UNCHECKED, no fault in the records read "
+        "but no tfpipe metadata, so record counts, sizes and checksums were not checked"
+    )
+    assert main(["verify", shards]) == 3
+    out = capsys.readouterr().out
+    assert "UNCHECKED" in out and "a shard cut short at a record boundary reads as sound" in out
+    assert main(["verify", str(written)]) == 0  # with its metadata: checked, OK
+    _flip_payload(shard, 3)
+    assert main(["verify", shards]) == 1  # a fault found outranks "unchecked"
 
 
 @pytest.mark.fault(

@@ -344,6 +344,50 @@ def test_backup_with_another_optimizer_is_refused(tmp_path: Path) -> None:
     assert len(history.history["loss"]) == 2  # the backup's own optimizer resumes
 
 
+def _named(*layers: keras.layers.Layer) -> keras.Model:
+    model = keras.Sequential([keras.Input((1,)), *layers])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+@pytest.mark.fault(
+    "resumed with a model of another architecture (a layer's units changed, a layer added)",
+    reader="tfpipe.fit(backup_dir=...)",
+    outcome="SourceError naming the layers and weight shapes that differ, before training "
+    "(was: the optimizer's variable count)",
+)
+def test_backup_of_another_architecture_names_the_layers(tmp_path: Path) -> None:
+    backup = tmp_path / "backup"
+    with pytest.raises(_Preempted):
+        tfpipe.fit(_named(keras.layers.Dense(2, name="head")), _pipeline(), epochs=2,
+                   backup_dir=backup, save_every=3, callbacks=[_Interrupt()], report=False,
+                   verbose=0)  # fmt: skip
+    wider = "the backup's model has layer 'head' with kernel (1, 2), bias (2,); this model has "
+    deeper = "layer 1 (counting layers with weights): the backup's model has 'head' "
+    for layers, messages in [
+        ([keras.layers.Dense(3, name="head")], [wider + "kernel (1, 3), bias (3,)"]),
+        (
+            [keras.layers.Dense(4, name="hidden"), keras.layers.Dense(2, name="head")],
+            [
+                deeper + "(kernel (1, 2), bias (2,)); this model has 'hidden' (kernel (1, 4), ",
+                "this model has layer 'head' (kernel (4, 2), bias (2,)), the backup's model has "
+                "none in its place (it has 1 layers with weights, this one 2)",
+            ],
+        ),
+    ]:
+        model = _named(*layers)
+        with pytest.raises(SourceError) as caught:
+            tfpipe.fit(model, _pipeline(), epochs=2, backup_dir=backup, report=False, verbose=0)
+        message = str(caught.value)
+        assert "backup-000000000006 was saved from a model of another architecture" in message
+        assert all(part in message for part in messages), message
+        assert "optimizer" not in message and "Build the model as it was" in message
+        assert int(model.optimizer.iterations.numpy()) == 0  # nothing trained
+    other_names = _named(keras.layers.Dense(2))  # the same architecture, an automatic name
+    history = tfpipe.fit(other_names, _pipeline(), epochs=2, backup_dir=backup, verbose=0)
+    assert len(history.history["loss"]) == 2
+
+
 class _InterruptSecondEpoch(_Interrupt):
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self.epoch = epoch

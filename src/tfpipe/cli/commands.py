@@ -45,6 +45,7 @@ from tfpipe.training.benchmark import benchmark
 from tfpipe.training.faults import named_errors
 
 EXIT_FAULTS = 1
+EXIT_UNCHECKED = 3  # `verify`: no fault found, but no metadata to check the counts against
 USER_ERRORS = (TfpipeError, FileNotFoundError, ValueError, ImportError, tf.errors.OpError)
 
 
@@ -294,7 +295,9 @@ def _verify(args: argparse.Namespace, out: TextIO) -> int:
     if len(report.faults) > len(shown):
         print(f"  ... and {len(report.faults) - len(shown)} more fault(s)", file=out)
     print(*report.notes, sep="\n", file=out, end="\n" if report.notes else "")
-    return 0 if report.ok else EXIT_FAULTS
+    if not report.ok:
+        return EXIT_FAULTS
+    return 0 if report.checked else EXIT_UNCHECKED
 
 
 def _check_batchable(data: ResolvedData, image_size: tuple[int, int] | None) -> None:

@@ -3,7 +3,7 @@
 Errors a user can fix (a missing path, a bad option value, data that does not match) print one
 line `tfpipe <command>: error: ...` naming the command's own flags (`--image-size`), and exit
 with status 2, without a traceback. `verify` exits with status 1 when it finds a fault in the
-data.
+data, and 3 when it finds none but had no metadata to check the counts against.
 
 The arguments are parsed before anything heavy is imported: `--help` and argument errors
 answer at once, without TensorFlow. The command's code (`tfpipe.cli.commands`) is imported after,
@@ -304,7 +304,10 @@ def _add_verify(commands: Any) -> None:
         description="Read every record of a TFRecord dataset checking both frame checksums, "
         "parse it against the schema, decode every image, and compare the counts and sizes "
         "with the metadata file. Prints each fault (file, record, feature, what is wrong); "
-        "exits with 0 when all is well, 1 when something is wrong.",
+        "exits with 0 when all is well, 1 when something is wrong, 2 on a usage error, and 3 "
+        "when no fault was found but nothing could be checked against what was written (no "
+        "tfpipe metadata: record counts, sizes and checksums unchecked, so a shard cut short "
+        "at a record boundary would pass).",
     )
     check.add_argument(
         "path", metavar="PATH", help="a dataset prefix or .json, a TFRecord file, folder or glob"
@@ -426,7 +429,7 @@ def _quiet_logs(verbose: bool) -> Iterator[None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the `tfpipe` command; returns the exit status (0; 1 when `verify` finds a fault;
-    2 for errors).
+    2 for errors; 3 when `verify` finds none but has no metadata to check counts against).
 
     Examples:
         >>> main(["write", "images", "out", "--split", "train=0.8,test=0.2"])

@@ -36,5 +36,15 @@ def compression_of(path: str | os.PathLike[str]) -> str | None:
         return "gzip"
     if name.endswith((".zz", ".zlib")):
         return "zlib"
-    with fs.path(name).open("rb") as f:
-        return "gzip" if f.read(2) == _GZIP_MAGIC else None
+    return "gzip" if starts_like_gzip(name) else None
+
+
+def starts_like_gzip(path: str | os.PathLike[str]) -> bool:
+    """Whether a file's first bytes are gzip's (zlib's leave no such mark)."""
+    with fs.path(os.fspath(path)).open("rb") as f:
+        return f.read(2) == _GZIP_MAGIC
+
+
+def describe_compression(compression: str | None) -> str:
+    """A compression as a message says what a file is: "gzip", "zlib" or "not compressed"."""
+    return compression or "not compressed"

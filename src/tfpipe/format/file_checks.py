@@ -5,7 +5,8 @@ prefix. When `<prefix>.json` exists beside them, each file's size must be the `n
 declares (a stat: truncated, zero-byte and appended-to shards fail at once), and a reader that
 counts records (the random-access index) compares them with `num_examples`. Without metadata,
 all N of N shards of a group must be there (else an interrupted write is reported), and a
-warning says that counts cannot be checked. Shards of a prepared TensorFlow Datasets folder
+warning says that counts, sizes and checksums cannot be checked. Shards of a prepared
+TensorFlow Datasets folder
 (`mnist-train.tfrecord-00000-of-00004`, or tfpipe-named shards of a `tfds_compatible` write,
 beside `dataset_info.json`) are checked against the shard lengths it lists (see
 `tfpipe.format.tfds_folders.check_split`). Other files are only refused when they are empty.
@@ -86,7 +87,7 @@ def declared_shards(
     and checked already (so a TFDS split's shards are not counted again).
 
     Groups of shard-named files without metadata must be complete (all N of N on disk); a
-    TfpipeWarning says once that their counts cannot be checked.
+    TfpipeWarning says once that their counts, sizes and checksums cannot be checked.
 
     Raises:
         DataNotFoundError: shards of a group without metadata are missing, naming them.
@@ -117,8 +118,11 @@ def declared_shards(
     if unchecked:
         warnings.warn(
             f"the TFRecord shards {unchecked[:3]} have no tfpipe metadata file "
-            "(<prefix>.json) beside them, so their record counts cannot be checked against "
-            "what was written; write them with tfpipe.write_tfrecords to get one",
+            "(<prefix>.json) beside them, so nothing can be compared with what was written: "
+            "their record counts, sizes and checksums cannot be checked, and a shard cut short "
+            "at a record boundary (an interrupted copy) reads as fewer records without any "
+            "error. Copy the metadata file along with the shards, or write them with "
+            "tfpipe.write_tfrecords to get one",
             TfpipeWarning,
             stacklevel=3,
         )

@@ -25,7 +25,12 @@ from typing import Any
 from tfpipe import fs
 from tfpipe.errors import DataNotFoundError, SchemaError, SourceError
 from tfpipe.format import tfds_folders
-from tfpipe.format.compression import compression_of
+from tfpipe.format.compression import (
+    check_compression,
+    compression_of,
+    describe_compression,
+    starts_like_gzip,
+)
 from tfpipe.format.file_checks import Declared, check_sizes, declared_examples, one_dataset
 from tfpipe.format.metadata import DatasetInfo
 from tfpipe.format.naming import SHARDS, TEMPORARY, metadata_path
@@ -109,6 +114,30 @@ class ResolvedData:
         if self.info is not None:
             return self.info.compression
         return common_compression(self.files)
+
+    def read_compression(self, compression: str | None) -> str | None:
+        """The compression to read the files with: `compression`, checked against what each
+        file's metadata says, else against its first bytes (gzip's show; zlib's do not);
+        "auto" gives the files' own (`compression`).
+
+        Raises:
+            ValueError: `compression` is not a compression, or the metadata or a file's first
+                bytes say otherwise, naming the argument, the file and what says so.
+        """
+        if compression == "auto":
+            return self.compression
+        asked = check_compression(compression)
+        for file in self.files:
+            evidence = _compression_evidence(file, self.declared.get(file), asked)
+            if evidence is not None and evidence[0] != asked:
+                actual, why = evidence
+                raise ValueError(
+                    f"compression={compression!r}, but {file.name} is "
+                    f"{describe_compression(actual)} ({why}): pass compression={actual!r} or "
+                    "leave it out (the default, 'auto', reads the files as they are); a read "
+                    "with the wrong one fails with TensorFlow's 'corrupted record at 0'"
+                )
+        return asked
 
 
 def names_paths(value: Any) -> bool:
@@ -275,6 +304,19 @@ def common_compression(files: Sequence[fs.AnyPath]) -> str | None:
             f"the files mix compressions (one file of each: {by_kind}); read them apart"
         )
     return next(iter(kinds.values()), None)
+
+
+def _compression_evidence(
+    file: fs.AnyPath, entry: Declared | None, asked: str | None
+) -> tuple[str | None, str] | None:
+    """How `file` is compressed and what says so: its metadata, else its first bytes when
+    they tell (gzip's, or their absence when `asked` is gzip); None when nothing tells."""
+    if entry is not None:
+        said = entry.info.compression
+        return said, f"{entry.metadata.name} says compression: {said}"
+    if starts_like_gzip(file):
+        return "gzip", "its first bytes say so"
+    return (None, "its first bytes are not gzip's") if asked == "gzip" else None
 
 
 def _image_folder(text: str) -> fs.AnyPath | None:

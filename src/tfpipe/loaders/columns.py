@@ -27,13 +27,28 @@ def graph_constant(column: np.ndarray, paths: bool) -> tf.Tensor | tf.RaggedTens
 
 
 def load_mask(
-    feature: Mask, name: str, size: tuple[int, int] | None, path: Any, images: dict[str, Any]
+    feature: Mask,
+    name: str,
+    size: tuple[int, int] | None,
+    path: Any,
+    images: dict[str, Any],
+    where: str,
 ) -> np.ndarray:
     """A mask file read with Pillow, once compared in size with its example's image files
-    (`images`: path by feature name)."""
+    (`images`: path by feature name). The Pipeline's graph and its fault search both read
+    masks with it, so the error TensorFlow reports and the one tfpipe names say the same.
+
+    Raises:
+        ValueError: the mask cannot be read, holds a value that is not a class, or its size
+            is not its images'; the message names the file, the value and `where` (the
+            example's origin, "row 5 (images/a.png)", as `SequenceLoader` names it).
+    """
     example = {name: os.fsdecode(path), **{key: os.fsdecode(p) for key, p in images.items()}}
-    check_mask_sizes([(name, image) for image in images], example)
-    return feature.load(example[name], size)
+    try:
+        check_mask_sizes([(name, image) for image in images], example)
+        return feature.load(example[name], size)
+    except (TypeError, ValueError, OSError) as e:
+        raise ValueError(f"{e} in {where}") from e
 
 
 def path_bytes(paths: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ then decoded per batch; a `PyDataset` gives decoded examples directly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -23,9 +24,10 @@ from tfpipe.features import Image, Mask
 from tfpipe.features.image import resize_and_scale
 from tfpipe.features.mask import mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
-from tfpipe.format.compression import check_compression, tf_compression
+from tfpipe.format.compression import tf_compression
 from tfpipe.format.resolution import ResolvedData, resolve
 from tfpipe.loaders.columns import graph_constant, load_mask, path_bytes, spec_of
+from tfpipe.loaders.example_decoding import origin_of
 from tfpipe.loaders.seeding import shuffled
 from tfpipe.records.resolved import check_first_record, random_access, schema_for
 from tfpipe.records.verification import Fault, failing_images, first_fault
@@ -185,9 +187,7 @@ class RecordInput:
         info = data.info
         self.files = [str(f) for f in files]
         schema = schema_for(data, schema)
-        if compression == "auto":
-            compression = data.compression
-        self.compression = check_compression(compression)
+        self.compression = data.read_compression(compression)
         first_bytes = check_first_record(schema, files)
         self.schema = schema
         self.info = info
@@ -441,6 +441,8 @@ class MemoryInput(_IndexedInput):
         self.schema: Schema = source.schema
         self.num_examples = self.count = len(source)
         self.name = type(source).__name__
+        self.origin = functools.partial(origin_of, source)
+        """Where an example came from, as `SequenceLoader` names it ("row 3 (a.png)")."""
 
     def record_buffer(self, buffer: int | None) -> int:
         """`buffer`, else every example (their indices are small)."""
@@ -526,19 +528,20 @@ class MemoryInput(_IndexedInput):
             # gives the colours of a palette PNG, not its class indices.
             images = [image for mask, image in pairs if mask == name]
             masks = tf.numpy_function(
-                lambda paths, *image_paths: np.stack(
+                lambda paths, rows, *image_paths: np.stack(
                     [
                         load_mask(
                             feature,
                             name,
                             size=size,
                             path=path,
-                            images=dict(zip(images, row, strict=True)),
+                            images=dict(zip(images, paired, strict=True)),
+                            where=self.origin(int(index)),
                         )
-                        for path, *row in zip(paths, *image_paths, strict=True)
+                        for path, index, *paired in zip(paths, rows, *image_paths, strict=True)
                     ]
                 ),
-                [values, *(tf.gather(constants[image], indices) for image in images)],
+                [values, indices, *(tf.gather(constants[image], indices) for image in images)],
                 tf.as_dtype(feature.dtype),
                 stateful=False,
             )
@@ -585,6 +588,7 @@ class MemoryInput(_IndexedInput):
                             size=decoding.image_size,
                             path=path,
                             images=paired,
+                            where=self.origin(row),
                         )
                     except (TypeError, ValueError, OSError) as e:  # the message names the file
                         return Fault(str(path), None, name, str(e).removeprefix(f"{path}: "))

@@ -68,8 +68,9 @@ class Pipeline(PipelineFacts):
             in full: slower, finer, and then the other paths need it too. Defaults to True.
         rescale: cast `Image` features to float32 and multiply by this finite number > 0
             (e.g. `1 / 255`); masks are never rescaled. Defaults to None (uint8 images).
-        compression: None, "gzip" or "zlib" for TFRecords. Defaults to "auto" (from the
-            metadata, else the file suffix and first bytes).
+        compression: None, "gzip" or "zlib" for TFRecords; one the metadata or a file's
+            first bytes contradict is a ValueError naming the file. Defaults to "auto" (from
+            the metadata, else the file suffix and first bytes).
         pad: feature name -> length: read these variable-length `Tensor(shape=(None, ...))`
             features as dense tensors of that many rows, filled with `pad_value`; a longer
             value fails with an error naming the feature. Defaults to None (variable-length

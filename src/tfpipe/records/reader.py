@@ -112,7 +112,8 @@ def read_tfrecords(
     one it declares (truncated, appended-to and undeclared zero-byte files fail at once), and
     the dataset has the declared length (`len(ds)`; an epoch that holds another count fails).
     Shards named `<prefix>-NNNNN-of-NNNNN` without metadata must all be there, and a
-    warning says their counts cannot be checked; other files' counts are not checked.
+    warning says their counts, sizes and checksums cannot be checked; other files' counts are
+    not checked.
     Temporary files of writes (`.name.tmp-<pid>`) are never read.
 
     A prepared TensorFlow Datasets folder (`~/tensorflow_datasets/mnist/3.0.1`) is read without

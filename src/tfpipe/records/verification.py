@@ -46,6 +46,7 @@ from tfpipe.records.resolved import RAW_ERRORS
 from tfpipe.schema import Schema
 
 _CHUNK = 256
+_UNCHECKED = "no tfpipe metadata, so record counts, sizes and checksums were not checked"
 _IMAGES = 1024
 
 
@@ -118,6 +119,20 @@ class VerifyReport:
         """
         return not self.faults
 
+    @property
+    def checked(self) -> bool:
+        """True when the record counts were compared with a metadata file (for tfpipe's, the
+        sizes and CRC-32C digests too). Without one nothing tells what was written: a shard cut
+        short at a record boundary reads as sound, so `ok` then only says that the records
+        read are sound, and `tfpipe verify` exits with status 3, not 0.
+
+        Examples:
+            >>> report = tfpipe.verify("out/train")
+            >>> report.checked, report.expected_records
+            (True, 24)
+        """
+        return self.expected_records is not None
+
     def summary(self) -> str:
         """One line: what was read, and how many faults.
 
@@ -127,6 +142,8 @@ class VerifyReport:
         """
         expected = "" if self.expected_records is None else f" (metadata: {self.expected_records})"
         verdict = "OK" if self.ok else f"{len(self.faults)} fault(s)"
+        if self.ok and not self.checked:
+            verdict = f"UNCHECKED, no fault in the records read but {_UNCHECKED}"
         checked = []
         if self.num_images or not self.num_raw_images:
             checked.append(f"{self.num_images} images decoded")
@@ -161,7 +178,9 @@ def named_error(fault: Fault, error: BaseException) -> DecodeError:
         else "fix or remove the file"
     )
     raw = tf_message(error)
-    said = "" if raw in fault.message else f" (TensorFlow reported: {raw})"
+    # A Python function in the graph (a mask read with Pillow) raised what the fault says.
+    repeated = raw in fault.message or fault.message in raw
+    said = "" if repeated else f" (TensorFlow reported: {raw})"
     return DecodeError(f"{fault}{said}; {fix}")
 
 
@@ -482,7 +501,10 @@ def _targets(
             faults.append(Fault(str(path), None, None, str(e)))
         files, info = data.record_files(reader), data.info
         if info is None:
-            notes.append("note: no tfpipe metadata, so record counts were not checked")
+            notes.append(
+                f"note: {_UNCHECKED}: a shard cut short at a record boundary reads as sound; "
+                "keep <prefix>.json beside the shards"
+            )
     if schema is None and info is not None:
         schema = info.schema
     elif schema is None:
@@ -541,7 +563,9 @@ def verify(
 
     Returns:
         A `VerifyReport`; `report.ok` is False when anything is wrong, and `report.faults`
-        names the file, record and feature of each problem.
+        names the file, record and feature of each problem; `report.checked` is False when
+        there was no metadata to compare counts, sizes and checksums with (a shard cut short at
+        a record boundary then passes unseen).
 
     Raises:
         DataNotFoundError: there are no TFRecord files at `path`.

@@ -280,7 +280,8 @@ def from_tfrecords(
 
     Nothing is read silently short: with a metadata file (`<prefix>.json`), each shard's size
     and record count must be the ones it declares; shards named `<prefix>-NNNNN-of-NNNNN`
-    without metadata must all be there (a warning says their counts cannot be checked); a
+    without metadata must all be there (a warning says their counts, sizes and checksums
+    cannot be checked); a
     zero-byte file is refused unless the metadata declares it empty. A prepared TensorFlow
     Datasets folder is read without TFDS, one split at a time (`split="train"`, or the path
     `.../mnist-train`), each shard holding the records `dataset_info.json` lists; a folder

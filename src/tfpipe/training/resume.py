@@ -2,7 +2,8 @@
 
 One backup is a folder `backup-<step>` holding the model's `model.weights.h5` (weights and
 optimizer state, Keras's `save_weights`) and `position.json` (the input position
-`(epoch, batch)`, the step, the `Identity` of the input, and a SHA-256 checksum of all of these,
+`(epoch, batch)`, the step, the `Identity` of the input, the model's layers and weight shapes,
+and a SHA-256 checksum of all of these,
 so that a position edited by hand is refused). It is written under a temporary
 name and renamed when complete, so a backup is always whole: its position is never newer or
 older than its weights. Older backups are removed after each save.
@@ -43,6 +44,7 @@ from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.loaders.pipeline import Pipeline
 from tfpipe.loaders.position import Identity
 from tfpipe.loaders.sequence import SequenceLoader
+from tfpipe.training.architecture import describe_model, model_differences
 from tfpipe.training.timing import BACKUP_SAVES
 
 WEIGHTS = "model.weights.h5"
@@ -100,7 +102,8 @@ class Backups:
     def restore(self, model: keras.Model, *, epochs: int) -> Position:
         """Loads the newest backup into `model` (weights and optimizer state) and returns its
         position; `Position(0, 0)` when there is no backup. Refuses a backup made for another
-        input or another number of workers, naming what differs, one past `epochs` (the run
+        input or another number of workers, or saved from a model of another architecture,
+        naming what differs (the layers and weight shapes), one past `epochs` (the run
         asked for fewer epochs than it trained already), and (with several workers)
         workers that found different backups. With several workers, when one fails to load
         the backup, all fail together, each naming that worker's error (the others would
@@ -168,6 +171,7 @@ class Backups:
                 f"epochs={position.epoch + 1 if position.batch else position.epoch} or more "
                 "to resume it, or another backup_dir (delete this one to start over)"
             )
+        _check_model(saved.get("model"), model, folder, self.directory)
         _check_optimizer(saved.get("optimizer"), model, folder, self.directory)
         weights = folder / WEIGHTS
         try:
@@ -215,6 +219,7 @@ class Backups:
             "workers": self.workers,
             "identity": self.identity.to_dict(),
             "optimizer": describe_optimizer(model),
+            "model": describe_model(model),
         }
         record["checksum"] = _checksum(record)
         (partial / POSITION).write_text(json.dumps(record, indent=1))
@@ -278,6 +283,20 @@ def _check_optimizer(saved: Any, model: keras.Model, folder: Path, directory: Pa
         "model with the backup's optimizer, or pass another backup_dir (delete this one to "
         "start over)"
     )
+
+
+def _check_model(saved: Any, model: keras.Model, folder: Path, directory: Path) -> None:
+    """Refuses a backup saved from a model of another architecture, naming the layers and
+    weights that differ (Keras's own error speaks of the optimizer's variables, or of a
+    variable count; backups made before the architecture was recorded are not checked)."""
+    differences = [] if saved is None else model_differences(saved, model)
+    if differences:
+        raise SourceError(
+            f"backup_dir={os.fspath(directory)!r}: the backup {folder.name} was saved from a "
+            f"model of another architecture, so its weights cannot be loaded into this one: "
+            f"{'; '.join(differences)}. Build the model as it was when the backup was saved, "
+            "or pass another backup_dir (delete this one to start over)"
+        )
 
 
 def _describe(error: BaseException) -> str:
