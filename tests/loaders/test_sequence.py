@@ -167,6 +167,30 @@ def test_images_are_decoded_resized_and_rescaled(image_folder: Path) -> None:
     np.testing.assert_array_equal(raw[1][0][1], expected)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "rescale"), [("float32", 1 / 255), ("float32", None), ("uint8", None)]
+)
+def test_batches_made_by_the_decode_graph_equal_those_filled_in_numpy(
+    image_folder: Path, dtype: str, rescale: float | None
+) -> None:
+    """Without a transform the decode graph makes the image batches (float32 times rescale, or
+    uint8); with one they are filled from uint8 pixels in numpy. The same values either way,
+    in writable arrays aligned to 64 bytes (TensorFlow takes those without a copy)."""
+    source = tfpipe.from_directory(image_folder)
+    options: dict[str, Any] = {
+        "batch_size": 8, "image_size": (20, 24), "shuffle": False, "dtype": dtype,
+        "rescale": rescale,
+    }  # fmt: skip
+    graph = tfpipe.SequenceLoader(source, **options)
+    numpy = tfpipe.SequenceLoader(source, transform=lambda example, rng: example, **options)
+    for index in range(len(graph)):
+        for made, filled in zip(graph[index], numpy[index], strict=True):
+            assert made.dtype == filled.dtype
+            np.testing.assert_array_equal(made, filled)
+            for batch in (made, filled):
+                assert batch.flags.writeable and batch.ctypes.data % 64 == 0
+
+
 def test_multi_output_labels_from_dataframe_cells(tmp_path: Path, image_folder: Path) -> None:
     paths = sorted(str(p.relative_to(image_folder)) for p in image_folder.glob("*/*.jpg"))[:6]
     df = pd.DataFrame(
