@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,32 @@ def test_fit_sees_every_example_once_per_epoch(workers: int, processes: bool) ->
         collect_now()
         multiprocessing.active_children()
         assert zombie_children() == []
+
+
+def test_batches_loaded_between_epochs_are_those_of_the_next_epoch() -> None:
+    """With worker threads, the first batches of the next epoch are loaded while Keras stops
+    and restarts its threads: whatever batch order fit asks in (shuffle=True), each epoch
+    holds the batches it holds when loaded in the main thread, each once."""
+    threads = set()
+
+    def note_thread(example: dict[str, np.ndarray], rng: np.random.Generator) -> Any:
+        threads.add(threading.current_thread().name)
+        return example
+
+    def epochs(workers: int) -> list[list[list[int]]]:
+        loader = tfpipe.SequenceLoader(
+            id_source(), batch_size=4, x="x", y="id", seed=0, workers=workers,
+            max_queue_size=2, transform=note_thread,
+        )  # fmt: skip
+        model = IdRecorder()
+        model.compile(run_eagerly=True)
+        model.fit(loader, epochs=3, verbose=0, shuffle=True, callbacks=[NewEpoch()])
+        return [sorted(batch.tolist() for batch in batches) for batches in model.epochs]
+
+    in_main_thread = epochs(1)
+    assert not any(name.startswith("tfpipe-read-ahead") for name in threads)
+    assert epochs(2) == in_main_thread
+    assert any(name.startswith("tfpipe-read-ahead") for name in threads)
 
 
 def test_images_are_decoded_resized_and_rescaled(image_folder: Path) -> None:

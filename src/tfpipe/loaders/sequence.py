@@ -35,6 +35,7 @@ from tfpipe.loaders.example_decoding import ExampleDecoder, origin_of
 from tfpipe.loaders.loader_options import LoaderOptions
 from tfpipe.loaders.padding import Cuts, check_pad
 from tfpipe.loaders.position import Identity, check_position, digest
+from tfpipe.loaders.read_ahead import ReadAhead
 from tfpipe.loaders.supervised import feature_names, pick
 from tfpipe.records.resolved import random_access
 from tfpipe.schema import Schema
@@ -249,6 +250,16 @@ class SequenceLoader(keras.utils.PyDataset):
         self._scale = None if rescale is None else np.asarray(rescale, options.dtype)
         self.epoch = 0
         self._order_cache: tuple[int, np.ndarray] | None = None
+        self._ahead = self._read_ahead()
+
+    def _read_ahead(self) -> ReadAhead | None:
+        """With `workers` threads, the first batches of the next epoch loaded while Keras
+        stops and restarts them between epochs (`tfpipe.loaders.read_ahead`); None with one
+        worker (Keras loads in its own thread then, without a pause) or with processes."""
+        workers, processes = self.options.workers, self.options.use_multiprocessing
+        if workers == 1 or processes:
+            return None
+        return ReadAhead(self._batch, len(self), self.options.max_queue_size, workers)
 
     def _set_padding(
         self, pad: Any, pad_value: Any, truncate: Any, use_multiprocessing: bool
@@ -344,6 +355,7 @@ class SequenceLoader(keras.utils.PyDataset):
         epoch, batch = check_position(epoch, batch, self._batches())
         rest = copy.copy(self)
         rest.epoch, rest._first_batch, rest._order_cache = epoch, batch, None
+        rest._ahead = rest._read_ahead()
         return rest
 
     def identity(self) -> Identity:
@@ -425,8 +437,14 @@ class SequenceLoader(keras.utils.PyDataset):
             raise TypeError(f"batch indices must be ints, got {type(index).__name__}")
         if not -count <= index < count:
             raise IndexError(f"batch {index} is out of range for a loader of {count} batches")
-        start = (int(index) % count + self._first_batch) * self.options.batch_size
-        return self._load(self.order()[start : start + self.options.batch_size], self.epoch)
+        index, epoch = int(index) % count, self.epoch
+        loaded = None if self._ahead is None else self._ahead.take(epoch, index)
+        return self._batch(epoch, index) if loaded is None else loaded
+
+    def _batch(self, epoch: int, index: int) -> tuple[Any, ...]:
+        """Batch `index` (from 0) of `epoch`."""
+        start = (index + self._first_batch) * self.options.batch_size
+        return self._load(self.order(epoch)[start : start + self.options.batch_size], epoch)
 
     def _load(self, indices: np.ndarray, epoch: int) -> tuple[Any, ...]:
         """The batch of the examples `indices` in `epoch` (which seeds the transform)."""
@@ -566,5 +584,9 @@ class SequenceLoader(keras.utils.PyDataset):
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_order_cache"] = None
+        state["_order_cache"] = state["_ahead"] = None  # threads and locks stay here
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._ahead = self._read_ahead()
