@@ -213,16 +213,7 @@ class SequenceLoader(keras.utils.PyDataset):
             for name in dict.fromkeys(_names(self.x) + _names(self.y))
         }
         self._decoder = self._example_decoder()
-        # With nothing between decode and batch (no transform), the decode graph makes the
-        # image batches themselves when it can make their dtype: float32 times rescale (1 for
-        # None), or uint8 pixels. No cast, rescale or copy in Python, and the arrays are
-        # TensorFlow's own, which Keras's adapter takes without a copy.
-        self._graph_batches = transform is None and options.dtype in ("float32", "uint8")
-        self._graph_rescale = (
-            (1.0 if options.rescale is None else options.rescale)
-            if self._graph_batches and options.dtype == "float32"
-            else None
-        )
+        self._graph_batches, self._graph_rescale = self._graph_made()
         output_shape = getattr(transform, "output_shape", None)  # e.g. tfpipe.augment.Joint
         self._batch_shapes = {  # after the transform; _layout's shapes are those loaded
             name: tuple(output_shape(name, shape)) if callable(output_shape) else shape
@@ -251,6 +242,17 @@ class SequenceLoader(keras.utils.PyDataset):
         self.epoch = 0
         self._order_cache: tuple[int, np.ndarray] | None = None
         self._ahead = self._read_ahead()
+
+    def _graph_made(self) -> tuple[bool, float | None]:
+        """Whether the decode graph makes the image batches themselves, and the rescale it
+        applies: with nothing between decode and batch (no transform) and a dtype it makes,
+        float32 times rescale (1 for None) or uint8 pixels. No cast, rescale or copy in
+        Python then, and the arrays are TensorFlow's own, which Keras's adapter takes without
+        a copy."""
+        dtype, rescale = self.options.dtype, self.options.rescale
+        if self.transform is not None or dtype not in ("float32", "uint8"):
+            return False, None
+        return True, ((1.0 if rescale is None else rescale) if dtype == "float32" else None)
 
     def _read_ahead(self) -> ReadAhead | None:
         """With `workers` threads, the first batches of the next epoch loaded while Keras
