@@ -20,6 +20,13 @@ turn through the adapter, so both see the same moment of the machine, with the p
 (the dataset fits in memory) and cold (it does not). The ratio of the two fresh-process runs of
 each repeat (5 repeats) is given too; it still carries the drift between processes.
 `workers_peak_rss_mb` is the largest worker process's peak memory with use_multiprocessing=True.
+
+Table "sequence_vs_pipeline" (issue 43): `SequenceLoader(workers=2)` against `tfpipe.Pipeline`
+on the same folder (its defaults: shuffle, batch, repeat), 5 repeats, each loader read for 3
+epochs as `model.fit` reads it (the Sequence through a new adapter dataset every epoch, begun
+and ended around it; the Pipeline's dataset as built), 150 batches timed after 10. Ratios of
+the medians and run by run (the two runs of a repeat), with the range of each measure and the
+CPU time of the process per image, which a busy machine disturbs least. Goal: >= 0.9.
 """
 
 from __future__ import annotations
@@ -59,6 +66,50 @@ def _consume(loader: Any) -> dict[str, Any]:
         "first_batch_s": result.first_batch_s,
         "workers_peak_rss_mb": children,
     }
+
+
+def _fit_like(batches: Any) -> dict[str, Any]:
+    """Times 150 batches after 10 (6 after 2 when quick), with the process's CPU time."""
+    from tfpipe.training.throughput import measure
+
+    result = measure(batches, num_batches=scale(150, 6), warmup=scale(10, 2))
+    return {
+        "examples_per_s": result.examples_per_s,
+        "cores": result.cpu_s / (result.examples / result.examples_per_s),
+        "cpu_ms_per_image": result.cpu_s * 1000 / result.examples,
+    }
+
+
+def sequence_epochs(path: str, kind: str) -> dict[str, Any]:
+    """SequenceLoader(workers=2) epoch after epoch, as `model.fit` reads a PyDataset: a new
+    dataset of Keras's adapter every epoch, the adapter begun and ended around it."""
+    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
+
+    import tfpipe
+
+    source = tfpipe.from_directory(path) if kind == "folder" else tfpipe.from_tfrecords(path)
+    loader = tfpipe.SequenceLoader(
+        source, batch_size=BATCH_SIZE, image_size=IMAGE_SIZE, seed=0, workers=2
+    )
+    adapter = PyDatasetAdapter(loader, shuffle=False)
+
+    def epochs() -> Any:
+        while True:
+            adapter.on_epoch_begin()
+            yield from adapter.get_tf_dataset()
+            adapter.on_epoch_end()
+
+    return _fit_like(epochs())
+
+
+def pipeline_epochs(root: str) -> dict[str, Any]:
+    """`tfpipe.Pipeline` over the folder with its defaults, as in bench_pipeline."""
+    import tfpipe
+
+    pipeline = tfpipe.Pipeline(tfpipe.from_directory(root), image_size=IMAGE_SIZE, rescale=1 / 255)
+    return _fit_like(
+        pipeline.shuffle().repeat().batch(BATCH_SIZE).as_supervised("image", "label").build()
+    )
 
 
 def blog_sequence(root: str) -> dict[str, Any]:
@@ -268,6 +319,28 @@ def main() -> None:
         print(
             f"use_multiprocessing=True: main process peak {processes['peak_rss_mb']:.0f} MB, "
             f"largest worker peak {workers_mb:.0f} MB"
+        )
+        compare(
+            "sequence_vs_pipeline",
+            {
+                "Pipeline folder": (pipeline_epochs, (folder,)),
+                "SequenceLoader folder, 2 threads": (sequence_epochs, (folder, "folder")),
+                "SequenceLoader TFRecords, 2 threads": (sequence_epochs, (records, "tfrecords")),
+            },
+            baseline="Pipeline folder",
+            goals={"SequenceLoader folder, 2 threads": 0.9},
+            pairs={
+                "SequenceLoader folder, 2 threads": "Pipeline folder",
+                "SequenceLoader TFRecords, 2 threads": "Pipeline folder",
+            },
+            repeats=5,
+            spreads=("cores", "cpu_ms_per_image"),
+            extra={
+                "images": NUM_CLASSES * per_class,
+                "image_size": list(IMAGE_SIZE),
+                "batch_size": BATCH_SIZE,
+                "load_average_at_start": list(os.getloadavg()),
+            },
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -23,6 +23,7 @@ ORDER = (
     "write_resize",
     "write_beam",
     "sequence",
+    "sequence_vs_pipeline",
     "workers",
     "pipeline_tfrecord",
     "pipeline_folder",

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,32 @@ def test_fit_sees_every_example_once_per_epoch(workers: int, processes: bool) ->
         assert zombie_children() == []
 
 
+def test_batches_loaded_between_epochs_are_those_of_the_next_epoch() -> None:
+    """With worker threads, the first batches of the next epoch are loaded while Keras stops
+    and restarts its threads: whatever batch order fit asks in (shuffle=True), each epoch
+    holds the batches it holds when loaded in the main thread, each once."""
+    threads = set()
+
+    def note_thread(example: dict[str, np.ndarray], rng: np.random.Generator) -> Any:
+        threads.add(threading.current_thread().name)
+        return example
+
+    def epochs(workers: int) -> list[list[list[int]]]:
+        loader = tfpipe.SequenceLoader(
+            id_source(), batch_size=4, x="x", y="id", seed=0, workers=workers,
+            max_queue_size=2, transform=note_thread,
+        )  # fmt: skip
+        model = IdRecorder()
+        model.compile(run_eagerly=True)
+        model.fit(loader, epochs=3, verbose=0, shuffle=True, callbacks=[NewEpoch()])
+        return [sorted(batch.tolist() for batch in batches) for batches in model.epochs]
+
+    in_main_thread = epochs(1)
+    assert not any(name.startswith("tfpipe-read-ahead") for name in threads)
+    assert epochs(2) == in_main_thread
+    assert any(name.startswith("tfpipe-read-ahead") for name in threads)
+
+
 def test_images_are_decoded_resized_and_rescaled(image_folder: Path) -> None:
     source = tfpipe.from_directory(image_folder)
     loader = tfpipe.SequenceLoader(source, batch_size=8, image_size=(20, 24), shuffle=False)
@@ -165,6 +192,30 @@ def test_images_are_decoded_resized_and_rescaled(image_folder: Path) -> None:
         source, batch_size=8, image_size=(20, 24), shuffle=False, dtype="uint8", rescale=None
     )
     np.testing.assert_array_equal(raw[1][0][1], expected)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "rescale"), [("float32", 1 / 255), ("float32", None), ("uint8", None)]
+)
+def test_batches_made_by_the_decode_graph_equal_those_filled_in_numpy(
+    image_folder: Path, dtype: str, rescale: float | None
+) -> None:
+    """Without a transform the decode graph makes the image batches (float32 times rescale, or
+    uint8); with one they are filled from uint8 pixels in numpy. The same values either way,
+    in writable arrays aligned to 64 bytes (TensorFlow takes those without a copy)."""
+    source = tfpipe.from_directory(image_folder)
+    options: dict[str, Any] = {
+        "batch_size": 8, "image_size": (20, 24), "shuffle": False, "dtype": dtype,
+        "rescale": rescale,
+    }  # fmt: skip
+    graph = tfpipe.SequenceLoader(source, **options)
+    numpy = tfpipe.SequenceLoader(source, transform=lambda example, rng: example, **options)
+    for index in range(len(graph)):
+        for made, filled in zip(graph[index], numpy[index], strict=True):
+            assert made.dtype == filled.dtype
+            np.testing.assert_array_equal(made, filled)
+            for batch in (made, filled):
+                assert batch.flags.writeable and batch.ctypes.data % 64 == 0
 
 
 def test_multi_output_labels_from_dataframe_cells(tmp_path: Path, image_folder: Path) -> None:

@@ -59,16 +59,19 @@ class ExampleDecoder:
         self.masks = {n: f for n, f in schema.of(Mask).items() if n in self.sizes}
         self.mask_pairs = mask_image_pairs(self.features)
 
-    def images_together(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    def images_together(
+        self, examples: Sequence[Mapping[str, Any]], rescale: float | None = None
+    ) -> dict[str, np.ndarray]:
         """The images of `examples` decoded in one call of the Pipeline's graph
-        (`Image.load_batch`), by feature name; a feature whose size is not fixed, or that the
-        graph refuses, is left to `load` (Pillow, which names the faulty value)."""
+        (`Image.load_batch`), by feature name: uint8, or float32 times `rescale` when it is
+        given; a feature whose size is not fixed, or that the graph refuses, is left to `load`
+        (Pillow, which names the faulty value)."""
         decoded = {}
         for name, image in self.images.items():
             size = self.sizes[name]
             if size is not None and all(name in example for example in examples):
                 values = [example[name] for example in examples]
-                batch = image.load_batch(values, size, self.reduced_decode)
+                batch = image.load_batch(values, size, self.reduced_decode, rescale)
                 if batch is not None:
                     decoded[name] = batch
         return decoded
