@@ -41,6 +41,10 @@ ORDER = (
     "backends",
     "report",
     "echo",
+    "listing_10000",
+    "listing_100000",
+    "listing_200000",
+    "listing_1000000",
 )
 
 # `extra` entries of ratios measured in one process, the cases taking turns, or of the runs of
@@ -52,6 +56,8 @@ _TAKING_TURNS = {
 }
 # `extra` entries of µs per record of reads timed outside the cases: the floor of one path.
 _PER_RECORD = "_us_per_record"
+# `extra` entries of the memory a listing keeps and its peak, per file (bench_listing).
+_PER_FILE = "tracemalloc_bytes_per_file"
 
 
 def _figure(value: float) -> str:
@@ -247,6 +253,12 @@ def extra_lines(extra: dict[str, Any]) -> list[str]:
         if name.endswith(_PER_RECORD):  # bare reads timed beside the cases (bench_filesystems)
             each = ", ".join(f"*{case}* {us:.2f}" for case, us in by_case.items())
             lines.append(f"\n{name[: -len(_PER_RECORD)].replace('_', ' ')}, µs per record: {each}.")
+        if name == _PER_FILE:
+            each = "; ".join(
+                f"*{case}* {used['kept']:.0f} ({used['peak']:.0f})"
+                for case, used in by_case.items()
+            )
+            lines.append(f"\nBytes per file kept (peak while listing), tracemalloc: {each}.")
     return lines
 
 

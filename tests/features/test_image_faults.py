@@ -261,7 +261,7 @@ def test_writer_refuses_a_corrupt_png_it_would_copy(tmp_path: Path) -> None:
     )
     with pytest.raises(EncodeError, match=r"corrupt PNG.*bad\.png"):
         tfpipe.write_tfrecords(
-            tfpipe.from_directory(tmp_path / "images"),
+            tfpipe.from_directory(tmp_path / "images", class_names=["circle"]),
             tmp_path / "out",
             schema=schema,
             progress=False,

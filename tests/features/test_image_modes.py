@@ -129,7 +129,7 @@ def _assert_every_path_agrees(
 ) -> None:
     """Image.load of each file equals a SequenceLoader batch, Pipeline over the folder and
     write_tfrecords + read_tfrecords; `paths` are the folder's files in sorted order."""
-    source = tfpipe.from_directory(root, image_shape=(*size, channels))
+    source = tfpipe.from_directory(root, image_shape=(*size, channels), class_names=["all"])
     feature = tfpipe.Image(shape=(*size, channels), encoding="png")
 
     loaded = np.stack([feature.load(path) for path in paths])
@@ -262,7 +262,7 @@ def test_modes_tensorflow_decodes_differently_are_refused_by_both_paths(
     root = _folder(files, [name], tmp_path / "one")
     with pytest.raises(EncodeError, match=files[name].name):
         tfpipe.write_tfrecords(
-            tfpipe.from_directory(root, image_shape=(None, None, 1)),
+            tfpipe.from_directory(root, image_shape=(None, None, 1), class_names=["all"]),
             tmp_path / "out",
             progress=False,
         )
@@ -282,7 +282,9 @@ def test_palette_bmp_is_refused_on_the_tensorflow_path(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     path = tmp_path / "a" / "palette.bmp"
     path.write_bytes(data.numpy())
-    pipeline = tfpipe.Pipeline(tfpipe.from_directory(tmp_path), image_size=(8, 8)).batch(1)
+    pipeline = tfpipe.Pipeline(
+        tfpipe.from_directory(tmp_path, class_names=["a"]), image_size=(8, 8)
+    ).batch(1)
     named = pytest.raises(DecodeError, match=rf"{re.escape(str(path))}.*ignores its palette")
     with named, tfpipe.named_errors(pipeline):
         list(pipeline.build())

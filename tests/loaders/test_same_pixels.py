@@ -70,7 +70,7 @@ def _assert_agree(results: dict[str, np.ndarray], names: list[str]) -> None:
 def test_every_path_gives_the_same_pixels_for_photos_of_every_size(
     folder: Path, tmp_path: Path, channels: int, size: tuple[int, int]
 ) -> None:
-    source = tfpipe.from_directory(folder, image_shape=(None, None, channels))
+    source = tfpipe.from_directory(folder, image_shape=(None, None, channels), class_names=["all"])
     paths = sorted((folder / "all").iterdir())
     count = len(paths)
     feature = tfpipe.Image(shape=(None, None, channels))
@@ -152,7 +152,9 @@ def test_records_of_a_png_folder_give_the_folder_s_pixels(
     photo = _photo()
     for i, (width, height, mode) in enumerate([(32, 32, "RGB"), (700, 500, "RGB"), (90, 60, "L")]):
         photo.resize((width, height)).convert(mode).save(tmp_path / "img" / "all" / f"{i}.png")
-    source = tfpipe.from_directory(tmp_path / "img", image_shape=(None, None, channels))
+    source = tfpipe.from_directory(
+        tmp_path / "img", image_shape=(None, None, channels), class_names=["all"]
+    )
     prefix = tmp_path / "out" / "train"
     tfpipe.write_tfrecords(source, prefix, shuffle=False, progress=False)
     stored = tfpipe.from_tfrecords(prefix)
@@ -213,7 +215,7 @@ def test_a_large_shrink_is_antialiased_on_every_path(tmp_path: Path, fmt: str) -
     PILImage.fromarray(board).convert("RGB").save(
         tmp_path / "all" / f"board.{fmt.lower()}", fmt, quality=95
     )
-    source = tfpipe.from_directory(tmp_path)
+    source = tfpipe.from_directory(tmp_path, class_names=["all"])
     pipeline = tfpipe.Pipeline(source, image_size=(60, 60)).batch(1).build()
     shrunk = {
         "Pipeline": next(iter(pipeline))["image"].numpy()[0],

@@ -241,6 +241,30 @@ def test_an_empty_class_folder_is_warned_about(tmp_path: Path) -> None:
     assert src.class_names == CLASSES and src.labels().tolist() == [0, 2]
 
 
+@pytest.mark.fault(
+    "a folder holding a single class folder (mostly the folder one level too low)",
+    reader="from_directory, Pipeline, SequenceLoader, write_tfrecords",
+    outcome="TfpipeWarning naming the class and the folder, and class_names= to read one class "
+    "on purpose (was silent: every example class 0)",
+)
+def test_a_single_class_folder_is_warned_about(tmp_path: Path) -> None:
+    root = _folder(tmp_path / "data", {"a": 2})
+    message = r"from_directory\('.*data'\): the folder holds a single class folder, 'a'.*" + (
+        r"class_names=\['a'\]"
+    )
+    reads = [
+        lambda: tfpipe.from_directory(root),
+        lambda: tfpipe.Pipeline(root, image_size=(4, 4)),
+        lambda: tfpipe.SequenceLoader(root, batch_size=2, image_size=(4, 4)),
+        lambda: tfpipe.write_tfrecords(root, tmp_path / "out", progress=False),
+    ]
+    for read in reads:
+        with pytest.warns(TfpipeWarning, match=message):
+            read()
+    one = tfpipe.from_directory(root, class_names=["a"])  # on purpose: no warning
+    assert one.class_names == ["a"] and one.labels().tolist() == [0, 0]
+
+
 def test_class_names_set_the_order(tmp_path: Path) -> None:
     _folder(tmp_path, {"a": 1, "b": 1, "c": 1})
     src = tfpipe.from_directory(tmp_path, class_names=["c", "a", "b"])
@@ -344,6 +368,20 @@ def test_a_file_reached_twice_raises(tmp_path: Path) -> None:
     root = _folder(tmp_path / "root", {"a": 1, "b": 1})
     (root / "b" / "copy.png").symlink_to(root / "a" / "0.png")
     with pytest.raises(SourceError, match=r"copy.png' is the file .*a/0.png' again"):
+        tfpipe.from_directory(root)
+
+
+@pytest.mark.fault(
+    "image files hard-linked under two classes",
+    reader="from_directory",
+    outcome="SourceError naming the first file listed again and the file it is",
+)
+def test_a_hard_linked_file_raises_naming_the_first_repeat(tmp_path: Path) -> None:
+    root = _folder(tmp_path / "root", {"a": 2, "b": 1, "c": 1})
+    os.link(root / "a" / "1.png", root / "b" / "1.png")  # the first repeat in walk order
+    os.link(root / "a" / "0.png", root / "c" / "1.png")
+    os.link(root / "a" / "1.png", root / "c" / "2.png")
+    with pytest.raises(SourceError, match=r"'[^']*b/1.png' is the file '[^']*a/1.png' again"):
         tfpipe.from_directory(root)
 
 

@@ -42,10 +42,13 @@ def test_directory_classes_are_sorted_folder_names_and_labels_follow(tmp_path: P
 
 
 def test_directory_reads_nested_folders_and_skips_hidden_files(tmp_path: Path) -> None:
-    _write_images(tmp_path, ["cat/a/b/deep.jpg", "cat/top.jpg", "cat/.hidden.jpg", ".git/x.jpg"])
+    names = ["cat/a/b/deep.jpg", "cat/top.jpg", "cat/.hidden.jpg", ".git/x.jpg", "dog/1.jpg"]
+    _write_images(tmp_path, names)
     src = tfpipe.from_directory(tmp_path)
-    assert src.class_names == ["cat"]
-    assert sorted(Path(src[i]["image"]).name for i in range(len(src))) == ["deep.jpg", "top.jpg"]
+    assert src.class_names == ["cat", "dog"]
+    # As os.walk lists them: a folder's own files before those of its sub-folders.
+    images = [Path(src[i]["image"]).relative_to(tmp_path).as_posix() for i in range(len(src))]
+    assert images == ["cat/top.jpg", "cat/a/b/deep.jpg", "dog/1.jpg"]
 
 
 def test_directory_extensions_are_case_insensitive_and_filter(tmp_path: Path) -> None:
@@ -62,10 +65,24 @@ def test_directory_extensions_are_case_insensitive_and_filter(tmp_path: Path) ->
 def test_directory_follow_links(tmp_path: Path) -> None:
     _write_images(tmp_path, ["outside/1.jpg", "outside/2.jpg", "root/real/1.jpg"])
     (tmp_path / "root" / "linked").symlink_to(tmp_path / "outside", target_is_directory=True)
-    assert tfpipe.from_directory(tmp_path / "root").class_names == ["real"]
+    with pytest.warns(TfpipeWarning, match="a single class folder, 'real'"):
+        assert tfpipe.from_directory(tmp_path / "root").class_names == ["real"]
     followed = tfpipe.from_directory(tmp_path / "root", follow_links=True)
     assert followed.class_names == ["linked", "real"]
     assert len(followed) == 3
+
+
+def test_directory_listing_shows_progress_unless_told_not_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write_images(tmp_path, ["a/1.jpg", "a/2.jpg", "b/3.jpg"])
+    monkeypatch.setattr(tfpipe.sources.directory, "PROGRESS_AFTER", 0.0)  # not after 2 s
+    tfpipe.from_directory(tmp_path, progress=False)
+    assert capsys.readouterr().err == ""
+    tfpipe.from_directory(tmp_path)
+    shown = capsys.readouterr().err
+    assert "listing" in shown and "2/2" in shown and "class folders" in shown, shown
+    assert "3 files" in shown, shown
 
 
 def test_directory_missing_root(tmp_path: Path) -> None:

@@ -199,6 +199,14 @@ def _by_label_sets(sets: np.ndarray, fractions: Sequence[float], rng: Any) -> li
     return [np.flatnonzero(chosen == k) for k in range(len(wanted))]
 
 
+def _by_class(labels: np.ndarray) -> list[np.ndarray]:
+    """The positions of each class's labels, classes in order, positions ascending: one
+    stable sort, not a pass over every label per class (1,000 classes of ImageNet)."""
+    order = np.argsort(labels, kind="stable")
+    starts = np.flatnonzero(np.diff(labels[order])) + 1
+    return np.split(order, starts)
+
+
 def split(
     source: SourceBase, fractions: Mapping[str, float], *, seed: int = 0, stratify: bool = True
 ) -> dict[str, Subset]:
@@ -236,11 +244,7 @@ def split(
             for name, chunk in zip(fractions, units, strict=True)
         }
     unit_labels = None if labels is None else labels[firsts]
-    classes = (
-        [np.arange(len(firsts))]
-        if unit_labels is None
-        else [np.flatnonzero(unit_labels == c) for c in np.unique(unit_labels)]
-    )
+    classes = [np.arange(len(firsts))] if unit_labels is None else _by_class(unit_labels)
     if unit_labels is not None:
         small = [(int(unit_labels[g[0]]), len(g)) for g in classes if len(g) < len(values)]
         if small:

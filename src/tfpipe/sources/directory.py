@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+import operator
 import os
 import warnings
 from collections.abc import Iterator, Sequence
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from tfpipe.errors import DataNotFoundError, SourceError, TfpipeWarning
 from tfpipe.features import ClassLabel, Image
@@ -17,15 +20,21 @@ from tfpipe.schema import Schema
 from tfpipe.sources.base import SourceBase
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+PROGRESS_AFTER = 2.0
+"""Seconds of listing after which `from_directory` shows a progress bar."""
 
 
 class _Walk:
     """The wanted files under class folders: each real file once, each folder once.
 
     Following links, a link to a folder already on the walk's path (a loop) is skipped and
-    counted in `loops`; a folder or file reached a second time any other way would be read
-    twice (under one class, or under two) and raises a SourceError naming both paths. An
-    unreadable folder raises too, instead of being left out.
+    counted in `loops`; a folder reached a second time any other way would be read twice
+    (under one class, or under two) and raises a SourceError naming both paths, and so does
+    a file (`check_once`). An unreadable folder raises too, instead of being left out.
+
+    The files are listed in `found` as `os.walk` orders them, with their (device, inode) in
+    `devices` and `inodes`: one vectorised check for repeats after the walk, not a
+    lookup per file.
     """
 
     def __init__(self, root: Path, follow_links: bool, wanted: tuple[str, ...]) -> None:
@@ -33,22 +42,28 @@ class _Walk:
         self.wanted = wanted
         self.root_key = _key(os.stat(root))
         self.folders: dict[tuple[int, int], str] = {self.root_key: str(root)}
-        self.files: dict[tuple[int, int], str] = {}
+        self.found: list[str] = []
+        self.devices: list[int] = []
+        self.inodes: list[int] = []
         self.loops: list[str] = []
 
     def classes(self, root: Path) -> list[str]:
         """The sub-folders of `root` (no hidden ones), sorted."""
-        return sorted(
-            entry.name
-            for entry in _entries(str(root))
-            if entry.is_dir(follow_symlinks=self.follow_links) and not entry.name.startswith(".")
-        )
+        with _scan(str(root)) as scan:
+            return sorted(
+                entry.name
+                for entry in scan
+                if entry.is_dir(follow_symlinks=self.follow_links)
+                and not entry.name.startswith(".")
+            )
 
-    def files_of(self, folder: str) -> Iterator[str]:
-        """The wanted files under the class folder `folder`, as `os.walk` orders them."""
-        return self._walk(folder, (self.root_key,))
+    def files_of(self, folder: str) -> int:
+        """Adds the wanted files under the class folder `folder` to `found`; how many."""
+        before = len(self.found)
+        self._walk(folder, (self.root_key,))
+        return len(self.found) - before
 
-    def _walk(self, folder: str, ancestors: tuple[tuple[int, int], ...]) -> Iterator[str]:
+    def _walk(self, folder: str, ancestors: tuple[tuple[int, int], ...]) -> None:
         key = _key(os.stat(folder))
         if key in ancestors:
             self.loops.append(folder)
@@ -59,35 +74,63 @@ class _Walk:
                 "symbolic link), so its images would be read twice; remove one of the links, "
                 "or pass follow_links=False"
             )
-        entries = _entries(folder)
-        folders = []
-        for entry in entries:
-            if entry.is_dir():
-                if self.follow_links or not entry.is_symlink():
-                    folders.append(entry.path)
-            elif entry.name.lower().endswith(self.wanted) and not entry.name.startswith("."):
-                self._once(entry, key[0])
-                yield entry.path
-        for path in folders:
-            yield from self._walk(path, (*ancestors, key))
+        with _scan(folder) as scan:
+            entries = list(scan)
+        files = [
+            entry
+            for entry in entries
+            if not entry.is_dir()
+            and entry.name.lower().endswith(self.wanted)
+            and not entry.name.startswith(".")
+        ]
+        files.sort(key=operator.attrgetter("name"))
+        self.found += [entry.path for entry in files]
+        self.devices += [key[0]] * len(files)
+        self.inodes += [entry.inode() for entry in files]
+        for at in [k for k, entry in enumerate(files) if entry.is_symlink()]:
+            self._link_key(files[at], len(self.found) - len(files) + at)
+        folders = [
+            entry.path
+            for entry in (entries if len(files) < len(entries) else ())  # all images: none
+            if entry.is_dir() and (self.follow_links or not entry.is_symlink())
+        ]
+        for path in sorted(folders):
+            self._walk(path, (*ancestors, key))
 
-    def _once(self, entry: os.DirEntry[str], device: int) -> None:
-        try:
-            key = _key(entry.stat()) if entry.is_symlink() else (device, entry.inode())
-        except OSError:
-            return  # a broken link: encoding it names the file
-        first = self.files.setdefault(key, entry.path)
-        if first != entry.path:
-            raise SourceError(
-                f"image {entry.path!r} is the file {first!r} again (a link), so it would be "
-                "read twice, or under two classes; remove one of them"
-            )
+    def _link_key(self, link: os.DirEntry[str], at: int) -> None:
+        """The key of the linked file listed at `at`: its target's (the link's own when
+        broken: reading it names the file)."""
+        with contextlib.suppress(OSError):
+            self.devices[at], self.inodes[at] = _key(link.stat())
+
+    def check_once(self) -> None:
+        """Raises a SourceError naming the first file listed again (a link to a file listed
+        before, under this class or another) and that earlier file. Once, at the end: it
+        empties `devices` and `inodes`."""
+        keys = np.stack(
+            [np.asarray(self.devices, np.uint64), np.asarray(self.inodes, np.uint64)], 1
+        )
+        self.devices, self.inodes = [], []  # ~50 bytes a file, freed before the paths' array
+        order = np.lexsort((keys[:, 1], keys[:, 0]))  # stable: equal keys in walk order
+        repeats = np.flatnonzero((keys[order[1:]] == keys[order[:-1]]).all(axis=1))
+        if not len(repeats):
+            return
+        # The earliest file seen before is the second of its group: its predecessor is the
+        # group's first.
+        at = repeats[np.argmin(order[repeats + 1])]
+        first, again = self.found[order[at]], self.found[order[at + 1]]
+        raise SourceError(
+            f"image {again!r} is the file {first!r} again (a link), so it would be "
+            "read twice, or under two classes; remove one of them"
+        )
 
 
-def _entries(folder: str) -> list[os.DirEntry[str]]:
+@contextlib.contextmanager
+def _scan(folder: str) -> Iterator[Iterator[os.DirEntry[str]]]:
+    """`os.scandir(folder)`; a folder that cannot be listed raises a SourceError naming it."""
     try:
         with os.scandir(folder) as scan:
-            return sorted(scan, key=lambda e: e.name)
+            yield scan
     except OSError as e:
         raise SourceError(f"cannot list the folder {folder!r}: {e}") from e
 
@@ -180,12 +223,11 @@ def _a_split(names: list[str]) -> str:
 
 def _image_folders(folder: Path, paths: list[str]) -> set[str]:
     """The sub-folders of `folder` holding its images `paths`; empty when one lies in
-    `folder` itself."""
+    `folder` itself (the walk lists a folder's own files first: then the first does)."""
     start = len(os.path.join(folder, ""))  # the walk joins names to `folder` with os.sep
-    parts = [path[start:].split(os.sep, 1) for path in paths]  # pathlib: 10x slower
-    if any(len(p) == 1 for p in parts):
+    if os.sep not in paths[0][start:]:
         return set()
-    return {p[0] for p in parts}
+    return {path[start:].split(os.sep, 1)[0] for path in paths}  # pathlib: 10x slower
 
 
 def _warn_empty(
@@ -202,6 +244,46 @@ def _warn_empty(
         )
 
 
+def _list(walk: _Walk, root: Path, names: list[str], progress: bool) -> dict[str, int]:
+    """Walks the class folders `names` in order: the number of files of each. A progress bar
+    shows when it takes more than two seconds."""
+    counts = {}
+    with tqdm(
+        total=len(names),
+        unit=" class folders",
+        desc=f"listing {str(root)!r}",
+        delay=PROGRESS_AFTER,
+        disable=not progress,
+    ) as bar:
+        for name in names:
+            counts[name] = walk.files_of(os.path.join(root, name))
+            bar.set_postfix_str(f"{len(walk.found):,} files", refresh=False)
+            bar.update()
+    return counts
+
+
+def _by_class(paths: list[str], counts: dict[str, int]) -> dict[str, list[str]]:
+    """The listed `paths` of each class, from the number of files of each, in order."""
+    ends = np.cumsum(list(counts.values())).tolist()
+    return {
+        name: paths[end - count : end]
+        for (name, count), end in zip(counts.items(), ends, strict=True)
+    }
+
+
+def _warn_one_class(root: Path, name: str) -> None:
+    """Warns about a root holding a single class folder: every example would be class 0."""
+    warnings.warn(
+        f"from_directory({str(root)!r}): the folder holds a single class folder, {name!r}, "
+        "so every example is class 0 and a classifier has nothing to tell apart. Is it one "
+        "level too low (the folder of one class, or of a split that lacks the others)? Pass "
+        "the folder that holds one sub-folder per class; to read one class on purpose, pass "
+        f"class_names=[{name!r}]",
+        TfpipeWarning,
+        stacklevel=4,
+    )
+
+
 class DirectorySource(SourceBase):
     """Images in `root/<class name>/**/<file>`; classes are `class_names` or the sorted
     sub-folder names.
@@ -216,6 +298,7 @@ class DirectorySource(SourceBase):
         follow_links: bool = False,
         image_shape: tuple[int | None, int | None, int] = (None, None, 3),
         class_names: Sequence[str] | None = None,
+        progress: bool = True,
     ) -> None:
         self.root = Path(root)
         if not self.root.is_dir():
@@ -235,25 +318,17 @@ class DirectorySource(SourceBase):
         self.class_names = (
             found if class_names is None else _check_class_names(class_names, found, self.root)
         )
-        files = {
-            name: list(walk.files_of(str(self.root / name)))
-            for name in self.class_names
-            if name in found
-        }
-        if not any(files.values()):
+        counts = _list(walk, self.root, [n for n in self.class_names if n in found], progress)
+        if not walk.found:
             raise SourceError(
                 f"root: found no files with extensions {list(wanted)} under {str(self.root)!r}"
             )
-        empty = [name for name, paths in files.items() if not paths]
+        walk.check_once()
+        empty = [name for name, count in counts.items() if not count]
         _check_no_records(self.root, empty)
         if class_names is None:
-            _check_not_splits(self.root, files)
+            _check_not_splits(self.root, _by_class(walk.found, counts))
         _warn_empty(self.root, empty, self.class_names, wanted)
-        paths: list[str] = []
-        labels: list[int] = []
-        for label, name in enumerate(self.class_names):
-            paths += files.get(name, [])
-            labels += [label] * len(files.get(name, []))
         if walk.loops:
             warnings.warn(
                 f"from_directory({str(self.root)!r}): skipped {len(walk.loops)} link(s) that "
@@ -262,8 +337,13 @@ class DirectorySource(SourceBase):
                 TfpipeWarning,
                 stacklevel=3,
             )
-        self.paths = np.asarray(paths)
-        self._labels = np.asarray(labels, np.int64)
+        if class_names is None and len(found) == 1:
+            _warn_one_class(self.root, found[0])
+        self.paths = np.asarray(walk.found)
+        self._labels = np.repeat(
+            np.arange(len(self.class_names), dtype=np.int64),
+            [counts.get(name, 0) for name in self.class_names],
+        )
         self.schema = Schema(
             {
                 "image": Image(shape=image_shape, encoding="auto"),
@@ -295,6 +375,7 @@ def from_directory(
     follow_links: bool = False,
     image_shape: tuple[int | None, int | None, int] = (None, None, 3),
     class_names: Sequence[str] | None = None,
+    progress: bool = True,
 ) -> DirectorySource:
     """A source over `root/<class>/<image>` folders, like Keras's `image_dataset_from_directory`.
 
@@ -323,7 +404,11 @@ def from_directory(
             `encoding="jpeg"` to store all as JPEG. Defaults to (None, None, 3).
         class_names: the classes, in index order. A sub-folder not in the list raises a
             `SourceError` naming it; a listed class without a folder is allowed (it has no
-            examples) and warned about. Defaults to None (the sorted sub-folder names).
+            examples) and warned about. Defaults to None (the sorted sub-folder names); a
+            root holding a single class folder is then warned about (every example would be
+            class 0): give `class_names` to read one class on purpose.
+        progress: show a progress bar when listing takes more than two seconds (one update
+            per class folder). Defaults to True.
 
     Raises:
         SourceError: a sub-folder holds TFRecord files and no images (records written inside
@@ -338,4 +423,5 @@ def from_directory(
         follow_links=follow_links,
         image_shape=image_shape,
         class_names=class_names,
+        progress=progress,
     )
