@@ -6,14 +6,10 @@ server a test starts is stopped in a `finally` (subprocesses by killing their pr
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -28,34 +24,19 @@ import tensorflow as tf
 
 import tfpipe
 from collection import collect_now
+from service_cluster import (
+    WAIT_S,
+    Cluster,
+    bounded,
+    dispatcher_and_two_workers,
+    names_a_stopped_worker,
+)
 from tfpipe.errors import SourceError, TfpipeWarning
 from tfpipe.training.report import FitReport
 from tfpipe.training.throughput import Throughput
 
 NUM_EXAMPLES = 101
-WAIT_S = 60.0  # any single wait on the service; a hang fails the test instead of blocking it
-service_lib = tf.data.experimental.service
 pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
-
-
-def bounded(fn: Callable[[], Any], seconds: float = WAIT_S) -> Any:
-    """`fn()`, or a failed test when it has not returned after `seconds`."""
-    result: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            result["value"] = fn()
-        except BaseException as e:  # re-raised in the test's thread
-            result["error"] = e
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        pytest.fail(f"the tf.data service did not answer within {seconds:.0f} s")
-    if "error" in result:
-        raise result["error"]
-    return result["value"]
 
 
 def free_port() -> int:
@@ -241,51 +222,34 @@ def test_the_stall_guard_waits_for_slow_workers_that_answer(service: str) -> Non
     reader="Pipeline.distribute",
     outcome="SourceError (in named_errors) naming the lost worker after distribute(timeout=)",
 )
-def test_a_loop_over_build_stops_when_a_worker_is_lost(records: str) -> None:
+def test_a_loop_over_build_stops_when_a_worker_is_lost(
+    records: str, in_process: tuple[str, list[Any]]
+) -> None:
     """In-process servers: a whole epoch with both workers, then worker 0 stops and the next
     epoch's read fails once it has waited `timeout` seconds, naming worker 0."""
     from tfpipe.loaders.service import registered_workers
 
-    dispatcher = service_lib.DispatchServer(service_lib.DispatcherConfig(port=0))
-    address = f"grpc://127.0.0.1:{dispatcher.target.rsplit(':', 1)[1]}"
-    workers = []
-    try:
-        for _ in range(2):
-            config = service_lib.WorkerConfig(
-                dispatcher_address=address.split("://")[1],
-                worker_address="127.0.0.1:%port%",
-                data_transfer_address="127.0.0.1:%dts_port%",
-            )
-            workers.append(service_lib.WorkerServer(config))
-        pipeline = tfpipe.Pipeline(records).batch(8).distribute(address, timeout=1)
-        dataset = pipeline.build()
-        assert epoch_ids(dataset)[0] == list(range(NUM_EXAMPLES))
-        listed = registered_workers(address)
-        assert listed is not None and len(listed) == 2
-        workers[0].stop()
+    address, workers = in_process
+    pipeline = tfpipe.Pipeline(records).batch(8).distribute(address, timeout=1)
+    dataset = pipeline.build()
+    assert epoch_ids(dataset)[0] == list(range(NUM_EXAMPLES))
+    listed = registered_workers(address)
+    assert listed is not None and len(listed) == 2
+    workers[0].stop()
 
-        def read_an_epoch() -> None:
-            with tfpipe.named_errors(pipeline):
-                list(dataset)
+    def read_an_epoch() -> None:
+        with tfpipe.named_errors(pipeline):
+            list(dataset)
 
-        start = time.monotonic()
-        with pytest.raises(SourceError) as raised:
-            bounded(read_an_epoch, 30)
-        print(f"{time.monotonic() - start:.1f} s: {raised.value}")
-        assert time.monotonic() - start < 1 + 10
-        message = str(raised.value)
-        del raised  # its frames hold the stalled iterator: released while the servers run
-        collect_now()
-        found = re.search(
-            r"worker\(s\) \['([\d.:]+)'\] of \[.+\] registered there no longer", message
-        )
-        assert address in message and found is not None and found[1] in listed, message
-        host, port = found[1].rsplit(":", 1)
-        with pytest.raises(OSError):  # the one named is the one stopped
-            socket.create_connection((host, int(port)), 5).close()
-    finally:
-        for server in [*workers, dispatcher]:
-            server.stop()
+    start = time.monotonic()
+    with pytest.raises(SourceError) as raised:
+        bounded(read_an_epoch, 30)
+    print(f"{time.monotonic() - start:.1f} s: {raised.value}")
+    assert time.monotonic() - start < 1 + 10
+    message = str(raised.value)
+    del raised  # its frames hold the stalled iterator: released while the servers run
+    collect_now()
+    names_a_stopped_worker(message, address, listed)
 
 
 def small_model() -> keras.Model:
@@ -405,62 +369,6 @@ def test_the_report_points_a_saturated_input_bound_host_at_the_service(
     assert f"{cpu_busy:.0%}" in str(report)
 
 
-# A server process imports the `tfpipe` command's code, then reads its arguments from stdin and
-# runs `tfpipe.cli.parser.main` on them (what `python -m tfpipe` runs): the servers of a test
-# import TensorFlow side by side, and a worker restarted after a kill is up at once, as a
-# supervisor's would be, not after ~10 s of imports while training waits for it.
-WARM_SERVER = """
-import json, sys
-from tfpipe.cli import commands, parser
-sys.exit(parser.main(json.loads(sys.stdin.readline())))
-"""
-
-
-class Cluster:
-    """`tfpipe service` servers run as subprocesses, each in its own process group; `spares`
-    processes start importing at once, each becoming the next server `start`ed."""
-
-    def __init__(self, spares: int) -> None:
-        self.servers: dict[str, subprocess.Popen[str]] = {}
-        self.addresses: dict[str, str] = {}
-        self.spares = [self._spawn() for _ in range(spares)]
-
-    @staticmethod
-    def _spawn() -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-c", WARM_SERVER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-
-    def start(self, name: str, *args: str) -> subprocess.Popen[str]:
-        server = self.spares.pop(0) if self.spares else self._spawn()
-        server.stdin.write(json.dumps(["service", *args, "--host", "127.0.0.1"]) + "\n")  # type: ignore[union-attr]
-        server.stdin.close()  # type: ignore[union-attr]
-        self.servers[name] = server
-        return server
-
-    def address(self, name: str) -> str:
-        """The address the server printed when it started listening."""
-        line = bounded(self.servers[name].stdout.readline)  # type: ignore[union-attr]
-        assert "listening at" in line, f"{name} printed {line!r}"
-        self.addresses[name] = str(line.split()[-1])
-        return self.addresses[name]
-
-    def kill(self, name: str) -> None:
-        os.killpg(self.servers[name].pid, signal.SIGKILL)
-        self.servers[name].wait(WAIT_S)
-
-    def stop_all(self) -> None:
-        for server in [*self.servers.values(), *self.spares]:
-            if server.poll() is None:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(WAIT_S)
-
-
 def _ids_in_shards(prefix: Path) -> int:
     """Writes 2,000 ids in 8 shards of 250 (a killed worker has files in flight)."""
     count = 2000
@@ -469,17 +377,6 @@ def _ids_in_shards(prefix: Path) -> int:
     )
     tfpipe.write_tfrecords(source, prefix, num_shards=8)
     return count
-
-
-def _dispatcher_and_two_workers(cluster: Cluster) -> tuple[str, str]:
-    """Starts a dispatcher and two workers (their addresses in `cluster.addresses`); returns
-    the addresses of the dispatcher and of worker 0."""
-    cluster.start("dispatcher", "dispatcher", "--port", "0")
-    dispatcher = cluster.address("dispatcher")
-    for name in ("worker0", "worker1"):
-        cluster.start(name, "worker", "--dispatcher", dispatcher)
-    cluster.address("worker1")
-    return dispatcher, cluster.address("worker0")
 
 
 class KillAndRestart(keras.callbacks.Callback):
@@ -541,7 +438,7 @@ def test_cli_servers_serve_each_example_once_and_survive_a_killed_worker(
     count = _ids_in_shards(tmp_path / "train")
     cluster = Cluster(spares=4)  # the dispatcher, 2 workers, worker 0 restarted
     try:
-        dispatcher, worker0 = _dispatcher_and_two_workers(cluster)
+        dispatcher, worker0 = dispatcher_and_two_workers(cluster)
         pipeline = tfpipe.Pipeline(str(tmp_path / "train")).shuffle().batch(50)
         _check_each_example_once_and_a_restarted_worker(cluster, pipeline, dispatcher, count)
         assert cluster.address("worker0-restarted") == worker0

@@ -11,9 +11,11 @@ stages before the split point on the splits it receives.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import socket
+import threading
 import time
 from typing import Any
 
@@ -147,8 +149,8 @@ class DataService:
         worker that died and was not restarted: the service waits for it forever).
 
         Workers that answer are never given up on, however slow. `apply` guards every dataset
-        it builds; iterators of a dataset are watched one after another (of two at the same
-        time, the first to end stops the watch of the other)."""
+        it builds; every iterator of it is watched on its own, whether iterators follow one
+        another or run at the same time."""
         return dataset if self.timeout is None else StallGuard(self).wrap(dataset)
 
     def silent(self, known: set[str], since: dict[str, float], now: float) -> str | None:
@@ -196,73 +198,88 @@ class StallGuard:
     """Raises, in the iteration of the data, once the dispatcher or a worker of the service
     has not answered for `service.timeout` seconds.
 
-    A watcher interleaved in parallel with the data wakes every half second and, every
-    `timeout / 4` seconds (at most 5), asks the dispatcher for its workers and tries to connect
-    to each (`DataService.silent`). Looking at the servers rather than at how long a batch
-    takes bounds the time to the error: with a worker lost, the others still serve (slowly,
-    ~1 batch/s in tests/loaders/test_data_service.py) until the end of the epoch, where the client
-    waits for the lost one forever. The watcher yields nothing and stops when the data ends;
-    each iteration marks its start (a new iterator of a finite dataset, as Keras makes per
-    epoch, is watched again).
+    Each iteration (each iterator of the wrapped dataset, as Keras makes per epoch, or a pass
+    of a repeat) draws a number of its own, and runs its data (marking that number ended when
+    the data ends) interleaved in parallel with a watcher of that number. The watcher wakes
+    every half second and, every `timeout / 4` seconds (at most 5), asks the dispatcher for
+    its workers and tries to connect to each (`DataService.silent`); it stops when its own
+    iteration's data has ended. Looking at the servers rather than at how long a batch takes
+    bounds the time to the error: with a worker lost, the others still serve (slowly, ~1
+    batch/s in tests/loaders/test_data_service.py) until the end of the epoch, where the client
+    waits for the lost one forever. Iterations never share a mark: one that ends, or one that
+    starts, leaves the watch of every other as it is.
     """
 
     def __init__(self, service: DataService) -> None:
         self.service = service
-        with tf.device("/cpu:0"):
-            self._done = tf.Variable(False, trainable=False)
+        self._numbers = itertools.count()
+        self._ended: set[int] = set()  # iterations whose data ended, until their watcher sees it
         self._known: set[str] = set()  # workers the dispatcher listed at earlier looks
         self._since: dict[str, float] = {}  # what did not answer -> since when
         self._next_look = 0.0  # time.monotonic() of the next look at the servers
+        self._looking = threading.Lock()  # one look at a time (watchers run in parallel)
 
     def wrap(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        """The data (between marks of its start and end) and the watcher, interleaved in
-        parallel; only the data yields elements."""
+        """Per iteration: its number, then its data (marking the number ended at the end) and
+        its watcher, interleaved in parallel; only the data yields elements."""
         empty = dataset.take(0)
         tick = tf.data.Dataset.from_tensors(tf.constant(0, tf.int8))
-
-        def mark(done: bool) -> tf.data.Dataset:
-            @tf.autograph.experimental.do_not_convert
-            def set_done(_: Any) -> tf.data.Dataset:
-                with tf.control_dependencies([self._done.assign(done)]):
-                    return empty.take(tf.constant(0, tf.int64))
-
-            return tick.flat_map(set_done)
-
-        @tf.autograph.experimental.do_not_convert
-        def watch(_: Any) -> tf.Tensor:
-            return tf.py_function(self._watch, [], tf.bool)
 
         @tf.autograph.experimental.do_not_convert
         def nothing(_: Any) -> tf.data.Dataset:
             return empty
 
-        data = mark(False).concatenate(dataset).concatenate(mark(True))
-        watcher = tick.repeat().map(watch).take_while(tf.identity).flat_map(nothing)
+        @tf.autograph.experimental.do_not_convert
+        def number(_: Any) -> tf.Tensor:
+            return tf.py_function(lambda: next(self._numbers), [], tf.int64)
 
         @tf.autograph.experimental.do_not_convert
-        def branch(index: tf.Tensor) -> tf.data.Dataset:
-            # take(0) opens nothing: branch 0 reads only the data, branch 1 only the watcher.
-            def only(part: tf.data.Dataset, mine: tf.Tensor) -> tf.data.Dataset:
-                return part.take(tf.where(mine, tf.constant(-1, tf.int64), 0))
+        def iteration(index: tf.Tensor) -> tf.data.Dataset:
+            @tf.autograph.experimental.do_not_convert
+            def end(_: Any) -> tf.Tensor:
+                return tf.py_function(self._end, [index], tf.bool)
 
-            return only(data, index == 0).concatenate(only(watcher, index == 1))
+            @tf.autograph.experimental.do_not_convert
+            def watch(_: Any) -> tf.Tensor:
+                return tf.py_function(self._watch, [index], tf.bool)
 
-        return tf.data.Dataset.range(2).interleave(
-            branch, cycle_length=2, num_parallel_calls=2, deterministic=False
-        )
+            data = dataset.concatenate(tick.filter(end).flat_map(nothing))
+            watcher = tick.repeat().map(watch).take_while(tf.identity).flat_map(nothing)
 
-    def _watch(self) -> bool:
-        """False when the data has ended; raises when a server has not answered for too
-        long."""
+            @tf.autograph.experimental.do_not_convert
+            def branch(part: tf.Tensor) -> tf.data.Dataset:
+                # take(0) opens nothing: branch 0 reads only the data, branch 1 only the watcher.
+                def only(one: tf.data.Dataset, mine: tf.Tensor) -> tf.data.Dataset:
+                    return one.take(tf.where(mine, tf.constant(-1, tf.int64), 0))
+
+                return only(data, part == 0).concatenate(only(watcher, part == 1))
+
+            return tf.data.Dataset.range(2).interleave(
+                branch, cycle_length=2, num_parallel_calls=2, deterministic=False
+            )
+
+        return tick.map(number).flat_map(iteration)
+
+    def _end(self, index: tf.Tensor) -> bool:
+        """Marks iteration `index`'s data ended; False (the mark yields nothing)."""
+        self._ended.add(int(index))
+        return False
+
+    def _watch(self, index: tf.Tensor) -> bool:
+        """False when iteration `index`'s data has ended; raises when a server has not
+        answered for too long."""
         time.sleep(_WATCH_S)
-        if bool(self._done.numpy()):
+        if int(index) in self._ended:
+            self._ended.discard(int(index))
             return False
-        now = time.monotonic()
-        if now >= self._next_look:
+        with self._looking:
+            now = time.monotonic()
+            if now < self._next_look:
+                return True
             self._next_look = now + min(self.service.timeout / 4, _LOOK_S)  # type: ignore[operator]
             error = self.service.silent(self._known, self._since, now)
-            if error is not None:
-                raise TimeoutError(error)
+        if error is not None:
+            raise TimeoutError(error)
         return True
 
 

@@ -1,0 +1,189 @@
+"""A tf.data service worker lost for good while a served Pipeline is read (issue 43).
+
+TensorFlow never gives up on a lost worker: the dispatcher gives it a task in every job and
+the client retries it until the job's last task ends, so the read waits forever. The stall
+guard of `Pipeline.distribute(timeout=)` turns that wait into a `SourceError` naming the
+worker; these tests kill a worker mid-read, leave it down, and time the error from the kill.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import keras
+import numpy as np
+import pytest
+
+import tfpipe
+from collection import collect_now
+from service_cluster import Cluster, bounded, dispatcher_and_two_workers, names_a_stopped_worker
+from tfpipe.errors import SourceError
+from tfpipe.loaders.service import registered_workers
+
+pytestmark = pytest.mark.usefixtures("short_probes")  # their length is not under test
+
+EXAMPLES, SHARDS, BATCH = 1600, 16, 8
+KILL_EPOCH, KILL_BATCH = 1, 20  # "batch 20 of epoch 2"
+TIMEOUT_S = 10.0
+SLACK_S = 10.0  # a look at the servers (every timeout / 4 s) and a busy host
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """1,600 examples (`x` float32[3], `label` 0/1) in 16 shards."""
+    rng = np.random.default_rng(0)
+    source = tfpipe.from_arrays(
+        {"x": rng.random((EXAMPLES, 3), dtype=np.float32), "label": rng.integers(0, 2, EXAMPLES)}
+    )
+    prefix = str(tmp_path_factory.mktemp("lost-worker") / "train")
+    tfpipe.write_tfrecords(source, prefix, num_shards=SHARDS, progress=False)
+    return prefix
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """`tfpipe service` servers in subprocesses: a dispatcher and two workers to start."""
+    servers = Cluster(spares=3)
+    try:
+        yield servers
+    finally:
+        servers.stop_all()
+
+
+class KillWorker0(keras.callbacks.Callback):
+    """SIGKILLs worker 0 after batch 20 of epoch 2 and leaves it down; `killed_at` is when."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+        self.epoch = 0
+        self.killed_at: float | None = None
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if (self.epoch, batch) == (KILL_EPOCH, KILL_BATCH) and self.killed_at is None:
+            self.cluster.kill("worker0")
+            self.killed_at = time.monotonic()
+
+
+def check_lost_worker_named(
+    raised: pytest.ExceptionInfo[SourceError], dispatcher: str, worker: str, timeout: float
+) -> None:
+    """The error names the dispatcher, the lost worker (and only it) and how to restart it."""
+    message = str(raised.value)
+    assert message.startswith(f"tf.data service stalled: at {dispatcher}"), message
+    assert f"worker(s) {[worker]!r} of " in message, message
+    assert f"(distribute(timeout={timeout:g}))" in message, message
+    target = dispatcher.removeprefix("grpc://")
+    assert f"restart it at the same address (`tfpipe service worker --dispatcher {target}" in (
+        message
+    )
+
+
+def ends_in_time(killed_at: float | None, timeout: float) -> float:
+    """Seconds from the kill to now, asserted within [timeout, timeout + SLACK_S)."""
+    assert killed_at is not None, "the worker was never killed"
+    after_kill = time.monotonic() - killed_at
+    assert timeout <= after_kill < timeout + SLACK_S, after_kill
+    return after_kill
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a tf.data service worker SIGKILLed at batch 20 of epoch 2 of tfpipe.fit and left down "
+    "(1,600 examples, 16 shards, batches of 8)",
+    reader="tfpipe.fit over Pipeline.distribute",
+    outcome="SourceError naming the dispatcher and the lost worker, timeout to timeout + 10 s "
+    "after the kill",
+)
+def test_fit_stops_when_a_worker_is_killed_mid_epoch(labelled: str, cluster: Cluster) -> None:
+    """The issue's run: two workers, `fit(epochs=3)`, worker 0 killed by a callback."""
+    dispatcher, worker0 = dispatcher_and_two_workers(cluster)
+    pipeline = (
+        tfpipe.Pipeline(labelled)
+        .batch(BATCH)
+        .as_supervised("x", "label")
+        .distribute(dispatcher, timeout=TIMEOUT_S)
+    )
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    killer = KillWorker0(cluster)
+    with pytest.raises(SourceError) as raised:
+        bounded(lambda: tfpipe.fit(model, pipeline, epochs=3, callbacks=[killer], verbose=0), 120)
+    after_kill = ends_in_time(killer.killed_at, TIMEOUT_S)
+    print(f"{after_kill:.1f} s after the kill: {raised.value}")
+    check_lost_worker_named(raised, dispatcher, worker0, TIMEOUT_S)
+    del raised  # its frames hold the stalled iterators: released while the dispatcher runs
+    collect_now()
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a tf.data service worker SIGKILLed in the second pass of a loop over Pipeline.build() "
+    "and left down",
+    reader="Pipeline.distribute",
+    outcome="SourceError (in named_errors) naming the lost worker, timeout to timeout + 10 s "
+    "after the kill",
+)
+def test_a_loop_over_build_stops_when_a_worker_is_killed(labelled: str, cluster: Cluster) -> None:
+    dispatcher, worker0 = dispatcher_and_two_workers(cluster)
+    pipeline = tfpipe.Pipeline(labelled).batch(BATCH).distribute(dispatcher, timeout=TIMEOUT_S)
+    dataset = pipeline.build()
+    killed: dict[str, float] = {}
+
+    def two_passes() -> None:
+        with tfpipe.named_errors(pipeline):
+            assert sum(len(b["x"]) for b in dataset) == EXAMPLES
+            for index, _ in enumerate(dataset):
+                if index == KILL_BATCH:
+                    cluster.kill("worker0")
+                    killed["at"] = time.monotonic()
+
+    with pytest.raises(SourceError) as raised:
+        bounded(two_passes, 120)
+    ends_in_time(killed.get("at"), TIMEOUT_S)
+    check_lost_worker_named(raised, dispatcher, worker0, TIMEOUT_S)
+    del raised
+    collect_now()
+
+
+@pytest.mark.fault(
+    "a tf.data service worker stopped while two iterators of one built Pipeline read, after "
+    "the other one ended",
+    reader="Pipeline.distribute",
+    outcome="SourceError naming the lost worker after distribute(timeout=): each iterator is "
+    "watched on its own",
+)
+def test_each_iterator_is_watched_on_its_own(
+    labelled: str, in_process: tuple[str, list[Any]]
+) -> None:
+    """Iterator A reads a batch; iterator B of the same dataset reads a whole pass and ends;
+    worker 0 stops; A must still fail once it has waited `timeout` seconds (the guard once
+    shared one "data ended" mark among iterators, and B's end stopped A's watch: A hung)."""
+    address, workers = in_process
+    pipeline = tfpipe.Pipeline(labelled).batch(BATCH).distribute(address, timeout=1)
+    dataset = pipeline.build()
+    first = iter(dataset)
+    assert len(bounded(lambda: next(first))["x"]) == BATCH
+    assert bounded(lambda: sum(len(b["x"]) for b in dataset)) == EXAMPLES
+    listed = registered_workers(address)
+    assert listed is not None and len(listed) == 2
+    workers[0].stop()
+    start = time.monotonic()
+
+    def rest_of_first() -> None:
+        with tfpipe.named_errors(pipeline):
+            for _ in first:
+                pass
+
+    with pytest.raises(SourceError) as raised:
+        bounded(rest_of_first, 30)
+    assert time.monotonic() - start < 1 + SLACK_S
+    message = str(raised.value)
+    del raised
+    collect_now()
+    names_a_stopped_worker(message, address, listed)
