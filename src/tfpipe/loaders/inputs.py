@@ -359,9 +359,12 @@ def stored_image_decoders(schema: Schema, decoding: Decoding) -> Decoders:
             orientations=turns,
         )
 
+    reads = any(feature.reads_orientation for feature in images.values())
     return (
         (
-            "read the EXIF orientation of every JPEG (vectorised)",
+            "read the EXIF orientation of every JPEG (vectorised)"
+            if reads
+            else "no EXIF orientations to read (JPEGs stored upright, says the metadata)",
             lambda ds: ds.map(plain(orient), num_parallel_calls=AUTOTUNE),
         ),
         "decode images per example" + decoding.describe(schema),

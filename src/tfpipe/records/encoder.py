@@ -1,6 +1,6 @@
 """`Encoder`: a source's examples encoded to serialized records, chunk by chunk, on the
 writer's threads (or a Beam or Spark worker), with the images it copies checked in batched
-graph calls."""
+graph calls, and the formats it stores noted for the metadata."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tfpipe.errors import EncodeError
-from tfpipe.features import decoding
+from tfpipe.features import Image, decoding
 from tfpipe.format.metadata import SkippedExample
 from tfpipe.labels import Relabeling
 from tfpipe.schema import Schema
@@ -20,13 +20,18 @@ _SOURCE_ERRORS = (OSError, ValueError, TypeError, LookupError)
 
 
 class Encoder:
-    """Encodes examples of a source, naming them in errors; skips failures when asked."""
+    """Encodes examples of a source, naming them in errors; skips failures when asked.
+
+    It notes the formats its images are stored in (`stored_formats`), on whichever thread
+    encodes them, for the metadata (`Schema.as_written`).
+    """
 
     def __init__(self, source: Any, schema: Schema, skip: bool, check_copies: bool) -> None:
         self.source = source
         self.schema = schema
         self.skip = skip
         self.check_copies = check_copies
+        self._formats: dict[int, set[str]] = {}  # id of an Image feature -> formats stored
         self.origin = getattr(source, "origin", None)
         own = getattr(source, "schema", None)
         self.relabel = Relabeling(own, schema) if isinstance(own, Schema) else None
@@ -52,10 +57,16 @@ class Encoder:
         with a rejected image is encoded again, checked at once (its EncodeError, or its skip).
         With `check_copies=False` copied images are not decoded at all.
         """
-        if not self.check_copies:
-            with decoding.unchecked_copies():
-                return self._timed(indices)
-        return self._timed(indices)
+        with decoding.noting_formats(self._formats):
+            if not self.check_copies:
+                with decoding.unchecked_copies():
+                    return self._timed(indices)
+            return self._timed(indices)
+
+    def stored_formats(self) -> dict[str, set[str]]:
+        """Image name -> the formats its images were stored in by this encoder so far."""
+        images = self.schema.of(Image).items()
+        return {name: self._formats[id(f)] for name, f in images if id(f) in self._formats}
 
     def _timed(
         self, indices: np.ndarray

@@ -23,7 +23,7 @@ import re
 import secrets
 import statistics
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -562,7 +562,8 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     finally:
         bar.close()
         results.close()
-    info = dataset_info(path, schema, shards=written, skipped=skipped, options=options)
+    formats = encoder.stored_formats()
+    info = dataset_info(path, schema, written, skipped=skipped, options=options, formats=formats)
     info.save()
     shards.remove_stale()
     return info
@@ -583,12 +584,14 @@ def dataset_info(
     shards: list[ShardInfo],
     skipped: list[SkippedExample],
     options: WriteOptions,
+    formats: Mapping[str, Collection[str]] | None = None,
 ) -> DatasetInfo:
-    """The metadata of a finished write (`DatasetInfo.save` writes it, last)."""
+    """The metadata of a finished write (`DatasetInfo.save` writes it, last); `formats`, those
+    the images of each Image feature were stored in, when the writer noted them."""
     return DatasetInfo(
         name=path.name,
         directory=path.parent,
-        schema=schema,
+        schema=schema.as_written(formats),
         num_examples=sum(shard.num_examples for shard in shards),
         shards=tuple(shards),
         compression=options.compression,
