@@ -443,7 +443,7 @@ def box_reduce(images: tf.Tensor, size: tuple[int, int]) -> tf.Tensor:
         end = start + reduced * blocks
         kept = images[..., start[0] : end[0], start[1] : end[1], :]
         means = tf.image.resize(kept, reduced, method="area")  # exact block means here
-        count = blocks[0] * blocks[1]
+        count = tf.reduce_prod(blocks)
         # Pillow's ((sum + count // 2) * (2**24 // count)) >> 24 is (sum + count // 2 - 1)
         # // count when count is not a power of two (2**24 // count then falls short).
         offset = count // 2 - tf.cast(tf.bitwise.bitwise_and(count, count - 1) != 0, tf.int32)
