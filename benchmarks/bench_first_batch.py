@@ -18,7 +18,9 @@ threads; what a busy machine disturbs least). The stages: `construct_s` (the fol
 the metadata read, the loader object made), `build_s` (`Pipeline.build()`: tracing the maps;
 0 for the others, which trace while constructed), `iterator_s` (`iter()`: TensorFlow
 instantiating the traced functions) and `next_s` (the first `next()`: the shuffle buffer
-filled, the first 64 images decoded). 5 repeats, interleaved (1 with TFPIPE_BENCH_QUICK=1).
+filled, the first 64 images decoded); `<stage>_cpu_s` is each stage's CPU time (`build_cpu_s`
+...), which a shared machine disturbs least. 5 repeats, interleaved (1 with
+TFPIPE_BENCH_QUICK=1).
 The photo benchmark (`bench_photos`) records the same time on real photos, and the first
 epoch (`first_batch_s`, `first_epoch_s`).
 """
@@ -38,6 +40,11 @@ from benchmarks.harness import compare, scale
 
 BASELINE = "keras image_dataset_from_directory"
 STAGES = ("construct_s", "build_s", "iterator_s", "next_s")
+
+
+def cpu_name(stage: str) -> str:
+    """The key of a stage's CPU time: "build_s" -> "build_cpu_s"."""
+    return stage.replace("_s", "_cpu_s")
 
 
 def _import_all() -> None:
@@ -63,8 +70,10 @@ def _clock(construct: Callable[[], Any], build: Callable[[Any], Any]) -> dict[st
     next(batches)
     marks.append((time.perf_counter(), time.process_time()))
     result = {name: marks[i + 1][0] - marks[i][0] for i, name in enumerate(STAGES)}
+    cpu = {cpu_name(name): marks[i + 1][1] - marks[i][1] for i, name in enumerate(STAGES)}
     return {
         **result,
+        **cpu,
         "first_batch_s": marks[-1][0] - marks[0][0],
         "cpu_s": marks[-1][1] - marks[0][1],
     }
@@ -170,7 +179,7 @@ def main() -> None:
             },
             pairs={name: BASELINE for name in cases if name != BASELINE},
             repeats=5,
-            spreads=("cpu_s", *STAGES),
+            spreads=("cpu_s", *STAGES, *map(cpu_name, STAGES)),
         )
 
 

@@ -12,9 +12,10 @@ round trip through bytes; the Keras loader uses it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
@@ -23,6 +24,7 @@ import tensorflow as tf
 from tfpipe.errors import DecodeError, EncodeError, SchemaError
 from tfpipe.features import ClassLabel, Feature, Image, Mask, Tensor, Text
 from tfpipe.features.base import Where, describe_value, where_text
+from tfpipe.features.decoding import StoredImages
 from tfpipe.features.mask import check_mask_sizes, mask_image_pairs, same_size_tensor
 
 Kind = TypeVar("Kind", bound=Feature)
@@ -124,6 +126,59 @@ class Schema(Mapping[str, Feature]):
             (['image', 'mask'], [])
         """
         return {name: f for name, f in self._features.items() if isinstance(f, kinds)}
+
+    def stored_images(self) -> dict[str, dict[str, Any]]:
+        """Image name -> what the writer vouched for of its stored images (`Image.storage`),
+        as a metadata file's "stored_images" holds it; only the images that have it.
+
+        Examples:
+            >>> schema = tfpipe.Schema({"image": tfpipe.Image(), "label": tfpipe.Text()})
+            >>> schema.stored_images(), schema.as_written().stored_images()
+            ({}, {'image': {'formats': ['jpeg'], 'upright': True}})
+        """
+        images = self.of(Image).items()
+        return {name: f.storage.to_json() for name, f in images if f.storage is not None}
+
+    def with_stored_images(self, stored: Mapping[str, Any]) -> Schema:
+        """This schema with each image's `storage` facts read from `stored` (as
+        `stored_images` gives them), and None for an image it does not name: how a reader
+        applies what the metadata of the records it reads vouches for.
+
+        Examples:
+            >>> schema = tfpipe.Schema({"image": tfpipe.Image()})
+            >>> facts = {"image": {"formats": ["jpeg"], "upright": True}}
+            >>> schema.with_stored_images(facts)["image"].storage.upright
+            True
+
+        Raises:
+            SchemaError: an entry of `stored` is not what `stored_images` gives.
+        """
+        images = self.of(Image)
+        facts = {name: StoredImages.from_json(v) for name, v in stored.items() if name in images}
+        return Schema(
+            {
+                name: dataclasses.replace(images[name], storage=facts.get(name))
+                if name in images
+                else feature
+                for name, feature in self._features.items()
+            }
+        )
+
+    def as_written(self, formats: Mapping[str, Collection[str]] | None = None) -> Schema:
+        """The schema `write_tfrecords` saves in its metadata: each image's `storage` facts
+        set to what the writer stored (`Image.as_written`), in the `formats` it noted per
+        image name (else those its `encoding` allows).
+
+        Examples:
+            >>> schema = tfpipe.Schema({"image": tfpipe.Image(encoding="auto")})
+            >>> schema.as_written({"image": {"jpeg"}})["image"].storage
+            StoredImages(formats=('jpeg',), upright=True)
+        """
+        noted = formats or {}
+        written = {
+            name: image.as_written(noted.get(name, ())) for name, image in self.of(Image).items()
+        }
+        return Schema({name: written.get(name, f) for name, f in self._features.items()})
 
     def check_names(self, names: Sequence[str], argument: str) -> None:
         """Raises a SchemaError naming `argument` when a name is not a feature of the schema.
@@ -360,7 +415,8 @@ class Schema(Mapping[str, Feature]):
         images = self.of(Image)
         for _, image in self._mask_pairs:
             if image not in turns:  # read once, for its masks' size check and its decode
-                turns[image] = images[image].orientations(out[image])
+                turn = images[image].orientations(out[image])
+                turns[image] = tf.constant(1) if turn is None else turn  # None: upright
         for pair in self._mask_pairs:
             mask, image = pair
             out[mask] = same_size_tensor(out[mask], out[image], pair, turns.get(image))

@@ -45,10 +45,10 @@ from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError
 from tfpipe.features import Feature, Tensor, Text
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
+from tfpipe.records.encoder import Encoder
 from tfpipe.records.write_order import count_shards, shard_bounds, written_order
 from tfpipe.records.writer import (
     CHUNK,
-    Encoder,
     ShardWriter,
     WriteOptions,
     check_not_all_skipped,

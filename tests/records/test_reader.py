@@ -11,7 +11,9 @@ import pytest
 import tensorflow as tf
 
 import tfpipe
-from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError
+from tfpipe import fs
+from tfpipe.errors import DataNotFoundError, DecodeError, SchemaError, SourceError
+from tfpipe.format.frames import first_record
 from tfpipe.format.metadata import DatasetInfo
 
 
@@ -132,3 +134,28 @@ def test_mixed_compressions_are_refused(image_folder: Path, tmp_path: Path) -> N
     with pytest.raises(ValueError, match="the files mix compressions"):
         tfpipe.read_tfrecords([plain, zipped])
     assert len(list(tfpipe.read_tfrecords([zipped]))) == 3
+
+
+@pytest.mark.parametrize("compression", [None, "GZIP", "ZLIB"])
+def test_the_first_record_read_in_python_is_tensorflows(
+    tmp_path: Path, compression: str | None
+) -> None:
+    """`first_record` (the Pipeline's check of the first record, without tf.data) gives the
+    record TensorFlow's reader gives, and refuses what it cannot vouch for."""
+    path = tmp_path / "a.tfrecord"
+    big = bytes(range(256)) * 1000  # over one read chunk: read in several
+    with tf.io.TFRecordWriter(str(path), compression) as writer:
+        writer.write(big)
+        writer.write(b"second")
+    kind = None if compression is None else compression.lower()
+    assert first_record(fs.path(path), kind) == big
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    assert first_record(fs.path(tmp_path / "empty.tfrecord"), kind) is None
+    damaged = bytearray(path.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    (tmp_path / "damaged.tfrecord").write_bytes(bytes(damaged))
+    with pytest.raises(SourceError, match=r"damaged\.tfrecord"):
+        first_record(fs.path(tmp_path / "damaged.tfrecord"), kind)
+    (tmp_path / "cut.tfrecord").write_bytes(path.read_bytes()[:100])
+    with pytest.raises(SourceError, match=r"cut\.tfrecord"):
+        first_record(fs.path(tmp_path / "cut.tfrecord"), kind)

@@ -15,7 +15,8 @@ from apache_beam.metrics import Metrics
 
 from tfpipe.errors import EncodeError
 from tfpipe.format.metadata import SkippedExample
-from tfpipe.records.writer import CHUNK, Encoder, WriteOptions
+from tfpipe.records.encoder import Encoder
+from tfpipe.records.writer import CHUNK, WriteOptions
 from tfpipe.schema import Schema
 
 KEY_SPACE = 2**64

@@ -254,7 +254,11 @@ class Feature:
             >>> tfpipe.Tensor(shape=(3,), dtype="float32").to_json()
             {'kind': 'tensor', 'shape': [3], 'dtype': 'float32'}
         """
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        fields = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)  # type: ignore[arg-type]
+            if f.metadata.get("json", True)  # not a fact of the records (`Image.storage`)
+        }
         return {
             "kind": self.kind,
             **{k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()},

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import simplejpeg
 import tensorflow as tf
 from PIL import Image as PILImage
 
-from tfpipe.errors import EncodeError
+from tfpipe.errors import EncodeError, SchemaError
 from tfpipe.features import imaging, orientation
 
 JPEG_RATIOS = (8, 4, 2, 1)
@@ -30,23 +32,96 @@ _PALETTE_BMP = (
 )
 
 
-def decode(data: tf.Tensor, channels: int, turn: tf.Tensor | None = None) -> tf.Tensor:
+@dataclasses.dataclass(frozen=True)
+class StoredImages:
+    """What the writer of a dataset vouches for of the images it stored for one feature, as
+    its metadata records it ("stored_images"): their formats, and whether every JPEG is
+    upright (no EXIF orientation to apply). A reader then decodes with a graph of those
+    formats only and reads no EXIF; data without it gets the full decode.
+
+    Examples:
+        >>> stored = StoredImages.from_json({"formats": ["jpeg"], "upright": True})
+        >>> stored.jpeg_only, stored.to_json()
+        (True, {'formats': ['jpeg'], 'upright': True})
+
+    Attributes:
+        formats: the formats stored, a sorted tuple of "jpeg" and "png".
+        upright: whether every stored JPEG is upright: `write_tfrecords` copies a JPEG only
+            when its EXIF says so, and stores the others turned upright, without EXIF.
+    """
+
+    formats: tuple[str, ...]
+    upright: bool
+
+    def __post_init__(self) -> None:
+        formats = tuple(self.formats) if isinstance(self.formats, list | tuple) else ()
+        if not formats or not set(formats) <= {"jpeg", "png"} or type(self.upright) is not bool:
+            raise SchemaError(
+                'stored images must list their formats ("jpeg", "png") and say whether '
+                f"they are upright. Received: formats={self.formats!r}, upright={self.upright!r}"
+            )
+        object.__setattr__(self, "formats", tuple(sorted(set(formats))))
+
+    @property
+    def jpeg_only(self) -> bool:
+        """Whether every stored image is a JPEG."""
+        return self.formats == ("jpeg",)
+
+    def to_json(self) -> dict[str, Any]:
+        """The metadata's entry: {"formats": [...], "upright": ...}."""
+        return {"formats": list(self.formats), "upright": self.upright}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StoredImages:
+        """The facts a `to_json()` entry holds; SchemaError when it is not one."""
+        if not isinstance(data, Mapping) or set(data) != {"formats", "upright"}:
+            raise SchemaError(f"stored images: expected formats and upright. Received: {data!r}")
+        return cls(data["formats"], data["upright"])
+
+
+def _upright(stored: StoredImages | None) -> bool:
+    """Whether the JPEGs are known to be upright: their EXIF need not be read."""
+    return stored is not None and stored.upright
+
+
+def _by_format(data: tf.Tensor, stored: StoredImages | None, jpeg: Any, other: Any) -> tf.Tensor:
+    """`jpeg()` or `other()` by the format of `data`; only the one the stored formats allow
+    when the writer vouched for them (a smaller graph to trace and instantiate)."""
+    if stored is not None and stored.jpeg_only:
+        return jpeg()
+    if stored is not None and "jpeg" not in stored.formats:
+        return other()
+    return tf.cond(tf.io.is_jpeg(data), jpeg, other)
+
+
+def decode(
+    data: tf.Tensor,
+    channels: int,
+    turn: tf.Tensor | None = None,
+    stored: StoredImages | None = None,
+) -> tf.Tensor:
     """Decodes one JPEG, PNG, GIF (first frame) or BMP to uint8 (H, W, channels).
 
-    `turn` is the JPEG's EXIF orientation when computed already (per batch, cheaper).
+    `turn` is the JPEG's EXIF orientation when computed already (per batch, cheaper);
+    `stored`, what the writer vouched for of the images (see `StoredImages`).
     """
     if channels == 4:
         return _decode_rgba(data, turn)
-    return tf.cond(
-        tf.io.is_jpeg(data),
-        lambda: _decode_jpeg(data, channels, turn),
+    return _by_format(
+        data,
+        stored,
+        lambda: _decode_jpeg(data, channels, turn, upright=_upright(stored)),
         lambda: _decode_other(data, channels),
     )
 
 
-def _decode_jpeg(data: tf.Tensor, channels: int, turn: tf.Tensor | None) -> tf.Tensor:
+def _decode_jpeg(
+    data: tf.Tensor, channels: int, turn: tf.Tensor | None, upright: bool = False
+) -> tf.Tensor:
     data = _within_pixel_limit(data, _jpeg_pixels(tf.io.extract_jpeg_shape(data)))
     image = tf.io.decode_jpeg(data, channels=channels, dct_method=_DCT_METHOD)
+    if upright:
+        return image
     return orientation.upright(image, orientation.orientation(data) if turn is None else turn)
 
 
@@ -163,27 +238,38 @@ def _with_alpha(image: tf.Tensor) -> tf.Tensor:
 
 
 def decode_reduced(
-    data: tf.Tensor, channels: int, size: tuple[int, int], turn: tf.Tensor | None = None
+    data: tf.Tensor,
+    channels: int,
+    size: tuple[int, int],
+    turn: tf.Tensor | None = None,
+    stored: StoredImages | None = None,
 ) -> tf.Tensor:
     """`decode` for 1 or 3 channels, a JPEG at the DCT scale `decode_jpeg_reduced` picks (the
     scale Pillow's draft mode picks on the Pillow path); other formats in full."""
-    return tf.cond(
-        tf.io.is_jpeg(data),
-        lambda: decode_jpeg_reduced(data, channels, size, turn),
+    return _by_format(
+        data,
+        stored,
+        lambda: decode_jpeg_reduced(data, channels, size, turn, upright=_upright(stored)),
         lambda: _decode_other(data, channels),
     )
 
 
 def decode_jpeg_reduced(
-    data: tf.Tensor, channels: int, size: tuple[int, int], turn: tf.Tensor | None = None
+    data: tf.Tensor,
+    channels: int,
+    size: tuple[int, int],
+    turn: tf.Tensor | None = None,
+    upright: bool = False,
 ) -> tf.Tensor:
     """Decodes a JPEG at the smallest DCT scale that still covers `size`, then turns it upright
-    (`turn`: its EXIF orientation, when computed already)."""
-    turn = orientation.orientation(data) if turn is None else turn
+    (`turn`: its EXIF orientation, when computed already; `upright`: known to need no turn)."""
+    if upright:
+        turn, target = None, tf.constant(size)
+    else:  # turned by 5-8: stored as (width, height)
+        turn = orientation.orientation(data) if turn is None else turn
+        target = tf.where(turn >= 5, tf.constant(size[::-1]), tf.constant(size))
     stored = tf.io.extract_jpeg_shape(data)
     data = _within_pixel_limit(data, _jpeg_pixels(stored))
-    turned = turn >= 5  # stored as (width, height)
-    target = tf.where(turned, tf.constant(size[::-1]), tf.constant(size))
     scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.cast(target, tf.float32))
     branch = tf.reduce_sum(tf.cast(scale < tf.constant(JPEG_RATIOS, tf.float32), tf.int32))
     branches = [
@@ -191,7 +277,7 @@ def decode_jpeg_reduced(
         for r in JPEG_RATIOS
     ]
     image = tf.switch_case(tf.minimum(branch, len(JPEG_RATIOS) - 1), branches)
-    return orientation.upright(image, turn)
+    return image if turn is None else orientation.upright(image, turn)
 
 
 def jpeg_warning(data: bytes) -> str | None:
@@ -293,6 +379,29 @@ def unchecked_copies() -> Iterator[None]:
         yield
     finally:
         _CHECK_COPIES.reset(token)
+
+
+_FORMATS: contextvars.ContextVar[dict[int, set[str]] | None] = contextvars.ContextVar(
+    "tfpipe_stored_formats", default=None
+)
+
+
+@contextlib.contextmanager
+def noting_formats(seen: dict[int, set[str]]) -> Iterator[None]:
+    """Within (on this thread), `note_format` adds to `seen` the format of each image stored,
+    under the id of its feature (threads may share one `seen`: set.add holds the GIL)."""
+    token = _FORMATS.set(seen)
+    try:
+        yield
+    finally:
+        _FORMATS.reset(token)
+
+
+def note_format(feature: object, fmt: str) -> None:
+    """Notes that an image of `feature` is stored as `fmt`, inside `noting_formats`."""
+    seen = _FORMATS.get()
+    if seen is not None:
+        seen.setdefault(id(feature), set()).add(fmt)
 
 
 @contextlib.contextmanager

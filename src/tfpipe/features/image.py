@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,6 +45,12 @@ class Image(Feature):
             what `from_directory` and `from_dataframe` infer for image files). Defaults to
             "jpeg".
         quality: JPEG quality when an image has to be encoded as JPEG. Defaults to 95.
+        storage: what the writer of the records vouched for of the stored images (their
+            formats, and that every JPEG is upright), which lets the decode leave out the
+            other formats and the EXIF read. `write_tfrecords` records it in the metadata
+            ("stored_images"), and a reader takes it from the metadata of the records it reads
+            only, never from a schema given by hand; not part of the feature's JSON, nor of
+            its equality. Defaults to None (any format, the EXIF orientation read).
     """
 
     kind: ClassVar[str] = "image"
@@ -52,6 +58,9 @@ class Image(Feature):
     shape: tuple[int | None, int | None, int] = (None, None, 3)
     encoding: str = "jpeg"
     quality: int = 95
+    storage: decoding.StoredImages | None = dataclasses.field(
+        default=None, compare=False, repr=False, metadata={"json": False}
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))
@@ -80,6 +89,27 @@ class Image(Feature):
             raise SchemaError("JPEG cannot store 4 channels: use encoding='png' for RGBA images")
         if not 1 <= self.quality <= 100:
             raise SchemaError(f"Image.quality must be in 1..100. Received: quality={self.quality}")
+        if self.storage is not None and not isinstance(self.storage, decoding.StoredImages):
+            raise SchemaError(
+                f"Image.storage must be a StoredImages or None. Received: storage={self.storage!r}"
+            )
+
+    def as_written(self, formats: Collection[str] = ()) -> Image:
+        """This feature with `storage` saying what `write_tfrecords` stored for it: every JPEG
+        upright, in `formats` (those the writer noted), else in those `encoding` allows ("auto"
+        keeps a JPEG's own format and stores the rest as PNG). Raw pixels have no `storage`.
+
+        Examples:
+            >>> tfpipe.Image(encoding="auto").as_written().storage
+            StoredImages(formats=('jpeg', 'png'), upright=True)
+            >>> tfpipe.Image(encoding="auto").as_written({"jpeg"}).storage.jpeg_only
+            True
+        """
+        if self.encoding == "raw":
+            return dataclasses.replace(self, storage=None)
+        allowed = {self._stored_format(found) for found in ("jpeg", "png", None)}
+        stored = tuple(formats) if formats else tuple(allowed)
+        return dataclasses.replace(self, storage=decoding.StoredImages(stored, True))
 
     @classmethod
     def _from_tfds(
@@ -150,9 +180,11 @@ class Image(Feature):
             and imaging.copyable(data, fmt, self.shape[:2], self.channels)
         ):
             decoding.check_decodes(data, fmt)
-            return data
-        image = self._prepare(value if data is None else data, self.shape[:2])
-        return imaging.encode_image(image, fmt, self.quality)
+        else:
+            image = self._prepare(value if data is None else data, self.shape[:2])
+            data = imaging.encode_image(image, fmt, self.quality)
+        decoding.note_format(self, fmt)
+        return data
 
     def _stored_format(self, found: str | None) -> str:
         """The format an image of format `found` ("jpeg", "png", or None for anything else) is
@@ -284,22 +316,36 @@ class Image(Feature):
         if self.encoding == "raw":
             image = tf.reshape(tf.io.decode_raw(parsed, tf.uint8), self.shape)
         elif size is not None and imaging.reduces_jpeg(reduced, self.channels, size):
-            image = decoding.decode_reduced(parsed, self.channels, size, orientation)
+            image = decoding.decode_reduced(
+                parsed, self.channels, size, orientation, stored=self.storage
+            )
         else:
-            image = decoding.decode(parsed, self.channels, orientation)
+            image = decoding.decode(parsed, self.channels, orientation, stored=self.storage)
         image.set_shape((None, None, self.channels) if size else self.shape)
         return resize_and_scale(image, size, rescale)
 
     def orientations(self, parsed: tf.Tensor) -> tf.Tensor | None:
         """The EXIF orientation of each of a vector of stored images, for `decode_tensor`;
-        None when the images are raw pixels (no EXIF).
+        None when the images are raw pixels (no EXIF) or their writer stored them upright
+        (`storage`).
 
         Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
             >>> tfpipe.Image().orientations(tf.constant([data, data])).numpy()  # 1: upright
             array([1, 1], dtype=int32)
         """
-        return None if self.encoding == "raw" else orientation.orientation(parsed)
+        return orientation.orientation(parsed) if self.reads_orientation else None
+
+    @property
+    def reads_orientation(self) -> bool:
+        """Whether decoding reads the images' EXIF orientation: not for raw pixels, nor for
+        JPEGs their writer vouched are upright (`storage`).
+
+        Examples:
+            >>> tfpipe.Image().reads_orientation, tfpipe.Image().as_written().reads_orientation
+            (True, False)
+        """
+        return self.encoding != "raw" and not (self.storage is not None and self.storage.upright)
 
     def _resize_to(self, size: tuple[int, int] | None) -> tuple[int, int] | None:
         """`size`, or None when the images are stored at that size already."""
@@ -329,11 +375,14 @@ class Image(Feature):
             return resize_and_scale(images, self._resize_to(size), rescale)
         target = size or self.shape[:2]
         turns = self.orientations(parsed)  # for the whole batch at once: cheaper
+
+        def decode(item: Any) -> tf.Tensor:
+            data, turn = item if turns is not None else (item, None)
+            return self.decode_tensor(data, size, reduced, rescale, orientation=turn)
+
         return tf.map_fn(
-            lambda item: self.decode_tensor(
-                item[0], size, reduced=reduced, rescale=rescale, orientation=item[1]
-            ),
-            (parsed, turns),
+            decode,
+            parsed if turns is None else (parsed, turns),
             fn_output_signature=tf.TensorSpec(
                 (*target, self.channels), tf.uint8 if rescale is None else tf.float32
             ),
@@ -346,20 +395,21 @@ _DECODERS = threading.Lock()
 def _batch_decoder(
     feature: Image, size: tuple[int, int], reduced: bool, rescale: float | None
 ) -> tf.types.experimental.PolymorphicFunction:
-    """The graph `Image.load_batch` calls, traced once per feature, size, DCT rule, rescale
-    and Pillow pixel limit, which the graph holds as it was when traced (the loader's worker
-    threads ask for it together)."""
+    """The graph `Image.load_batch` calls, traced once per feature (and its `storage` facts,
+    which its equality leaves out), size, DCT rule, rescale and Pillow pixel limit, which the
+    graph holds as it was when traced (the loader's worker threads ask for it together)."""
     with _DECODERS:
-        return _new_batch_decoder(feature, (size, reduced, rescale), PILImage.MAX_IMAGE_PIXELS)
+        key = (PILImage.MAX_IMAGE_PIXELS, feature.storage)
+        return _new_batch_decoder(feature, (size, reduced, rescale), key)
 
 
 @functools.lru_cache(maxsize=32)
 def _new_batch_decoder(
     feature: Image,
     decode: tuple[tuple[int, int], bool, float | None],
-    pixel_limit: int | None,
+    key: tuple[Any, ...],
 ) -> tf.types.experimental.PolymorphicFunction:
-    del pixel_limit  # a key only: `decode_tensor` reads the limit while it is traced
+    del key  # a key only: the limit `decode_tensor` reads while traced, the `storage` facts
     size, reduced, rescale = decode
     decoder = tf.function(
         lambda data: feature.decode_batch(data, size, reduced, rescale),
@@ -406,7 +456,7 @@ def box_reduce(images: tf.Tensor, size: tuple[int, int]) -> tf.Tensor:
         end = start + reduced * blocks
         kept = images[..., start[0] : end[0], start[1] : end[1], :]
         means = tf.image.resize(kept, reduced, method="area")  # exact block means here
-        count = blocks[0] * blocks[1]
+        count = tf.reduce_prod(blocks)
         # Pillow's ((sum + count // 2) * (2**24 // count)) >> 24 is (sum + count // 2 - 1)
         # // count when count is not a power of two (2**24 // count then falls short).
         offset = count // 2 - tf.cast(tf.bitwise.bitwise_and(count, count - 1) != 0, tf.int32)

@@ -28,6 +28,7 @@ DATA_CRC = struct.Struct("<I")  # after the data: masked crc32c of the data
 FRAME_OVERHEAD = FRAME_HEADER.size + DATA_CRC.size
 _PROGRESS_EVERY = 4096
 _SCAN_BLOCK = 4 * 2**20
+_FIRST_CHUNK = 1 << 16
 _LENGTH = struct.Struct("<Q")
 # zlib's window bits: 15 and a zlib header, or +16 and a gzip header (TensorFlow's formats).
 _WINDOW_BITS = {"zlib": zlib.MAX_WBITS, "gzip": zlib.MAX_WBITS + 16}
@@ -108,6 +109,49 @@ class FrameWriter:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def first_record(path: fs.AnyPath, compression: str | None) -> bytes | None:
+    """The first record of a TFRecord file (its two checksums checked), read in Python: no
+    tf.data pipeline to build and run for one record (~0.07 s of CPU before a first batch).
+    None when the file is empty.
+
+    Examples:
+        >>> with FrameWriter(fs.path("out/two.tfrecord"), "gzip") as writer:
+        ...     writer.write(b"first")
+        ...     writer.write(b"second")
+        >>> first_record(fs.path("out/two.tfrecord"), "gzip")
+        b'first'
+
+    Raises:
+        SourceError: the file is not a TFRecord file of that compression, or its first record
+            is truncated or corrupt (TensorFlow's reader then names the fault).
+    """
+    inflate = None if compression is None else zlib.decompressobj(wbits=_WINDOW_BITS[compression])
+    data = b""
+    with path.open("rb") as f:
+        needed = FRAME_HEADER.size
+        while len(data) < needed:
+            chunk = f.read(_FIRST_CHUNK)
+            try:
+                data += chunk if inflate is None else inflate.decompress(chunk)
+            except zlib.error as e:
+                raise _corrupt(path, 0, 0, f"not {compression} data: {e}") from e
+            if not chunk:
+                break
+            if needed == FRAME_HEADER.size and len(data) >= needed:
+                needed += FRAME_HEADER.unpack(data[: FRAME_HEADER.size])[0] + DATA_CRC.size
+    if not data:
+        return None
+    if len(data) < needed:
+        raise _corrupt(path, 0, 0, "the file ends inside its first record")
+    header, record = data[: FRAME_HEADER.size], data[FRAME_HEADER.size : needed - DATA_CRC.size]
+    (checksum,) = DATA_CRC.unpack(data[needed - DATA_CRC.size : needed])
+    if masked_crc32c(header[:8]) != FRAME_HEADER.unpack(header)[1]:
+        raise _corrupt(path, 0, 0, "the length checksum is wrong")
+    if masked_crc32c(record) != checksum:
+        raise _corrupt(path, 0, 0, "the data checksum is wrong")
+    return record
 
 
 def scan_offsets(shard: fs.AnyPath, size: int, progress: Any = None) -> np.ndarray:

@@ -171,6 +171,7 @@ class DatasetInfo:
             "seed": self.seed,
             "class_names": self.class_names,
             "schema": self.schema.to_dict(),
+            "stored_images": self.schema.stored_images(),
             "shards": [dataclasses.asdict(s) for s in self.shards],
             "skipped": [dataclasses.asdict(s) for s in self.skipped],
         }
@@ -225,7 +226,9 @@ class DatasetInfo:
             info = cls(
                 name=data["name"],
                 directory=path.parent,
-                schema=Schema.from_json(data["schema"]),
+                schema=Schema.from_json(data["schema"]).with_stored_images(
+                    data.get("stored_images", {})
+                ),
                 num_examples=int(data["num_examples"]),
                 shards=tuple(ShardInfo(**s) for s in data["shards"]),
                 compression=data.get("compression"),

@@ -90,7 +90,9 @@ class ResolvedData:
 
     def schema(self, given: Any = None) -> Schema | None:
         """The schema to read the records with: `given`, its class names matched by name with
-        those of every metadata file, else the metadata's; None when neither is known.
+        those of every metadata file, else the metadata's; None when neither is known. What
+        the images' writer vouched for (`Image.storage`) comes from the one metadata file of
+        the records only, never from `given`.
 
         Raises:
             SchemaError: `given` is not a `Schema`, or reading with it would change labels.
@@ -102,7 +104,9 @@ class ResolvedData:
         infos = [self.info, *(entry.info for entry in self.declared.values())]
         for info in {id(i): i for i in infos if i is not None}.values():
             check_stored_labels(info.schema, given, str(info.metadata_path))
-        return given
+        return given.with_stored_images(
+            {} if self.info is None else self.info.schema.stored_images()
+        )
 
     @property
     def compression(self) -> str | None:

@@ -202,7 +202,7 @@ class PipelineFacts:
              4. shuffle records (buffer 24, seed=0, reshuffled each epoch)
              5. batch 64 records
              6. parse_example (vectorised), images and masks kept as stored bytes
-             7. read the EXIF orientation of every JPEG (vectorised)
+             7. no EXIF orientations to read (JPEGs stored upright, says the metadata)
              8. unbatch
              9. decode images per example (parallel, AUTOTUNE)
             10. batch 64

@@ -8,6 +8,9 @@ from typing import Any
 import tensorflow as tf
 
 from tfpipe import fs
+from tfpipe.errors import SourceError
+from tfpipe.format.compression import compression_of
+from tfpipe.format.frames import first_record
 from tfpipe.format.resolution import PathArg, ResolvedData, resolve
 from tfpipe.records.infer import infer_schema, records
 from tfpipe.schema import Schema
@@ -55,7 +58,19 @@ def random_access(
 
 def check_first_record(schema: Schema, files: list[fs.AnyPath]) -> int:
     """Checks the first record against the schema, so a mismatch fails early and clearly;
-    returns its size in bytes."""
+    returns its size in bytes.
+
+    The record is read in Python (`frames.first_record`); a file it cannot read is read
+    again with TensorFlow's reader, whose error names the fault as every reader names it.
+    """
+    for file in files:
+        try:
+            record = first_record(file, compression_of(file))
+        except SourceError:
+            break
+        if record is not None:
+            schema.stored(record, where=f"record 0 of {file.name}")
+            return len(record)
     for file, index, record in records(files, limit=1):
         schema.stored(record, where=f"record {index} of {file.name}")
         return len(record)

@@ -22,9 +22,8 @@ import os
 import re
 import secrets
 import statistics
-import time
 import warnings
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,14 +33,13 @@ from tqdm import tqdm
 
 from tfpipe import fs
 from tfpipe.errors import EncodeError, SchemaError, SourceError, TfpipeError, TfpipeWarning
-from tfpipe.features import decoding
 from tfpipe.format import tfds_folders
 from tfpipe.format.compression import check_compression
 from tfpipe.format.frames import FrameWriter
 from tfpipe.format.metadata import DatasetInfo, ShardInfo, SkippedExample
 from tfpipe.format.naming import SHARDS, metadata_path, temporary_name, temporary_regex
 from tfpipe.format.resolution import names_paths
-from tfpipe.labels import Relabeling
+from tfpipe.records.encoder import Encoder
 from tfpipe.records.resolved import random_access
 from tfpipe.records.write_order import count_shards, shard_bounds, shards_for, written_order
 from tfpipe.schema import Schema
@@ -54,7 +52,6 @@ CHUNK = 32
 _CHUNKS_PER_WORKER = 4
 _SHOWN_SKIPPED = 3
 _ON_ERROR = ("raise", "skip")
-_SOURCE_ERRORS = (OSError, ValueError, TypeError, LookupError)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -125,104 +122,6 @@ def _ordered_map(
             yield pending.popleft().result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-class Encoder:
-    """Encodes examples of a source, naming them in errors; skips failures when asked."""
-
-    def __init__(self, source: Any, schema: Schema, skip: bool, check_copies: bool) -> None:
-        self.source = source
-        self.schema = schema
-        self.skip = skip
-        self.check_copies = check_copies
-        self.origin = getattr(source, "origin", None)
-        own = getattr(source, "schema", None)
-        self.relabel = Relabeling(own, schema) if isinstance(own, Schema) else None
-
-    def origin_of(self, index: int) -> str:
-        """Where an example comes from, e.g. "cats/017.jpg" (else "example 17")."""
-        return str(self.origin(index)) if callable(self.origin) else f"example {index}"
-
-    def describe(self, index: int) -> str:
-        """How errors name an example, e.g. "example 17 (cats/017.jpg)"."""
-        plain, origin = f"example {index}", self.origin_of(index)
-        return plain if origin == plain else f"{plain} ({origin})"
-
-    def __call__(self, indices: np.ndarray) -> list[bytes | SkippedExample]:
-        return self.timed(indices)[0]
-
-    def timed(self, indices: np.ndarray) -> tuple[list[bytes | SkippedExample], list[float], float]:
-        """Encodes a chunk on this thread: the results, the seconds each example took to encode,
-        and the seconds per example of the chunk's image check.
-
-        The images the chunk copies are checked at the end, in graph calls that release the GIL
-        (`decoding.all_decode`). A failure ends as checks one by one would end it: an example
-        with a rejected image is encoded again, checked at once (its EncodeError, or its skip).
-        With `check_copies=False` copied images are not decoded at all.
-        """
-        if not self.check_copies:
-            with decoding.unchecked_copies():
-                return self._timed(indices)
-        return self._timed(indices)
-
-    def _timed(
-        self, indices: np.ndarray
-    ) -> tuple[list[bytes | SkippedExample], list[float], float]:
-        done: list[bytes | SkippedExample] = []
-        waiting: list[tuple[int, bytes | SkippedExample, list[decoding.Check]]] = []
-        seconds = []
-        for index in map(int, indices):
-            started = time.perf_counter()
-            result: bytes | SkippedExample | None
-            try:
-                with decoding.deferred_checks() as pending:
-                    result = self.encode(index)
-            except Exception:  # raised again below, after the checks that come first
-                result = None
-            if result is None:
-                # Checked one by one, the images before it, then its own, would fail first.
-                done += self._confirm(waiting)
-                waiting = []
-                done.append(self.encode(index))
-            else:
-                waiting.append((index, result, pending))
-            seconds.append(time.perf_counter() - started)
-        if not any(pending for *_, pending in waiting):
-            return done + [result for _, result, _ in waiting], seconds, 0.0
-        decoding.warm_up()  # not timed: once per process
-        started = time.perf_counter()
-        done += self._confirm(waiting)
-        return done, seconds, (time.perf_counter() - started) / len(seconds)
-
-    def _confirm(
-        self, waiting: list[tuple[int, bytes | SkippedExample, list[decoding.Check]]]
-    ) -> list[bytes | SkippedExample]:
-        """The results, once their deferred image checks pass; an example with an image
-        TensorFlow rejects is encoded again, checked at once (its EncodeError, or its skip)."""
-        if decoding.all_decode([check for *_, pending in waiting for check in pending]):
-            return [result for _, result, _ in waiting]
-        return [
-            result if all(decoding.decodes(*check) for check in pending) else self.encode(index)
-            for index, result, pending in waiting
-        ]
-
-    def read(self, index: int) -> Any:
-        """Example `index` of the source, its class indices matched to the schema's by name."""
-        try:
-            example = self.source[index]
-        except _SOURCE_ERRORS as e:
-            raise EncodeError(f"cannot read {self.describe(index)} from the source: {e}") from e
-        if self.relabel and isinstance(example, Mapping):
-            example = self.relabel(example, where=lambda: self.describe(index))
-        return example
-
-    def encode(self, index: int) -> bytes | SkippedExample:
-        try:
-            return self.schema.encode(self.read(index), where=lambda: self.describe(index))
-        except EncodeError as e:
-            if not self.skip:
-                raise
-            return SkippedExample(index=index, origin=self.origin_of(index), error=str(e))
 
 
 def estimated_shards(source: Any, schema: Schema, order: np.ndarray) -> int:
@@ -663,7 +562,8 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     finally:
         bar.close()
         results.close()
-    info = dataset_info(path, schema, shards=written, skipped=skipped, options=options)
+    formats = encoder.stored_formats()
+    info = dataset_info(path, schema, written, skipped=skipped, options=options, formats=formats)
     info.save()
     shards.remove_stale()
     return info
@@ -684,12 +584,14 @@ def dataset_info(
     shards: list[ShardInfo],
     skipped: list[SkippedExample],
     options: WriteOptions,
+    formats: Mapping[str, Collection[str]] | None = None,
 ) -> DatasetInfo:
-    """The metadata of a finished write (`DatasetInfo.save` writes it, last)."""
+    """The metadata of a finished write (`DatasetInfo.save` writes it, last); `formats`, those
+    the images of each Image feature were stored in, when the writer noted them."""
     return DatasetInfo(
         name=path.name,
         directory=path.parent,
-        schema=schema,
+        schema=schema.as_written(formats),
         num_examples=sum(shard.num_examples for shard in shards),
         shards=tuple(shards),
         compression=options.compression,
