@@ -67,8 +67,8 @@ def test_the_writer_records_the_formats_it_stored_and_that_jpegs_are_upright(
     (tmp_path / "mixed" / "all" / "a.jpg").write_bytes(_jpeg(6, 0))
     PILImage.new("RGB", (8, 8)).save(tmp_path / "mixed" / "all" / "b.bmp")  # stored as PNG
     written = {
-        "jpegs": tfpipe.from_directory(turned_folder),
-        "mixed": tfpipe.from_directory(tmp_path / "mixed"),
+        "jpegs": tfpipe.from_directory(turned_folder, class_names=["all"]),
+        "mixed": tfpipe.from_directory(tmp_path / "mixed", class_names=["all"]),
     }
     for name, source in written.items():
         tfpipe.write_tfrecords(source, tmp_path / "out" / name, progress=False)
@@ -96,7 +96,10 @@ def test_records_vouched_upright_decode_the_pixels_of_the_full_decode(
     Pillow's decode of the stored JPEGs within the resize's 1/255; at a DCT scale too."""
     prefix = tmp_path / "out" / "train"
     info = tfpipe.write_tfrecords(
-        tfpipe.from_directory(turned_folder), prefix, shuffle=False, progress=False
+        tfpipe.from_directory(turned_folder, class_names=["all"]),
+        prefix,
+        shuffle=False,
+        progress=False,
     )
     records = tf.data.TFRecordDataset([str(f) for f in info.files])
     stored = [info.schema.stored(record.numpy())["image"] for record in records]
@@ -152,7 +155,9 @@ def test_a_schema_given_by_hand_never_carries_another_datasets_facts(
     with foreign records of turned JPEGs: the facts come from the records' own metadata
     (none here), so the JPEGs are still turned upright."""
     prefix = tmp_path / "tfpipe"
-    tfpipe.write_tfrecords(tfpipe.from_directory(turned_folder), prefix, progress=False)
+    tfpipe.write_tfrecords(
+        tfpipe.from_directory(turned_folder, class_names=["all"]), prefix, progress=False
+    )
     vouched = DatasetInfo.load(prefix).schema
     assert vouched["image"].storage is not None
     jpegs = [_jpeg(orientation, orientation, SQUARE) for orientation in range(1, 9)]
