@@ -29,9 +29,9 @@ from typing import Any
 RESULTS = Path(__file__).parent / "results"
 QUICK = os.environ.get("TFPIPE_BENCH_QUICK") == "1"
 REPEATS = 1 if QUICK else 3
-# Comma-separated parts of case names: a run of only the cases named so (and the baseline),
-# the others reported as not run; for rerunning a few rows of a long benchmark.
-CASES = [part for part in os.environ.get("TFPIPE_BENCH_CASES", "").split(",") if part]
+# Parts of case names, "|"-separated (names hold commas): a run of only the cases named so
+# (and the baseline), the others reported as not run; to rerun a few rows of a long benchmark.
+CASES = [part for part in os.environ.get("TFPIPE_BENCH_CASES", "").split("|") if part]
 
 
 def scale(full: int, quick: int) -> int:
@@ -166,7 +166,7 @@ def compare(
     repeats = 1 if QUICK else repeats
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
     not_run = {
-        name: f"left out of this run (TFPIPE_BENCH_CASES={','.join(CASES)})"
+        name: f"left out of this run (TFPIPE_BENCH_CASES={'|'.join(CASES)})"
         for name in cases
         if CASES and name != baseline and not any(part in name for part in CASES)
     }
