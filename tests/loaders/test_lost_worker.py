@@ -53,28 +53,32 @@ def cluster() -> Iterator[Cluster]:
 
 
 class KillWorker0(keras.callbacks.Callback):
-    """SIGKILLs worker 0 after batch 20 of epoch 2 and leaves it down; `killed_at` is when."""
+    """SIGKILLs worker 0 after batch 20 of epoch 2 and leaves it down; `killed_at` is when,
+    `batches` the batches trained in each epoch."""
 
     def __init__(self, cluster: Cluster) -> None:
         super().__init__()
         self.cluster = cluster
         self.epoch = 0
         self.killed_at: float | None = None
+        self.batches: list[int] = []
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self.epoch = epoch
+        self.batches.append(0)
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.batches[-1] += 1
         if (self.epoch, batch) == (KILL_EPOCH, KILL_BATCH) and self.killed_at is None:
             self.cluster.kill("worker0")
             self.killed_at = time.monotonic()
 
 
 def check_lost_worker_named(
-    raised: pytest.ExceptionInfo[SourceError], dispatcher: str, worker: str, timeout: float
+    error: BaseException, dispatcher: str, worker: str, timeout: float
 ) -> None:
     """The error names the dispatcher, the lost worker (and only it) and how to restart it."""
-    message = str(raised.value)
+    message = str(error)
     assert message.startswith(f"tf.data service stalled: at {dispatcher}"), message
     assert f"worker(s) {[worker]!r} of " in message, message
     assert f"(distribute(timeout={timeout:g}))" in message, message
@@ -112,12 +116,18 @@ def test_fit_stops_when_a_worker_is_killed_mid_epoch(labelled: str, cluster: Clu
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
     killer = KillWorker0(cluster)
-    with pytest.raises(SourceError) as raised:
+    try:
         bounded(lambda: tfpipe.fit(model, pipeline, epochs=3, callbacks=[killer], verbose=0), 120)
-    after_kill = ends_in_time(killer.killed_at, TIMEOUT_S)
-    print(f"{after_kill:.1f} s after the kill: {raised.value}")
-    check_lost_worker_named(raised, dispatcher, worker0, TIMEOUT_S)
-    del raised  # its frames hold the stalled iterators: released while the dispatcher runs
+    except SourceError as error:
+        after_kill = ends_in_time(killer.killed_at, TIMEOUT_S)
+        print(f"{after_kill:.1f} s after the kill: {error}")
+        check_lost_worker_named(error, dispatcher, worker0, TIMEOUT_S)
+        del error  # its frames hold the stalled iterators: released while the dispatcher runs
+    else:
+        # On a busy host the workers can have served every element before the kill (seen in
+        # about 1 run in 7): nothing was lost, and every batch of every epoch must be there.
+        assert killer.killed_at is not None, "the worker was never killed"
+        assert killer.batches == [EXAMPLES // BATCH] * 3, killer.batches
     collect_now()
 
 
@@ -146,7 +156,7 @@ def test_a_loop_over_build_stops_when_a_worker_is_killed(labelled: str, cluster:
     with pytest.raises(SourceError) as raised:
         bounded(two_passes, 120)
     ends_in_time(killed.get("at"), TIMEOUT_S)
-    check_lost_worker_named(raised, dispatcher, worker0, TIMEOUT_S)
+    check_lost_worker_named(raised.value, dispatcher, worker0, TIMEOUT_S)
     del raised
     collect_now()
 
