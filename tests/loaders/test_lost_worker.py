@@ -9,7 +9,7 @@ worker; these tests kill a worker mid-read, leave it down, and time the error fr
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import keras
@@ -96,6 +96,27 @@ def ends_in_time(killed_at: float | None, timeout: float) -> float:
     return after_kill
 
 
+def lost_or_complete(
+    read: Callable[[], Any], killed_at: Callable[[], float | None], servers: tuple[str, str]
+) -> tuple[bool, Any]:
+    """(True, `read()`'s value) when it ended without an error, (False, None) when it raised the
+    `SourceError` naming the dispatcher and the lost worker within the timeout (+ slack) of
+    the kill. On a busy host the workers can have served every element before the kill (a
+    full-suite run saw it): nothing was lost then, and the caller checks that every batch is
+    there. A read that hangs fails (bounded at 120 s), as does any other error."""
+    try:
+        value = bounded(read, 120)
+    except SourceError as error:
+        after_kill = ends_in_time(killed_at(), TIMEOUT_S)
+        print(f"{after_kill:.1f} s after the kill: {error}")
+        check_lost_worker_named(error, *servers, TIMEOUT_S)
+        del error  # its frames hold the stalled iterators: released while the dispatcher runs
+        collect_now()
+        return False, None
+    assert killed_at() is not None, "the worker was never killed"
+    return True, value
+
+
 @pytest.mark.slow
 @pytest.mark.fault(
     "a tf.data service worker SIGKILLed at batch 20 of epoch 2 of tfpipe.fit and left down "
@@ -116,17 +137,12 @@ def test_fit_stops_when_a_worker_is_killed_mid_epoch(labelled: str, cluster: Clu
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
     killer = KillWorker0(cluster)
-    try:
-        bounded(lambda: tfpipe.fit(model, pipeline, epochs=3, callbacks=[killer], verbose=0), 120)
-    except SourceError as error:
-        after_kill = ends_in_time(killer.killed_at, TIMEOUT_S)
-        print(f"{after_kill:.1f} s after the kill: {error}")
-        check_lost_worker_named(error, dispatcher, worker0, TIMEOUT_S)
-        del error  # its frames hold the stalled iterators: released while the dispatcher runs
-    else:
-        # On a busy host the workers can have served every element before the kill (seen in
-        # about 1 run in 7): nothing was lost, and every batch of every epoch must be there.
-        assert killer.killed_at is not None, "the worker was never killed"
+    completed, _ = lost_or_complete(
+        lambda: tfpipe.fit(model, pipeline, epochs=3, callbacks=[killer], verbose=0),
+        lambda: killer.killed_at,
+        (dispatcher, worker0),
+    )
+    if completed:
         assert killer.batches == [EXAMPLES // BATCH] * 3, killer.batches
     collect_now()
 
@@ -145,19 +161,20 @@ def test_a_loop_over_build_stops_when_a_worker_is_killed(labelled: str, cluster:
     dataset = pipeline.build()
     killed: dict[str, float] = {}
 
-    def two_passes() -> None:
+    def two_passes() -> int:
         with tfpipe.named_errors(pipeline):
             assert sum(len(b["x"]) for b in dataset) == EXAMPLES
-            for index, _ in enumerate(dataset):
+            seen = 0
+            for index, batch in enumerate(dataset):
+                seen += len(batch["x"])
                 if index == KILL_BATCH:
                     cluster.kill("worker0")
                     killed["at"] = time.monotonic()
+            return seen
 
-    with pytest.raises(SourceError) as raised:
-        bounded(two_passes, 120)
-    ends_in_time(killed.get("at"), TIMEOUT_S)
-    check_lost_worker_named(raised.value, dispatcher, worker0, TIMEOUT_S)
-    del raised
+    completed, seen = lost_or_complete(two_passes, lambda: killed.get("at"), (dispatcher, worker0))
+    if completed:
+        assert seen == EXAMPLES, seen
     collect_now()
 
 
