@@ -48,7 +48,9 @@ process and its worker processes over those epochs divided by their wall time, a
 interleaved (1 with TFPIPE_BENCH_QUICK=1); the table gives the median and the min-max of each,
 and the ratio to the baseline of the same repeat (min and median). The folder, the TFRecords,
 the ArrayRecord files and the DALI indexes are kept in benchmarks/data/ (or
-TFPIPE_BENCH_DATA) under a name made of their parameters, and reused by later runs.
+TFPIPE_BENCH_DATA) under a name made of their parameters, and reused by later runs; the
+TFRecords are written again when the writer's code (tfpipe's records, format and features
+packages) has changed since.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ import importlib
 import io
 import os
 import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -387,6 +390,20 @@ SETS: dict[str, tuple[Callable[..., Path], str]] = {
 }
 
 
+def _writer_fingerprint() -> str:
+    """A digest of the code that decides what the written records hold, so that records
+    written by an older writer (say, without the metadata's "stored_images") are not reused."""
+    import tfpipe
+
+    package = Path(tfpipe.__file__).parent
+    digest = hashlib.sha1()
+    for path in sorted(
+        p for part in ("records", "format", "features") for p in (package / part).glob("*.py")
+    ):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def prepare(work: Path, build: Callable[..., Path]) -> tuple[Path, str, Path, dict[str, Any]]:
     """The folder `build` makes, its TFRecords (+ DALI indexes) and ArrayRecord files, made
     once and kept."""
@@ -394,8 +411,12 @@ def prepare(work: Path, build: Callable[..., Path]) -> tuple[Path, str, Path, di
 
     folder = build(work / "images", count=COUNT, seed=0)
     prefix, arrays = str(work / "records" / "train"), work / "array_records"
-    done = work / f".prepared-{tfpipe.__version__}"
+    done = work / f".prepared-{tfpipe.__version__}-{_writer_fingerprint()}"
     if not done.is_file():
+        for marker in work.glob(".prepared-*"):
+            marker.unlink()
+        for stale in (Path(prefix).parent, arrays):
+            shutil.rmtree(stale, ignore_errors=True)
         start = time.perf_counter()
         tfpipe.write_tfrecords(tfpipe.from_directory(folder), prefix, progress=False)
         write_s = time.perf_counter() - start
