@@ -75,6 +75,10 @@ def test_one_stored_size_decodes_the_pixels_of_the_full_decode(
     prefix = tmp_path / "train"
     _write(prefix, shape)
     assert _metadata(prefix)["stored_images"]["image"]["size"] == list(shape[:2])
+    ratio = jpeg_ratio(shape[:2], size)
+    assert f"all {shape[0]}x{shape[1]}, says the metadata: 1/{ratio} scale" in (
+        tfpipe.Pipeline(prefix, image_size=size).explain()
+    )
     fixed = {rescale: _read(prefix, size, rescale) for rescale in (None, 1 / 255)}
     _set_size(prefix, None)
     for rescale, images in fixed.items():

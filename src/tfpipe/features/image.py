@@ -429,6 +429,23 @@ def _new_batch_decoder(
     return decoder
 
 
+def scale_label(images: Mapping[str, Image], size: tuple[int, int]) -> str:
+    """How `explain()` names the reduced JPEG decode of `images` (by name) to `size`: the one
+    DCT scale of those the metadata gives one size for (`StoredImages.fixed_size`).
+
+    Examples:
+        >>> scale_label({"image": tfpipe.Image().as_written({"jpeg"}, (256, 256))}, (128, 128))
+        'reduced DCT-scale JPEG decode (image: all 256x256, says the metadata: 1/2 scale)'
+    """
+    known = []
+    for name, feature in images.items():
+        fixed = None if feature.storage is None else feature.storage.fixed_size
+        if fixed is not None:
+            ratio = decoding.jpeg_ratio(fixed, size)
+            known.append(f"{name}: all {fixed[0]}x{fixed[1]}, says the metadata: 1/{ratio} scale")
+    return "reduced DCT-scale JPEG decode" + (f" ({'; '.join(known)})" if known else "")
+
+
 def resize_and_scale(
     images: tf.Tensor, size: tuple[int, int] | None, rescale: float | None
 ) -> tf.Tensor:
