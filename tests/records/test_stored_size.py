@@ -112,7 +112,9 @@ def test_images_of_several_sizes_record_no_size(tmp_path: Path) -> None:
     (root / "all").mkdir(parents=True)
     PILImage.new("RGB", (16, 16)).save(root / "all" / "a.jpg")
     PILImage.new("RGB", (16, 12)).save(root / "all" / "b.jpg")
-    tfpipe.write_tfrecords(tfpipe.from_directory(root, class_names=["all"]), tmp_path / "t")
+    tfpipe.write_tfrecords(
+        tfpipe.from_directory(root, class_names=["all"]), tmp_path / "t", progress=False
+    )
     assert _metadata(tmp_path / "t")["stored_images"]["image"] == {
         "formats": ["jpeg"],
         "upright": True,
