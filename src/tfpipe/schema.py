@@ -164,19 +164,24 @@ class Schema(Mapping[str, Feature]):
             }
         )
 
-    def as_written(self, formats: Mapping[str, Collection[str]] | None = None) -> Schema:
+    def as_written(
+        self,
+        formats: Mapping[str, Collection[str]] | None = None,
+        sizes: Mapping[str, tuple[int, int]] | None = None,
+    ) -> Schema:
         """The schema `write_tfrecords` saves in its metadata: each image's `storage` facts
         set to what the writer stored (`Image.as_written`), in the `formats` it noted per
-        image name (else those its `encoding` allows).
+        image name (else those its `encoding` allows), of the one size `sizes` gives (if any).
 
         Examples:
             >>> schema = tfpipe.Schema({"image": tfpipe.Image(encoding="auto")})
             >>> schema.as_written({"image": {"jpeg"}})["image"].storage
-            StoredImages(formats=('jpeg',), upright=True)
+            StoredImages(formats=('jpeg',), upright=True, size=None)
         """
-        noted = formats or {}
+        noted, one_size = formats or {}, sizes or {}
         written = {
-            name: image.as_written(noted.get(name, ())) for name, image in self.of(Image).items()
+            name: image.as_written(noted.get(name, ()), one_size.get(name))
+            for name, image in self.of(Image).items()
         }
         return Schema({name: written.get(name, f) for name, f in self._features.items()})
 

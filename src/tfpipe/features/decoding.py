@@ -15,6 +15,7 @@ import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import simplejpeg
 import tensorflow as tf
 from PIL import Image as PILImage
@@ -35,23 +36,29 @@ _PALETTE_BMP = (
 @dataclasses.dataclass(frozen=True)
 class StoredImages:
     """What the writer of a dataset vouches for of the images it stored for one feature, as
-    its metadata records it ("stored_images"): their formats, and whether every JPEG is
-    upright (no EXIF orientation to apply). A reader then decodes with a graph of those
-    formats only and reads no EXIF; data without it gets the full decode.
+    its metadata records it ("stored_images"): their formats, whether every JPEG is upright
+    (no EXIF orientation to apply), and their one size when they all have the same. A reader
+    then decodes with a graph of those formats only, reads no EXIF, and for upright JPEGs of
+    one size picks the DCT scale when tracing (no switch of scales, and no resize when that
+    scale lands on the target); data without it gets the full decode.
 
     Examples:
         >>> stored = StoredImages.from_json({"formats": ["jpeg"], "upright": True})
         >>> stored.jpeg_only, stored.to_json()
         (True, {'formats': ['jpeg'], 'upright': True})
+        >>> StoredImages(("jpeg",), True, size=(256, 256)).to_json()["size"]
+        [256, 256]
 
     Attributes:
         formats: the formats stored, a sorted tuple of "jpeg" and "png".
         upright: whether every stored JPEG is upright: `write_tfrecords` copies a JPEG only
             when its EXIF says so, and stores the others turned upright, without EXIF.
+        size: (height, width) of every stored image when they all have that size, else None.
     """
 
     formats: tuple[str, ...]
     upright: bool
+    size: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         formats = tuple(self.formats) if isinstance(self.formats, list | tuple) else ()
@@ -61,22 +68,41 @@ class StoredImages:
                 f"they are upright. Received: formats={self.formats!r}, upright={self.upright!r}"
             )
         object.__setattr__(self, "formats", tuple(sorted(set(formats))))
+        if self.size is not None:
+            size = tuple(self.size) if isinstance(self.size, list | tuple) else ()
+            if len(size) != 2 or not all(type(side) is int and side > 0 for side in size):
+                raise SchemaError(
+                    "stored images' size must be [height, width], two positive ints. "
+                    f"Received: size={self.size!r}"
+                )
+            object.__setattr__(self, "size", size)
 
     @property
     def jpeg_only(self) -> bool:
         """Whether every stored image is a JPEG."""
         return self.formats == ("jpeg",)
 
+    @property
+    def fixed_size(self) -> tuple[int, int] | None:
+        """The (height, width) every stored image decodes to, upright, when one is known:
+        JPEGs only, every one upright, all of one size; else None."""
+        return self.size if self.jpeg_only and self.upright else None
+
     def to_json(self) -> dict[str, Any]:
-        """The metadata's entry: {"formats": [...], "upright": ...}."""
-        return {"formats": list(self.formats), "upright": self.upright}
+        """The metadata's entry: {"formats": [...], "upright": ...}, and "size" when known."""
+        entry: dict[str, Any] = {"formats": list(self.formats), "upright": self.upright}
+        return entry if self.size is None else {**entry, "size": list(self.size)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredImages:
         """The facts a `to_json()` entry holds; SchemaError when it is not one."""
-        if not isinstance(data, Mapping) or set(data) != {"formats", "upright"}:
-            raise SchemaError(f"stored images: expected formats and upright. Received: {data!r}")
-        return cls(data["formats"], data["upright"])
+        if not isinstance(data, Mapping) or not (
+            {"formats", "upright"} <= set(data) <= {"formats", "upright", "size"}
+        ):
+            raise SchemaError(
+                f"stored images: expected formats, upright and maybe size. Received: {data!r}"
+            )
+        return cls(data["formats"], data["upright"], data.get("size"))
 
 
 def _upright(stored: StoredImages | None) -> bool:
@@ -245,7 +271,13 @@ def decode_reduced(
     stored: StoredImages | None = None,
 ) -> tf.Tensor:
     """`decode` for 1 or 3 channels, a JPEG at the DCT scale `decode_jpeg_reduced` picks (the
-    scale Pillow's draft mode picks on the Pillow path); other formats in full."""
+    scale Pillow's draft mode picks on the Pillow path); other formats in full. Upright JPEGs
+    of one size (`StoredImages.fixed_size`) are decoded at the scale that size gets, picked
+    now, with the decoded size static where no block means follow (`resize_and_scale` then
+    leaves out what would not change a pixel)."""
+    fixed = None if stored is None else stored.fixed_size
+    if fixed is not None:
+        return _decode_jpeg_fixed(data, channels, size, fixed)
     return _by_format(
         data,
         stored,
@@ -271,6 +303,7 @@ def decode_jpeg_reduced(
     stored = tf.io.extract_jpeg_shape(data)
     data = _within_pixel_limit(data, _jpeg_pixels(stored))
     scale = tf.reduce_min(tf.cast(stored[:2], tf.float32) / tf.cast(target, tf.float32))
+    # The ratio is the largest of JPEG_RATIOS not above `scale` (`jpeg_ratio` for known sizes).
     branch = tf.reduce_sum(tf.cast(scale < tf.constant(JPEG_RATIOS, tf.float32), tf.int32))
     branches = [
         (lambda r=r: tf.io.decode_jpeg(data, channels=channels, ratio=r, dct_method=_DCT_METHOD))
@@ -278,6 +311,52 @@ def decode_jpeg_reduced(
     ]
     image = tf.switch_case(tf.minimum(branch, len(JPEG_RATIOS) - 1), branches)
     return image if turn is None else orientation.upright(image, turn)
+
+
+def jpeg_ratio(stored: tuple[int, int], size: tuple[int, int]) -> int:
+    """The DCT scale `decode_jpeg_reduced` picks for a JPEG of `stored` (height, width) and a
+    target `size`, computed as its graph does (float32).
+
+    Examples:
+        >>> jpeg_ratio((256, 256), (128, 128)), jpeg_ratio((300, 200), (128, 128))
+        (2, 1)
+    """
+    scale = np.min(np.array(stored, np.float32) / np.array(size, np.float32))
+    branch = int(np.sum(scale < np.array(JPEG_RATIOS, np.float32)))
+    return JPEG_RATIOS[min(branch, len(JPEG_RATIOS) - 1)]
+
+
+def _decode_jpeg_fixed(
+    data: tf.Tensor, channels: int, size: tuple[int, int], stored: tuple[int, int]
+) -> tf.Tensor:
+    """An upright JPEG that its writer noted to be of `stored` (height, width), at the DCT
+    scale `decode_jpeg_reduced` picks for it (`jpeg_ratio`): one decode, no switch.
+
+    Asserted to be of that size (the pixel-limit check then needs no graph when that size is
+    within it). The decoded size (libjpeg's, `ceil(side / ratio)`) is set as the static
+    shape where no side reaches twice the target, so that `resize_and_scale` leaves out the
+    block means and, when it is the target, the bilinear resize.
+    """
+    ratio = jpeg_ratio(stored, size)
+    shape = tf.io.extract_jpeg_shape(data)[:2]
+    check = tf.debugging.Assert(
+        tf.reduce_all(tf.equal(shape, stored)),
+        [
+            f"a JPEG is not of the size {stored} the records' metadata (stored_images) gives; "
+            "write the records again with tfpipe.write_tfrecords. Size:",
+            tf.strings.as_string(shape),
+        ],
+    )
+    with tf.control_dependencies([check]):
+        data = tf.identity(data)
+    limit = PILImage.MAX_IMAGE_PIXELS
+    if limit is not None and stored[0] * stored[1] > limit:
+        data = _within_pixel_limit(data, _jpeg_pixels(shape))
+    image = tf.io.decode_jpeg(data, channels=channels, ratio=ratio, dct_method=_DCT_METHOD)
+    decoded = tuple(-(-side // ratio) for side in stored)
+    if all(side < 2 * target for side, target in zip(decoded, size, strict=True)):
+        return tf.ensure_shape(image, (*decoded, channels))
+    return image
 
 
 def jpeg_warning(data: bytes) -> str | None:
@@ -381,15 +460,36 @@ def unchecked_copies() -> Iterator[None]:
         _CHECK_COPIES.reset(token)
 
 
-_FORMATS: contextvars.ContextVar[dict[int, set[str]] | None] = contextvars.ContextVar(
+@dataclasses.dataclass
+class Noted:
+    """What a writer stored of one Image feature so far: the formats, and the sizes (height,
+    width), of which two are enough to say there is no one size."""
+
+    formats: set[str] = dataclasses.field(default_factory=set)
+    sizes: set[tuple[int, int]] = dataclasses.field(default_factory=set)
+
+    def add(self, fmt: str, size: tuple[int, int] | None) -> None:
+        """Notes one image of format `fmt` and `size` (None: unknown, so no one size)."""
+        self.formats.add(fmt)
+        if len(self.sizes) < 2:
+            self.sizes.add((0, 0) if size is None else size)
+
+    @property
+    def size(self) -> tuple[int, int] | None:
+        """The one size of every image noted, else None."""
+        return next(iter(self.sizes)) if len(self.sizes) == 1 and (0, 0) not in self.sizes else None
+
+
+_FORMATS: contextvars.ContextVar[dict[int, Noted] | None] = contextvars.ContextVar(
     "tfpipe_stored_formats", default=None
 )
 
 
 @contextlib.contextmanager
-def noting_formats(seen: dict[int, set[str]]) -> Iterator[None]:
-    """Within (on this thread), `note_format` adds to `seen` the format of each image stored,
-    under the id of its feature (threads may share one `seen`: set.add holds the GIL)."""
+def noting_formats(seen: dict[int, Noted]) -> Iterator[None]:
+    """Within (on this thread), `note_format` adds to `seen` the format and size of each image
+    stored, under the id of its feature (threads may share one `seen`: set.add holds the GIL,
+    and a third size noted by a race changes nothing)."""
     token = _FORMATS.set(seen)
     try:
         yield
@@ -397,11 +497,12 @@ def noting_formats(seen: dict[int, set[str]]) -> Iterator[None]:
         _FORMATS.reset(token)
 
 
-def note_format(feature: object, fmt: str) -> None:
-    """Notes that an image of `feature` is stored as `fmt`, inside `noting_formats`."""
+def note_format(feature: object, fmt: str, size: tuple[int, int] | None) -> None:
+    """Notes that an image of `feature` is stored as `fmt` of `size` (height, width; None when
+    not known), inside `noting_formats`."""
     seen = _FORMATS.get()
     if seen is not None:
-        seen.setdefault(id(feature), set()).add(fmt)
+        seen.setdefault(id(feature), Noted()).add(fmt, size)
 
 
 @contextlib.contextmanager

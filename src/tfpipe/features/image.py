@@ -94,22 +94,25 @@ class Image(Feature):
                 f"Image.storage must be a StoredImages or None. Received: storage={self.storage!r}"
             )
 
-    def as_written(self, formats: Collection[str] = ()) -> Image:
+    def as_written(
+        self, formats: Collection[str] = (), size: tuple[int, int] | None = None
+    ) -> Image:
         """This feature with `storage` saying what `write_tfrecords` stored for it: every JPEG
         upright, in `formats` (those the writer noted), else in those `encoding` allows ("auto"
-        keeps a JPEG's own format and stores the rest as PNG). Raw pixels have no `storage`.
+        keeps a JPEG's own format and stores the rest as PNG), and of `size` (height, width)
+        when the writer noted that every image has it. Raw pixels have no `storage`.
 
         Examples:
             >>> tfpipe.Image(encoding="auto").as_written().storage
-            StoredImages(formats=('jpeg', 'png'), upright=True)
-            >>> tfpipe.Image(encoding="auto").as_written({"jpeg"}).storage.jpeg_only
-            True
+            StoredImages(formats=('jpeg', 'png'), upright=True, size=None)
+            >>> tfpipe.Image(encoding="auto").as_written({"jpeg"}, (256, 256)).storage.size
+            (256, 256)
         """
         if self.encoding == "raw":
             return dataclasses.replace(self, storage=None)
         allowed = {self._stored_format(found) for found in ("jpeg", "png", None)}
         stored = tuple(formats) if formats else tuple(allowed)
-        return dataclasses.replace(self, storage=decoding.StoredImages(stored, True))
+        return dataclasses.replace(self, storage=decoding.StoredImages(stored, True, size))
 
     @classmethod
     def _from_tfds(
@@ -180,10 +183,13 @@ class Image(Feature):
             and imaging.copyable(data, fmt, self.shape[:2], self.channels)
         ):
             decoding.check_decodes(data, fmt)
+            header = imaging.image_size(data)  # copied: upright, so (width, height) as decoded
+            size = None if header is None else (header[1], header[0])
         else:
             image = self._prepare(value if data is None else data, self.shape[:2])
             data = imaging.encode_image(image, fmt, self.quality)
-        decoding.note_format(self, fmt)
+            size = (image.height, image.width)
+        decoding.note_format(self, fmt, size)
         return data
 
     def _stored_format(self, found: str | None) -> str:
@@ -423,6 +429,23 @@ def _new_batch_decoder(
     return decoder
 
 
+def scale_label(images: Mapping[str, Image], size: tuple[int, int]) -> str:
+    """How `explain()` names the reduced JPEG decode of `images` (by name) to `size`: the one
+    DCT scale of those the metadata gives one size for (`StoredImages.fixed_size`).
+
+    Examples:
+        >>> scale_label({"image": tfpipe.Image().as_written({"jpeg"}, (256, 256))}, (128, 128))
+        'reduced DCT-scale JPEG decode (image: all 256x256, says the metadata: 1/2 scale)'
+    """
+    known = []
+    for name, feature in images.items():
+        fixed = None if feature.storage is None else feature.storage.fixed_size
+        if fixed is not None:
+            ratio = decoding.jpeg_ratio(fixed, size)
+            known.append(f"{name}: all {fixed[0]}x{fixed[1]}, says the metadata: 1/{ratio} scale")
+    return "reduced DCT-scale JPEG decode" + (f" ({'; '.join(known)})" if known else "")
+
+
 def resize_and_scale(
     images: tf.Tensor, size: tuple[int, int] | None, rescale: float | None
 ) -> tf.Tensor:
@@ -431,8 +454,12 @@ def resize_and_scale(
 
     The pixels are those of `imaging.resize` on the Pillow path (SequenceLoader, the writer):
     the means of k x k blocks (`box_reduce`) where a side is at least twice the target, then
-    bilinear interpolation rounded down.
+    bilinear interpolation rounded down. Where the images' static height and width are the
+    target, there is nothing to resize (bilinear interpolation at the same size gives every
+    pixel back): they are only cast.
     """
+    if size is not None and tuple(images.shape[-3:-1]) == tuple(size):
+        size = None
     if size is not None:
         images = tf.floor(tf.image.resize(box_reduce(images, size), size))
         if rescale is None:
@@ -445,7 +472,11 @@ def resize_and_scale(
 def box_reduce(images: tf.Tensor, size: tuple[int, int]) -> tf.Tensor:
     """`imaging.box_reduce` in TensorFlow, as float32: the means of k x k blocks of uint8
     image(s), where k is a side's whole shrink from twice its target on, rounded as Pillow's
-    `reduce` rounds; the pixels left over cut evenly from both ends."""
+    `reduce` rounds; the pixels left over cut evenly from both ends. Images of a static height
+    and width under twice the target are only cast (no conditional in the graph)."""
+    known = images.shape[-3:-1]
+    if known.is_fully_defined() and all(n < 2 * t for n, t in zip(known, size, strict=True)):
+        return tf.cast(images, tf.float32)
     stored = tf.shape(images)[-3:-1]
     target = tf.constant(size)
     blocks = tf.where(stored >= 2 * target, stored // target, 1)

@@ -21,7 +21,7 @@ import tensorflow as tf
 from tfpipe import fs
 from tfpipe.errors import SchemaError, SourceError
 from tfpipe.features import Image, Mask
-from tfpipe.features.image import resize_and_scale
+from tfpipe.features.image import resize_and_scale, scale_label
 from tfpipe.features.mask import mask_image_pairs, resize_nearest_tensor
 from tfpipe.features.tracing import plain
 from tfpipe.format.compression import tf_compression
@@ -82,7 +82,7 @@ class Decoding:
         if self.image_size is not None:
             parts.append(f"resize to {self.image_size[0]}x{self.image_size[1]}")
         if self.reduced_decode and self.image_size is not None:
-            parts.append("reduced DCT-scale JPEG decode")
+            parts.append(scale_label(schema.of(Image), self.image_size))
         if self.rescale is not None:
             parts.append(f"float32 x {self.rescale:g}")
         if schema.of(Mask):

@@ -1,6 +1,6 @@
 """`Encoder`: a source's examples encoded to serialized records, chunk by chunk, on the
 writer's threads (or a Beam or Spark worker), with the images it copies checked in batched
-graph calls, and the formats it stores noted for the metadata."""
+graph calls, and the formats and sizes it stores noted for the metadata."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ _SOURCE_ERRORS = (OSError, ValueError, TypeError, LookupError)
 class Encoder:
     """Encodes examples of a source, naming them in errors; skips failures when asked.
 
-    It notes the formats its images are stored in (`stored_formats`), on whichever thread
-    encodes them, for the metadata (`Schema.as_written`).
+    It notes the formats its images are stored in (`stored_formats`) and their size when they
+    all have one (`stored_sizes`), on whichever thread encodes them, for the metadata
+    (`Schema.as_written`).
     """
 
     def __init__(self, source: Any, schema: Schema, skip: bool, check_copies: bool) -> None:
@@ -31,7 +32,7 @@ class Encoder:
         self.schema = schema
         self.skip = skip
         self.check_copies = check_copies
-        self._formats: dict[int, set[str]] = {}  # id of an Image feature -> formats stored
+        self._formats: dict[int, decoding.Noted] = {}  # id of an Image feature -> its images
         self.origin = getattr(source, "origin", None)
         own = getattr(source, "schema", None)
         self.relabel = Relabeling(own, schema) if isinstance(own, Schema) else None
@@ -65,6 +66,14 @@ class Encoder:
 
     def stored_formats(self) -> dict[str, set[str]]:
         """Image name -> the formats its images were stored in by this encoder so far."""
+        return {name: noted.formats for name, noted in self._noted().items()}
+
+    def stored_sizes(self) -> dict[str, tuple[int, int]]:
+        """Image name -> the one size (height, width) of every image this encoder stored for
+        it so far; images stored in several sizes are left out."""
+        return {name: n.size for name, n in self._noted().items() if n.size is not None}
+
+    def _noted(self) -> dict[str, decoding.Noted]:
         images = self.schema.of(Image).items()
         return {name: self._formats[id(f)] for name, f in images if id(f) in self._formats}
 

@@ -562,8 +562,15 @@ def _write(source: Any, path: fs.AnyPath, schema: Schema, options: WriteOptions)
     finally:
         bar.close()
         results.close()
-    formats = encoder.stored_formats()
-    info = dataset_info(path, schema, written, skipped=skipped, options=options, formats=formats)
+    info = dataset_info(
+        path,
+        schema,
+        written,
+        skipped=skipped,
+        options=options,
+        formats=encoder.stored_formats(),
+        sizes=encoder.stored_sizes(),
+    )
     info.save()
     shards.remove_stale()
     return info
@@ -585,13 +592,15 @@ def dataset_info(
     skipped: list[SkippedExample],
     options: WriteOptions,
     formats: Mapping[str, Collection[str]] | None = None,
+    sizes: Mapping[str, tuple[int, int]] | None = None,
 ) -> DatasetInfo:
     """The metadata of a finished write (`DatasetInfo.save` writes it, last); `formats`, those
-    the images of each Image feature were stored in, when the writer noted them."""
+    the images of each Image feature were stored in, and `sizes`, the one size of each Image
+    feature's images, when the writer noted them."""
     return DatasetInfo(
         name=path.name,
         directory=path.parent,
-        schema=schema.as_written(formats),
+        schema=schema.as_written(formats, sizes),
         num_examples=sum(shard.num_examples for shard in shards),
         shards=tuple(shards),
         compression=options.compression,
