@@ -179,6 +179,32 @@ def test_batches_loaded_between_epochs_are_those_of_the_next_epoch() -> None:
     assert any(name.startswith("tfpipe-read-ahead") for name in threads)
 
 
+def test_batches_loaded_between_epochs_are_the_first_ones_fit_asks_for() -> None:
+    """fit(shuffle=True) asks for an epoch's batches in a new random order (Keras's enqueuer
+    shuffles them with Python's `random`): the batches loaded between epochs are the first
+    two it asks for, not batches 0 and 1, which it asks for anywhere in the epoch."""
+    ahead: list[int] = []  # example ids loaded in the read-ahead threads, in time order
+    lock = threading.Lock()
+
+    def note(example: dict[str, np.ndarray], rng: np.random.Generator) -> Any:
+        if threading.current_thread().name.startswith("tfpipe-read-ahead"):
+            with lock:
+                ahead.append(int(example["id"]))
+        return example
+
+    loader = tfpipe.SequenceLoader(
+        id_source(), batch_size=2, x="x", y="id", seed=0, workers=2, max_queue_size=2,
+        transform=note,
+    )  # fmt: skip
+    model = IdRecorder()
+    model.compile(run_eagerly=True)
+    model.fit(loader, epochs=3, verbose=0, callbacks=[NewEpoch()])
+    first_two = [np.concatenate(model.epochs[epoch][:2]).tolist() for epoch in (1, 2)]
+    assert sorted(ahead[:4]) == sorted(first_two[0])
+    assert sorted(ahead[4:8]) == sorted(first_two[1])
+    assert len(model.epochs[1]) == len(loader) == 11
+
+
 def test_images_are_decoded_resized_and_rescaled(image_folder: Path) -> None:
     source = tfpipe.from_directory(image_folder)
     loader = tfpipe.SequenceLoader(source, batch_size=8, image_size=(20, 24), shuffle=False)
