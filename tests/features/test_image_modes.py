@@ -332,7 +332,7 @@ def test_a_batch_decode_runs_each_image_on_one_thread_with_its_own_pixels() -> N
     """`decode_batch` (the SequenceLoader's and Grain's graph, `load_batch`) starts every
     image's decode at once, each on one thread, as the Pipeline's parallel map runs them: a
     `tf.map_fn` spread each image's resize and casts over TensorFlow's intra-op threads too,
-    whose hand-offs and waits cost photos 0.2-0.5 ms of CPU each (docs/performance.md). The
+    whose hand-offs and spinning cost photos up to 0.4 ms of CPU each (docs/performance.md). The
     images of a batch differ in size, format and EXIF orientation, and each is decoded as
     `decode_tensor` decodes it alone."""
     rotated = io.BytesIO()

@@ -366,9 +366,9 @@ class Image(Feature):
         image at a time, since TensorFlow has no batched image decoder: every image's decode
         is started at once on TensorFlow's inter-op threads, each on one thread, as a
         parallel tf.data map runs them (`tf.raw_ops.MapDefun`). A `tf.map_fn` ran each
-        resize and cast on the intra-op threads as well, whose hand-offs and waits cost
-        0.2-0.6 ms of CPU per photo on 2 cores (docs/performance.md, "The Sequence path's
-        decode").
+        resize and cast over the intra-op threads as well, whose hand-offs and spinning cost
+        up to 0.4 ms of CPU per photo on a busy 2-core machine, more on a quiet one
+        (docs/performance.md, "The Sequence path's decode").
 
         Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
