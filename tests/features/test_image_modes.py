@@ -326,3 +326,35 @@ def test_threads_asking_for_a_new_batch_decoder_together_trace_it_once(
         batches = list(pool.map(lambda _: image.load_batch([data], (11, 7)), range(8)))
     assert all(batch is not None and batch.shape == (1, 11, 7, 3) for batch in batches)
     assert not [r for r in caplog.records if "retracing" in r.getMessage()], caplog.text
+
+
+def test_a_batch_decode_runs_each_image_on_one_thread_with_its_own_pixels() -> None:
+    """`decode_batch` (the SequenceLoader's and Grain's graph, `load_batch`) starts every
+    image's decode at once, each on one thread, as the Pipeline's parallel map runs them: a
+    `tf.map_fn` spread each image's resize and casts over TensorFlow's intra-op threads too,
+    whose hand-offs and spinning cost photos up to 0.4 ms of CPU each (docs/performance.md). The
+    images of a batch differ in size, format and EXIF orientation, and each is decoded as
+    `decode_tensor` decodes it alone."""
+    rotated = io.BytesIO()
+    exif = PILImage.Exif()
+    exif[0x0112] = 6  # turned 90 degrees: stored as (width, height)
+    PILImage.fromarray(_RNG.integers(0, 256, (40, 64, 3), np.uint8)).save(
+        rotated, format="JPEG", exif=exif
+    )
+    stored = [
+        rotated.getvalue(),
+        _save(PILImage.fromarray(_RNG.integers(0, 256, (90, 70, 3), np.uint8)), "JPEG"),
+        _save(PILImage.fromarray(_RNG.integers(0, 256, (30, 33), np.uint8)), "JPEG"),
+        _save(PILImage.fromarray(_RNG.integers(0, 256, (25, 41, 3), np.uint8)), "PNG"),
+    ]
+    image = tfpipe.Image()
+    batch = tf.function(lambda data: image.decode_batch(data, (12, 10), rescale=1 / 255))
+    graph = batch.get_concrete_function(tf.TensorSpec([None], tf.string)).graph
+    kinds = {op.type: op for op in graph.get_operations()}
+    assert "While" not in kinds and "StatelessWhile" not in kinds  # no tf.map_fn loop
+    assert kinds["MapDefun"].get_attr("max_intra_op_parallelism") == 1
+    decoded = batch(tf.constant(stored)).numpy()
+    assert decoded.shape == (4, 12, 10, 3) and decoded.dtype == np.float32
+    for one, data in zip(decoded, stored, strict=True):
+        alone = image.decode_tensor(tf.constant(data), (12, 10), rescale=1 / 255).numpy()
+        np.testing.assert_array_equal(one, alone)

@@ -369,7 +369,12 @@ class Image(Feature):
         """Decodes a vector of stored images to (B, H, W, C), like `decode_tensor` per image.
 
         Raw pixels are decoded for the whole batch in one vectorised op; JPEG and PNG one
-        image at a time (`tf.map_fn`), since TensorFlow has no batched image decoder.
+        image at a time, since TensorFlow has no batched image decoder: every image's decode
+        is started at once on TensorFlow's inter-op threads, each on one thread, as a
+        parallel tf.data map runs them (`tf.raw_ops.MapDefun`). A `tf.map_fn` ran each
+        resize and cast over the intra-op threads as well, whose hand-offs and spinning cost
+        up to 0.4 ms of CPU per photo on a busy 2-core machine, more on a quiet one
+        (docs/performance.md, "The Sequence path's decode").
 
         Examples:
             >>> data = open("images/circle/circle_00000.jpg", "rb").read()
@@ -381,18 +386,26 @@ class Image(Feature):
             return resize_and_scale(images, self._resize_to(size), rescale)
         target = size or self.shape[:2]
         turns = self.orientations(parsed)  # for the whole batch at once: cheaper
+        columns = [parsed] if turns is None else [parsed, turns]
 
-        def decode(item: Any) -> tf.Tensor:
-            data, turn = item if turns is not None else (item, None)
-            return self.decode_tensor(data, size, reduced, rescale, orientation=turn)
+        def decode(data: tf.Tensor, *turn: tf.Tensor) -> tf.Tensor:
+            turned = turn[0] if turn else None
+            return self.decode_tensor(data, size, reduced, rescale, orientation=turned)
 
-        return tf.map_fn(
+        one = tf.function(
             decode,
-            parsed if turns is None else (parsed, turns),
-            fn_output_signature=tf.TensorSpec(
-                (*target, self.channels), tf.uint8 if rescale is None else tf.float32
-            ),
+            input_signature=[tf.TensorSpec([], column.dtype) for column in columns],
+            autograph=False,
+        ).get_concrete_function()
+        (images,) = tf.raw_ops.MapDefun(
+            arguments=columns,
+            captured_inputs=one.captured_inputs,
+            output_types=[tf.uint8 if rescale is None else tf.float32],
+            output_shapes=[(*target, self.channels)],
+            f=one,
+            max_intra_op_parallelism=1,
         )
+        return images
 
 
 _DECODERS = threading.Lock()
