@@ -13,6 +13,13 @@ Run:
     python examples/multi_worker.py --kill-worker 1  # then worker 1 dies mid-epoch: 0 fails
     python examples/multi_worker.py --mirrored       # one process, 2 CPU replicas instead
 
+With `--service grpc://HOST:PORT` (a tf.data service: `tfpipe service dispatcher` and
+`tfpipe service worker`) the two workers train instead on one Pipeline read through it (the
+examples written in 16 files, `distribute(..., timeout=--service-timeout)`); with
+`--kill-service-worker PID` as well, worker 0 SIGKILLs that service worker's process group at
+batch 20 of epoch 2 and leaves it down: both workers then fail with an error naming it, and
+exit, within `--service-timeout` seconds and a few more.
+
 A real cluster runs the `--worker` part on each host, with TF_CONFIG listing every worker:
     TF_CONFIG='{"cluster": {"worker": ["host0:12345", "host1:12345"]},
                 "task": {"type": "worker", "index": 0}}' python train.py
@@ -38,6 +45,8 @@ import numpy as np
 SCRIPT = Path(__file__).resolve()
 INPUTS = ("by_record", "by_file", "loader")
 DIE_AFTER = 3  # steps of the run a killed worker dies in
+KILL_AT = (1, 20)  # (epoch, batch) at which --kill-service-worker strikes: batch 20 of epoch 2
+SERVED_SHARDS = 16  # the files of the Pipeline read through --service
 
 
 def free_port() -> int:
@@ -53,8 +62,9 @@ def tf_config(ports: list[int], index: int) -> str:
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
 
 
-def write_data(workdir: Path, examples: int) -> None:
-    """The same `examples` rows written as 1 TFRecord file and as 4 (with metadata)."""
+def write_data(workdir: Path, examples: int, served: bool = False) -> None:
+    """The same `examples` rows written as 1 TFRecord file and as 4 (with metadata), or, when
+    `served`, as the 16 files of the Pipeline read through the tf.data service."""
     import tfpipe
 
     rng = np.random.default_rng(0)
@@ -63,7 +73,8 @@ def write_data(workdir: Path, examples: int) -> None:
         "x": rng.normal(size=(examples, 4)).astype(np.float32),
         "label": rng.integers(0, 2, examples),
     }
-    for name, shards in (("one", 1), ("four", 4)):
+    written = (("served", SERVED_SHARDS),) if served else (("one", 1), ("four", 4))
+    for name, shards in written:
         tfpipe.write_tfrecords(tfpipe.from_arrays(arrays), workdir / name, num_shards=shards)
 
 
@@ -83,6 +94,11 @@ def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
             command += ["--mirrored"] if args.mirrored else []
             if args.kill_worker is not None:
                 command += ["--kill-worker", str(args.kill_worker)]
+            if args.service is not None:
+                command += ["--service", args.service, "--service-timeout"]
+                command += [str(args.service_timeout)]
+            if args.kill_service_worker is not None:
+                command += ["--kill-service-worker", str(args.kill_service_worker)]
             log = open(workdir / f"worker{index}.log", "w")  # noqa: SIM115 (closed below)
             process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=log, start_new_session=True
@@ -106,6 +122,7 @@ def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
             result["died"] = True
         if died.is_file():
             result["died_at"] = float(died.read_text())
+        result["exit_code"] = processes[index][0].returncode  # -9: killed at the time limit
         results.append(result)
     return results
 
@@ -153,8 +170,6 @@ def work(args: argparse.Namespace) -> None:
     `--kill-worker`, one more run in which that worker dies)."""
     import tensorflow as tf
 
-    import tfpipe
-
     if args.mirrored:  # one process, two CPU replicas
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
@@ -168,20 +183,15 @@ def work(args: argparse.Namespace) -> None:
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         index = strategy.cluster_resolver.task_id
     workdir = Path(args.workdir)
-    size = args.batch_size
-    inputs = {
-        "by_record": tfpipe.Pipeline(workdir / "one").shuffle(seed=0).batch(size),
-        "by_file": tfpipe.Pipeline(workdir / "four").shuffle(seed=0).batch(size),
-        "loader": tfpipe.SequenceLoader(
-            tfpipe.from_tfrecords(workdir / "one"), batch_size=size, x=("id", "x"), seed=0
-        ),
-    }
+    inputs = _inputs(args, workdir)
     result: dict[str, Any] = {"worker": index, "replicas": strategy.num_replicas_in_sync}
     started = time.monotonic()
     record = workdir / f"worker{index}.json"
+    kill = args.kill_service_worker if index == 0 else None
     try:
         for name, data in inputs.items():
-            result[name] = _train(strategy, name, data, args.epochs)
+            killer = [_kill_service_worker(kill, result)] if kill is not None else []
+            result[name] = _train(strategy, name, data, args.epochs, killer)
         if args.kill_worker is not None:  # one more run, in which that worker dies
             record.write_text(json.dumps(result))  # what a worker that dies leaves
             died = workdir / f"worker{index}.died"
@@ -193,8 +203,28 @@ def work(args: argparse.Namespace) -> None:
     result["seconds"] = time.monotonic() - started
     record.write_text(json.dumps(result))
     sys.stdout.flush()
+    if args.service is not None:  # both fail together: each leaves as any script would
+        sys.exit(1 if "error" in result else 0)
     # Leaving would wait at the cluster's shutdown barrier for a peer that may be gone.
     os._exit(1 if "error" in result else 0)
+
+
+def _inputs(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The inputs trained on, by name: the three of `INPUTS`, or with `--service` the
+    Pipeline of the 16 files read through the tf.data service."""
+    import tfpipe
+
+    size = args.batch_size
+    if args.service is not None:
+        served = tfpipe.Pipeline(workdir / "served").batch(size)
+        return {"served": served.distribute(args.service, timeout=args.service_timeout)}
+    return {
+        "by_record": tfpipe.Pipeline(workdir / "one").shuffle(seed=0).batch(size),
+        "by_file": tfpipe.Pipeline(workdir / "four").shuffle(seed=0).batch(size),
+        "loader": tfpipe.SequenceLoader(
+            tfpipe.from_tfrecords(workdir / "one"), batch_size=size, x=("id", "x"), seed=0
+        ),
+    }
 
 
 def _train(strategy: Any, name: str, data: Any, epochs: int, callbacks: Any = ()) -> Any:
@@ -238,6 +268,23 @@ def _die_after(steps: int, record: Path) -> Any:
     return keras.callbacks.LambdaCallback(on_train_batch_end=die)
 
 
+def _kill_service_worker(pid: int, result: dict[str, Any]) -> Any:
+    """A callback that SIGKILLs the process group `pid` (a tf.data service worker, left down)
+    at batch 20 of epoch 2, noting the time in `result["service_worker_killed_at"]`."""
+    import keras
+
+    at = {"epoch": 0}
+
+    def kill(batch: int, logs: Any) -> None:
+        if (at["epoch"], batch) == KILL_AT and "service_worker_killed_at" not in result:
+            os.killpg(pid, signal.SIGKILL)
+            result["service_worker_killed_at"] = time.time()
+
+    return keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: at.update(epoch=epoch), on_train_batch_end=kill
+    )
+
+
 def summarize(results: list[dict[str, Any]], examples: int) -> dict[str, Any]:
     """Per input and epoch: ids used (summed over workers), used twice, left out."""
     summary: dict[str, Any] = {}
@@ -275,14 +322,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--mirrored", action="store_true", help="one process, MirroredStrategy on 2 CPU replicas"
     )
+    parser.add_argument(
+        "--service",
+        default=None,
+        help="train on a Pipeline read through the tf.data service at this dispatcher address",
+    )
+    parser.add_argument("--service-timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--kill-service-worker",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="with --service: worker 0 SIGKILLs this process group at batch 20 of epoch 2",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.service is not None and args.kill_worker is not None:
+        parser.error("--kill-worker runs the three inputs: leave out --service")
     if args.worker:
         work(args)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.workdir or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
-        write_data(workdir, args.examples)
+        write_data(workdir, args.examples, served=args.service is not None)
         started = time.monotonic()
         results = launch(args, workdir)
         outcome = {

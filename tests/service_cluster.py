@@ -118,3 +118,18 @@ def names_a_stopped_worker(message: str, address: str, listed: list[str]) -> Non
     host, port = found[1].rsplit(":", 1)
     with pytest.raises(OSError):
         socket.create_connection((host, int(port)), 5).close()
+
+
+def check_lost_worker_named(
+    error: BaseException | str, dispatcher: str, worker: str, timeout: float
+) -> None:
+    """The error (or its message) names the dispatcher, the lost worker (and only it) and how
+    to restart it."""
+    message = str(error)
+    assert message.startswith(f"tf.data service stalled: at {dispatcher}"), message
+    assert f"worker(s) {[worker]!r} of " in message, message
+    assert f"(distribute(timeout={timeout:g}))" in message, message
+    target = dispatcher.removeprefix("grpc://")
+    assert f"restart it at the same address (`tfpipe service worker --dispatcher {target}" in (
+        message
+    )

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 import tfpipe
 from example_scripts import load
+from service_cluster import Cluster, check_lost_worker_named, dispatcher_and_two_workers
 from tfpipe.distribute.sharding import Layout, file_split, record_split
 from tfpipe.errors import SourceError, TfpipeWarning
 
@@ -67,6 +68,54 @@ def test_two_workers_read_disjoint_parts_and_a_killed_one_makes_the_other_fail(
     # Within a few peer timeouts of the death: not at the launcher's time limit. Timed from the
     # death, not from the start, which a loaded machine can delay by tens of seconds.
     assert 0 < survivor["failed_at"] - dead["died_at"] < 60, (survivor, dead)
+
+
+SERVED_EXAMPLES, SERVICE_TIMEOUT_S, SLACK_S = 16_000, 10.0, 10.0
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a tf.data service worker SIGKILLed at batch 20 of epoch 2 and left down while 2 "
+    "MultiWorkerMirroredStrategy workers train on a served Pipeline",
+    reader="tfpipe.fit over Pipeline.distribute, 2 training workers",
+    outcome="both fail with the SourceError naming the dispatcher and the lost worker, timeout "
+    "to timeout + 10 s after the kill, and exit; no hang",
+)
+def test_a_lost_service_worker_stops_both_training_workers(tmp_path: Path) -> None:
+    """Two training workers read `Pipeline(16 files).batch(8).distribute(timeout=10)` (each
+    its own job) from a dispatcher and two service workers; training worker 0 SIGKILLs service
+    worker 0 from a callback at batch 20 of epoch 2 of 3. Both training workers must raise
+    the guard's SourceError and leave (exit status 1) on their own: one stalls in its data,
+    the other at an all-reduce waiting for it, which its own guard aborts. Before, that one
+    waited until its peer's process was gone (or forever, while the peer waited at the
+    cluster's shutdown barrier), and a process that read a served Pipeline could hang at exit.
+    16,000 examples (2,000 steps per epoch): the service cannot have served the rest of the
+    run before the kill, as it could with 1,600 (seen once in 5 runs)."""
+    cluster = Cluster(spares=3)
+    try:
+        dispatcher, worker0 = dispatcher_and_two_workers(cluster)
+        args = ["--workdir", str(tmp_path), "--examples", str(SERVED_EXAMPLES), "--epochs", "3"]
+        args += ["--service", dispatcher, "--service-timeout", f"{SERVICE_TIMEOUT_S:g}"]
+        args += ["--kill-service-worker", str(cluster.servers["worker0"].pid), "--timeout", "300"]
+        outcome = load("multi_worker").main(args)
+    finally:
+        cluster.stop_all()
+    first, second = outcome["workers"]
+    killed_at = first.get("service_worker_killed_at")
+    assert killed_at is not None, first
+    if "error" not in first and "error" not in second:  # every batch served before the kill
+        for result in (first, second):
+            assert result["served"]["steps"] == SERVED_EXAMPLES // 8, result
+            assert [len(i) for i in result["served"]["ids"].values()] == [SERVED_EXAMPLES // 2] * 3
+        return
+    for result in (first, second):
+        assert result["error"].startswith("SourceError: "), result
+        check_lost_worker_named(
+            result["error"].removeprefix("SourceError: "), dispatcher, worker0, SERVICE_TIMEOUT_S
+        )
+        after_kill = result["failed_at"] - killed_at
+        assert SERVICE_TIMEOUT_S <= after_kill < SERVICE_TIMEOUT_S + SLACK_S, result
+        assert result["exit_code"] == 1, result  # left by itself, not killed at the time limit
 
 
 @pytest.mark.slow

@@ -18,7 +18,13 @@ import pytest
 
 import tfpipe
 from collection import collect_now
-from service_cluster import Cluster, bounded, dispatcher_and_two_workers, names_a_stopped_worker
+from service_cluster import (
+    Cluster,
+    bounded,
+    check_lost_worker_named,
+    dispatcher_and_two_workers,
+    names_a_stopped_worker,
+)
 from tfpipe.errors import SourceError
 from tfpipe.loaders.service import registered_workers
 
@@ -72,20 +78,6 @@ class KillWorker0(keras.callbacks.Callback):
         if (self.epoch, batch) == (KILL_EPOCH, KILL_BATCH) and self.killed_at is None:
             self.cluster.kill("worker0")
             self.killed_at = time.monotonic()
-
-
-def check_lost_worker_named(
-    error: BaseException, dispatcher: str, worker: str, timeout: float
-) -> None:
-    """The error names the dispatcher, the lost worker (and only it) and how to restart it."""
-    message = str(error)
-    assert message.startswith(f"tf.data service stalled: at {dispatcher}"), message
-    assert f"worker(s) {[worker]!r} of " in message, message
-    assert f"(distribute(timeout={timeout:g}))" in message, message
-    target = dispatcher.removeprefix("grpc://")
-    assert f"restart it at the same address (`tfpipe service worker --dispatcher {target}" in (
-        message
-    )
 
 
 def ends_in_time(killed_at: float | None, timeout: float) -> float:

@@ -10,17 +10,22 @@ stages before the split point on the splits it receives.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
+import gc
 import itertools
 import math
 import re
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import tensorflow as tf
+from tensorflow.python.eager import context as eager_context
 
 from tfpipe.errors import SourceError
 
@@ -42,6 +47,8 @@ _LOOK_S = 5.0  # the most seconds between two looks at the servers
 _STALLED = "tf.data service stalled"  # starts the guard's error, to find it in TF's
 _STALL_END = "Workers that answer are waited for, however slow."  # and ends it
 _GET_WORKERS = "/tensorflow.data.DispatcherService/GetWorkers"
+_EXIT_WAIT_S = 3 * _CONNECT_S  # the most an exiting process waits for a look to end
+_aborting = 0  # open `aborting_collectives` blocks in this process
 
 
 def grpc_address(argument: str, value: Any) -> str:
@@ -266,11 +273,16 @@ class StallGuard:
         return False
 
     def _watch(self, index: tf.Tensor) -> bool:
-        """False when iteration `index`'s data has ended; raises when a server has not
-        answered for too long."""
-        time.sleep(_WATCH_S)
-        if int(index) in self._ended:
-            self._ended.discard(int(index))
+        """False when iteration `index`'s data has ended, or the process is exiting; raises when
+        a server has not answered for too long."""
+        with _WATCHERS.inside():
+            return self._look(int(index))
+
+    def _look(self, index: int) -> bool:
+        if _WATCHERS.exiting.wait(_WATCH_S):
+            return False
+        if index in self._ended:
+            self._ended.discard(index)
             return False
         with self._looking:
             now = time.monotonic()
@@ -279,8 +291,73 @@ class StallGuard:
             self._next_look = now + min(self.service.timeout / 4, _LOOK_S)  # type: ignore[operator]
             error = self.service.silent(self._known, self._since, now)
         if error is not None:
+            if _aborting:
+                eager_context.context().abort_collective_ops(tf.errors.UNAVAILABLE, error)
             raise TimeoutError(error)
         return True
+
+
+class _Watchers:
+    """The watchers of every `StallGuard` of the process, as the interpreter exits.
+
+    A watcher spends its time inside Python (it waits there between looks). Once the
+    interpreter finalizes, a thread that is in Python, or enters it, is ended by Python; the
+    tf.data iterator that ran the watcher then waits for it forever when it is destroyed, so
+    a process that read a served Pipeline often never exited (3 runs out of 3 after a lost
+    worker's `SourceError`). At exit (`atexit`, while threads still run) `stop` ends every
+    watcher and waits until none is inside Python.
+    """
+
+    def __init__(self) -> None:
+        self.exiting = threading.Event()  # set at exit: every watcher ends
+        self._count = 0  # watchers inside Python now
+        self._changed = threading.Condition()
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        """Counts a watcher inside Python for the block."""
+        with self._changed:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._count -= 1
+                self._changed.notify_all()
+
+    def stop(self) -> None:
+        """Ends every watcher, frees the iterators left in reference cycles (an error's frames
+        hold them) while their threads can still finish a call into Python, and waits (at most
+        `_EXIT_WAIT_S`) until no watcher is inside Python."""
+        self.exiting.set()
+        gc.collect()
+        with self._changed:
+            self._changed.wait_for(lambda: self._count == 0, _EXIT_WAIT_S)
+
+
+_WATCHERS = _Watchers()
+atexit.register(_WATCHERS.stop)
+
+
+@contextlib.contextmanager
+def aborting_collectives() -> Iterator[None]:
+    """While the block runs, a guard that stops a read of the service (`DataService.guard`)
+    also aborts this process's collective ops with its message, as TensorFlow's own check of a
+    dead peer does.
+
+    Under a multi-worker strategy the stall shows first on one worker, in its data; the others
+    wait in an all-reduce for that worker's gradients and never ask their data again, so their
+    guards' errors went unseen: they waited for the peer's heartbeats to stop, or forever while
+    it lived (leaving through the cluster's shutdown barrier). Aborted, the all-reduce fails at
+    once with the guard's message (`stall_message` finds it). Collectives stay aborted for the
+    rest of the process, as after any failed multi-worker step: restart it.
+    """
+    global _aborting
+    _aborting += 1
+    try:
+        yield
+    finally:
+        _aborting -= 1
 
 
 def stall_message(error: BaseException) -> str | None:

@@ -20,7 +20,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import keras
@@ -28,7 +28,7 @@ import tensorflow as tf
 
 from tfpipe.distribute.sharding import DistributedFeed
 from tfpipe.errors import TfpipeWarning
-from tfpipe.loaders.service import PassCounter
+from tfpipe.loaders.service import PassCounter, aborting_collectives
 from tfpipe.loaders.supervised import Names
 from tfpipe.schema import Schema
 from tfpipe.training.adapters import Feed
@@ -202,9 +202,7 @@ def _train(model: keras.Model, prepared: PreparedFit, *, timed: bool) -> _Run:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     if clock is not None:
         clock.start()
-    workarounds = (
-        workarounds_for_workers(model) if prepared.multi_worker else contextlib.nullcontext()
-    )
+    workarounds = _for_workers(model) if prepared.multi_worker else contextlib.nullcontext()
     try:
         with workarounds, naming(*prepared.inputs):
             history, steps, kept = _fit(
@@ -219,6 +217,14 @@ def _train(model: keras.Model, prepared: PreparedFit, *, timed: bool) -> _Run:
     _warn_truncated(prepared.inputs)
     notes = _check_passes(prepared.train, passes, prepared.epochs * (steps or 0))
     return _Run(history=history, timings=timings, cpu_busy=cpu_busy, notes=notes, input_kept=kept)
+
+
+@contextlib.contextmanager
+def _for_workers(model: keras.Model) -> Iterator[None]:
+    """Under a multi-worker strategy: Keras's workarounds, and a tf.data service worker lost
+    for good ending the wait of any worker at an all-reduce (`aborting_collectives`)."""
+    with workarounds_for_workers(model), aborting_collectives():
+        yield
 
 
 def _fit(
