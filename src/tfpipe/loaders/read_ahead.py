@@ -9,16 +9,17 @@ batches, ~0.75 s an epoch) that was ~0.13 s of idle cores per epoch::
         threads ──▶ Keras's new threads ask for them (in any order) ──▶ handed over, once
 
 A batch is a pure function of `(epoch, index)`, so one loaded ahead is the one asked for. Which
-batches come first: `model.fit(shuffle=True)` (its default) has Keras's `OrderedEnqueuer` ask an
-epoch's batches in the order `random.shuffle(list(range(batches)))` gives at the start of the
-epoch, with Python's global `random`, and hand them to training in that order, so the first
-batch of an epoch waits for whichever batch comes first. When the first batches asked for in an
-epoch were not `0, 1, 2, ...`, the batches loaded ahead are the first ones of that shuffle, made
-on a copy of `random`'s state once the epoch was asked for in full (nothing draws from `random`
-between that moment and the next epoch's start in `model.fit`). A wrong guess costs only the
-head start: a batch loaded ahead is handed over whenever its epoch asks for it. On the uniform
-benchmark, fit's first batch of an epoch came 90-330 ms after the epoch began when the batches
-loaded ahead were `0..9`, of which Keras asks for one first 10 times out of 63.
+batches come first: `model.fit(shuffle=True)` (its default) has Keras's `OrderedEnqueuer` ask
+an epoch's batches in the order `random.shuffle(list(range(batches)))` gives at the start of
+the epoch, with Python's global `random`, and hand them to training in that order, so the first
+batch of an epoch waits for whichever batch comes first. When an epoch was not asked for in
+order (each batch within `threads` places of its index), the batches loaded ahead are the first
+ones of that shuffle, made on a copy of `random`'s state once the epoch was asked for in full
+(in `model.fit` nothing else draws from `random` between that moment and the next epoch's
+start, unless another thread of the process does). A wrong guess costs only the head start: a
+batch loaded ahead is handed over whenever its epoch asks for it. On the uniform benchmark,
+fit's first batch of an epoch came 90-330 ms after the epoch began when the batches loaded
+ahead were `0..9`, of which Keras asks for one first 10 times out of 63.
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class ReadAhead:
     def first_asked(self, asked: list[int]) -> list[int]:
         """The batches the next epoch will ask for first, guessed from the order `asked` (every
         batch of an epoch, in the order of their first request): `0, 1, 2, ...` again when that
-        epoch began so, else the first ones of Keras's next shuffle (see the module's notes).
+        epoch was asked for in order (each batch within `threads` places of its own, as the
+        threads' races leave it), else the first ones of Keras's next shuffle (see the
+        module's notes). The whole epoch is looked at, not its first batches: a shuffle that
+        happens to begin 0, 1 is not taken for no shuffle.
 
         Examples:
             >>> import random
@@ -95,8 +99,8 @@ class ReadAhead:
             >>> guess == order[:2]
             True
         """
-        if sorted(asked[: self._ahead]) == list(range(self._ahead)):
-            return list(range(self._ahead))
+        if all(abs(place - index) <= self._threads for place, index in enumerate(asked)):
+            return list(range(self._ahead))  # in order, but for the threads' races
         keras_random = random.Random()
         keras_random.setstate(random.getstate())
         order = list(range(self._batches))
