@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import math
-import multiprocessing
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -451,10 +450,10 @@ class SequenceLoader(keras.utils.PyDataset):
     def _load(self, indices: np.ndarray, epoch: int) -> tuple[Any, ...]:
         """The batch of the examples `indices` in `epoch` (which seeds the transform)."""
         examples = [self.source[int(index)] for index in indices]
-        # Not in a worker process: TensorFlow's runtime, inherited from a forked parent, must
+        # Not in a forked worker process: TensorFlow's runtime, inherited from the parent, must
         # not run there; `Image.load` decodes with Pillow (the same pixels within 1/255).
-        in_worker = multiprocessing.parent_process() is not None
-        images = {} if in_worker else self._decoder.images_together(examples, self._graph_rescale)
+        forked = worker_processes.forked_runtime()
+        images = {} if forked else self._decoder.images_together(examples, self._graph_rescale)
         batches = images if self._graph_batches else {}
         arrays = {
             name: batches[name]

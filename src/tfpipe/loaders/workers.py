@@ -25,6 +25,7 @@ import functools
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.pool
+import os
 import signal
 import threading
 import time
@@ -37,6 +38,21 @@ from keras.src.trainers.data_adapters import py_dataset_adapter
 from tfpipe.errors import TfpipeError
 
 _POLL_S = 0.1
+IMPORTED_IN = os.getpid()  # the process that imported tfpipe, and TensorFlow with it
+
+
+def forked_runtime() -> bool:
+    """Whether this process is a fork of the one that imported tfpipe (a Keras worker process
+    of `use_multiprocessing=True` under the fork start method), whose TensorFlow runtime it
+    inherited and must not run. A process started any other way (spawned, as a benchmark's or
+    a hyperparameter search's workers are) imported its own, and decodes as any other does.
+
+    Examples:
+        >>> from tfpipe.loaders.workers import forked_runtime
+        >>> forked_runtime()
+        False
+    """
+    return os.getpid() != IMPORTED_IN
 
 
 def _register(workers: list[Any], ctx: Any, *args: Any, **kwargs: Any) -> Any:
