@@ -181,7 +181,8 @@ def test_each_iterator_is_watched_on_its_own(
     labelled: str, in_process: tuple[str, list[Any]]
 ) -> None:
     """Iterator A reads a batch; iterator B of the same dataset reads a whole pass and ends;
-    worker 0 stops; A must still fail once it has waited `timeout` seconds (the guard once
+    worker 0 stops; A must still fail once it has waited `timeout` seconds, or, on a busy host
+    whose workers had sent A everything before the stop, end with all its data (the guard once
     shared one "data ended" mark among iterators, and B's end stopped A's watch: A hung)."""
     address, workers = in_process
     pipeline = tfpipe.Pipeline(labelled).batch(BATCH).distribute(address, timeout=1)
@@ -194,15 +195,17 @@ def test_each_iterator_is_watched_on_its_own(
     workers[0].stop()
     start = time.monotonic()
 
-    def rest_of_first() -> None:
+    def rest_of_first() -> int:
         with tfpipe.named_errors(pipeline):
-            for _ in first:
-                pass
+            return sum(len(b["x"]) for b in first)
 
-    with pytest.raises(SourceError) as raised:
-        bounded(rest_of_first, 30)
-    assert time.monotonic() - start < 1 + SLACK_S
-    message = str(raised.value)
-    del raised
-    collect_now()
-    names_a_stopped_worker(message, address, listed)
+    try:
+        rest = bounded(rest_of_first, 30)
+    except SourceError as error:
+        assert time.monotonic() - start < 1 + SLACK_S
+        message = str(error)
+        del error
+        collect_now()
+        names_a_stopped_worker(message, address, listed)
+    else:  # a busy host: the workers had sent A all its data before the stop; nothing lost
+        assert rest == EXAMPLES - BATCH, rest
