@@ -248,6 +248,8 @@ def extra_lines(extra: dict[str, Any]) -> list[str]:
                     f"\n{name.replace('_', ' ')}, {case}, {unit}: "
                     f"{each}; median **{result['median']:.3f}**."
                 )
+        if name == "note":  # how the rows came about, when not from one run
+            lines.append(f"\n{by_case}")
         if name == "realised_shares":  # sources' shares of a mixture (bench_mixture)
             lines.append(_shares_line(by_case))
         if name.endswith(_PER_RECORD):  # bare reads timed beside the cases (bench_filesystems)
