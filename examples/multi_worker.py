@@ -15,7 +15,8 @@ Run:
 
 With `--service grpc://HOST:PORT` (a tf.data service: `tfpipe service dispatcher` and
 `tfpipe service worker`) the two workers train instead on one Pipeline read through it (the
-examples written in 16 files, `distribute(..., timeout=--service-timeout)`); with
+examples written in 16 files, `distribute(..., timeout=--service-timeout, job_name=--job-name)`),
+each its own 8 files as a job of its own: every example once per epoch; with
 `--kill-service-worker PID` as well, worker 0 SIGKILLs that service worker's process group at
 batch 20 of epoch 2 and leaves it down: both workers then fail with an error naming it, and
 exit, within `--service-timeout` seconds and a few more.
@@ -97,6 +98,8 @@ def launch(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
             if args.service is not None:
                 command += ["--service", args.service, "--service-timeout"]
                 command += [str(args.service_timeout)]
+            if args.job_name is not None:
+                command += ["--job-name", args.job_name]
             if args.kill_service_worker is not None:
                 command += ["--kill-service-worker", str(args.kill_service_worker)]
             log = open(workdir / f"worker{index}.log", "w")  # noqa: SIM115 (closed below)
@@ -217,7 +220,10 @@ def _inputs(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     size = args.batch_size
     if args.service is not None:
         served = tfpipe.Pipeline(workdir / "served").batch(size)
-        return {"served": served.distribute(args.service, timeout=args.service_timeout)}
+        served = served.distribute(
+            args.service, job_name=args.job_name, timeout=args.service_timeout
+        )
+        return {"served": served}
     return {
         "by_record": tfpipe.Pipeline(workdir / "one").shuffle(seed=0).batch(size),
         "by_file": tfpipe.Pipeline(workdir / "four").shuffle(seed=0).batch(size),
@@ -288,7 +294,7 @@ def _kill_service_worker(pid: int, result: dict[str, Any]) -> Any:
 def summarize(results: list[dict[str, Any]], examples: int) -> dict[str, Any]:
     """Per input and epoch: ids used (summed over workers), used twice, left out."""
     summary: dict[str, Any] = {}
-    for name in INPUTS:
+    for name in (*INPUTS, "served"):
         parts = [r[name] for r in results if name in r]
         if len(parts) < len(results):
             continue
@@ -328,6 +334,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="train on a Pipeline read through the tf.data service at this dispatcher address",
     )
     parser.add_argument("--service-timeout", type=float, default=120.0)
+    parser.add_argument(
+        "--job-name", default=None, help="with --service: distribute(..., job_name=...)"
+    )
     parser.add_argument(
         "--kill-service-worker",
         type=int,

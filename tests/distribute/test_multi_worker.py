@@ -70,7 +70,7 @@ def test_two_workers_read_disjoint_parts_and_a_killed_one_makes_the_other_fail(
     assert 0 < survivor["failed_at"] - dead["died_at"] < 60, (survivor, dead)
 
 
-SERVED_EXAMPLES, SERVICE_TIMEOUT_S, SLACK_S = 16_000, 10.0, 10.0
+SERVED_EXAMPLES, SERVED_BATCH, SERVICE_TIMEOUT_S, SLACK_S = 16_000, 64, 10.0, 10.0
 
 
 @pytest.mark.slow
@@ -89,12 +89,15 @@ def test_a_lost_service_worker_stops_both_training_workers(tmp_path: Path) -> No
     the other at an all-reduce waiting for it, which its own guard aborts. Before, that one
     waited until its peer's process was gone (or forever, while the peer waited at the
     cluster's shutdown barrier), and a process that read a served Pipeline could hang at exit.
-    16,000 examples (2,000 steps per epoch): the service cannot have served the rest of the
-    run before the kill, as it could with 1,600 (seen once in 5 runs)."""
+    16,000 examples: the service cannot have served the rest of the run before the kill, as
+    it could with 1,600 (seen once in 5 runs). In batches of 64 (250 steps per epoch):
+    TensorFlow keeps a thread per collective op until the peer timeout (30 s) has passed, and
+    batches of 8 ran ~400 tiny steps a second, ~12,000 threads, until a process aborted."""
     cluster = Cluster(spares=3)
     try:
         dispatcher, worker0 = dispatcher_and_two_workers(cluster)
         args = ["--workdir", str(tmp_path), "--examples", str(SERVED_EXAMPLES), "--epochs", "3"]
+        args += ["--batch-size", str(SERVED_BATCH)]
         args += ["--service", dispatcher, "--service-timeout", f"{SERVICE_TIMEOUT_S:g}"]
         args += ["--kill-service-worker", str(cluster.servers["worker0"].pid), "--timeout", "300"]
         outcome = load("multi_worker").main(args)
@@ -105,7 +108,7 @@ def test_a_lost_service_worker_stops_both_training_workers(tmp_path: Path) -> No
     assert killed_at is not None, first
     if "error" not in first and "error" not in second:  # every batch served before the kill
         for result in (first, second):
-            assert result["served"]["steps"] == SERVED_EXAMPLES // 8, result
+            assert result["served"]["steps"] == SERVED_EXAMPLES // SERVED_BATCH, result
             assert [len(i) for i in result["served"]["ids"].values()] == [SERVED_EXAMPLES // 2] * 3
         return
     for result in (first, second):
@@ -116,6 +119,35 @@ def test_a_lost_service_worker_stops_both_training_workers(tmp_path: Path) -> No
         after_kill = result["failed_at"] - killed_at
         assert SERVICE_TIMEOUT_S <= after_kill < SERVICE_TIMEOUT_S + SLACK_S, result
         assert result["exit_code"] == 1, result  # left by itself, not killed at the time limit
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a Pipeline read through the tf.data service (a shared job_name) by 2 "
+    "MultiWorkerMirroredStrategy workers",
+    reader="tfpipe.fit over Pipeline.distribute, 2 training workers",
+    outcome="each training worker serves its own 8 of the 16 files as its own job: every "
+    "example once per epoch (before: Keras's auto-shard of each worker's whole job used "
+    "about 3 in 10 twice and left as many out)",
+)
+def test_two_training_workers_each_serve_their_own_files(tmp_path: Path) -> None:
+    """1,600 examples in 16 files, 2 epochs: the ids the two models saw in each epoch are
+    every id once, 800 on each worker in 200 equal steps. Before, each training worker read
+    the whole job and Keras kept every other batch of it (1,111 distinct ids of 1,600 in
+    one epoch); the shared `job_name` must not join the two workers' different parts."""
+    cluster = Cluster(spares=3)
+    try:
+        dispatcher, _ = dispatcher_and_two_workers(cluster)
+        args = ["--workdir", str(tmp_path), "--examples", "1600", "--service", dispatcher]
+        outcome = load("multi_worker").main([*args, "--job-name", "shared", "--timeout", "240"])
+    finally:
+        cluster.stop_all()
+    assert all("error" not in r for r in outcome["workers"]), outcome["workers"]
+    served = outcome["summary"]["served"]
+    assert served["steps"] == [200, 200], served
+    assert served["epochs"] == {e: {"used": 1600, "twice": 0, "left_out": 0} for e in ("0", "1")}
+    for result in outcome["workers"]:
+        assert [len(ids) for ids in result["served"]["ids"].values()] == [800, 800], result
 
 
 @pytest.mark.slow

@@ -7,9 +7,12 @@ server a test starts is stopped in a `finally` (subprocesses by killing their pr
 from __future__ import annotations
 
 import math
+import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -74,6 +77,20 @@ def test_dynamic_sharding_reads_every_example_once_per_epoch(records: str, servi
     assert pipeline.batches_per_epoch() == 13
 
 
+@pytest.mark.parametrize("kind", ["files", "arrays"])
+def test_a_served_shard_is_that_shard_once_per_epoch(records: str, service: str, kind: str) -> None:
+    """`shard(2, 1)` is dealt out before the service splits the data, so the served shard has
+    the examples of the shard read here. (`Dataset.shard` inside the served dataset would be
+    applied to each service worker's share: other examples, and fewer.)"""
+    source = records if kind == "files" else tfpipe.from_arrays({"id": np.arange(NUM_EXAMPLES)})
+    shard = tfpipe.Pipeline(source).shard(2, 1).batch(8)
+    expected, _ = epoch_ids(shard.build())
+    assert 0 < len(expected) < NUM_EXAMPLES and len(set(expected)) == len(expected)
+    served = shard.distribute(service).build()
+    for _ in range(2):
+        assert epoch_ids(served)[0] == expected
+
+
 def test_off_mode_makes_every_worker_read_all_the_data(records: str, service: str) -> None:
     pipeline = tfpipe.Pipeline(records).batch(16).distribute(service, mode="off")
     ids, _ = epoch_ids(pipeline.build())
@@ -119,7 +136,7 @@ def test_an_unreachable_dispatcher_is_named(records: str) -> None:
         (lambda p: p.distribute("h:5050", job_name=""), "job_name=''"),
         (lambda p: p.cache().distribute("h:5050").explain(), "cache()"),
         (lambda p: p.take(5).distribute("h:5050").explain(), "take()"),
-        (lambda p: p.distribute("h:5050").shard(2, 0).explain(), "shard()"),
+        (lambda p: p.distribute("h:5050").shard(8, 0).explain(), "split 8 ways"),
     ],
 )
 def test_what_cannot_be_distributed_is_named(
@@ -508,3 +525,56 @@ def _check_a_lost_worker_stops_fit(
     assert f"restart it at the same address ({restart}" in message
     # The timeout, a look at the servers (every timeout / 4 s) and slack for a busy host.
     assert after_kill < LOST_WORKER_TIMEOUT_S + 10
+
+
+# Reads a served Pipeline until the guard's SourceError, prints the time of the error, and
+# ends: the interpreter must then exit.
+READ_UNTIL_LOST = """
+import sys, time
+import tfpipe
+records, address = sys.argv[1:]
+pipeline = tfpipe.Pipeline(records).batch(1).repeat().distribute(address, timeout=3)
+batches = iter(pipeline.build())
+next(batches)
+print("reading", flush=True)
+try:
+    for _ in batches:
+        time.sleep(0.01)
+except tfpipe.errors.SourceError:
+    print("raised", time.time(), flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.fault(
+    "a tf.data service worker killed and left down under a plain loop over Pipeline.build(), "
+    "then the process ends",
+    reader="Pipeline.distribute, a plain loop",
+    outcome="SourceError naming the lost worker, without named_errors (was TensorFlow's raw "
+    "UnknownError); the interpreter then exits within 15 s (it hung at exit: the guard's "
+    "watcher thread was ended inside Python while its iterator waited for it)",
+)
+def test_a_process_exits_after_a_lost_workers_error(records: str) -> None:
+    cluster = Cluster(spares=3)
+    process = None
+    try:
+        dispatcher, _ = dispatcher_and_two_workers(cluster)
+        process = subprocess.Popen(
+            [sys.executable, "-c", READ_UNTIL_LOST, records, dispatcher],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        assert bounded(process.stdout.readline) == "reading\n"  # type: ignore[union-attr]
+        cluster.kill("worker0")  # left down
+        raised = bounded(process.stdout.readline)  # type: ignore[union-attr]
+        assert raised.startswith("raised "), raised
+        process.wait(15)  # raises TimeoutExpired while it hangs at exit
+        exited = time.time()
+        assert process.returncode == 0 and exited - float(raised.split()[1]) < 15
+    finally:
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(WAIT_S)
+        cluster.stop_all()

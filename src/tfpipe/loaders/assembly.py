@@ -26,14 +26,14 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tfpipe.errors import SchemaError, TfpipeWarning
+from tfpipe.errors import SchemaError, SourceError, TfpipeWarning
 from tfpipe.features.tracing import plain
 from tfpipe.loaders import lists
 from tfpipe.loaders.echo import echoed, window_seeds
 from tfpipe.loaders.inputs import AUTOTUNE, Stage
 from tfpipe.loaders.recipe import DEFAULT_BATCH, Recipe
 from tfpipe.loaders.seeding import shuffled, stage_seed
-from tfpipe.loaders.service import DataService
+from tfpipe.loaders.service import DataService, stall_message
 from tfpipe.loaders.supervised import check_known, selector
 from tfpipe.records.reader import NamedDataset
 from tfpipe.records.verification import from_input, named_error
@@ -65,8 +65,12 @@ def locate_fault(recipe: Recipe) -> Any:
 
 
 def _named_error(recipe: Recipe, error: BaseException) -> Exception | None:
-    """The DecodeError naming the record behind a raw error of the built dataset, or None
-    when the error is not the data's or no fault is found."""
+    """The DecodeError naming the record behind a raw error of the built dataset (the
+    SourceError naming a lost tf.data service worker), or None when the error is not the
+    data's or no fault is found."""
+    stalled = stall_message(error)
+    if stalled is not None:
+        return SourceError(stalled)
     if not from_input(error):
         return None
     fault = locate_fault(recipe)
@@ -137,6 +141,14 @@ def _one_pass(recipe: Recipe, assembly: Assembly, seed: Any, skip: Any, det: boo
     assembly.run_all(stages)
     if recipe.shard is not None and by_record:
         num, index = recipe.shard
+        if recipe.service is not None:
+            raise ValueError(
+                f"distribute(): {inp.describe()} cannot be split {num} ways on tf.data "
+                f"service workers: it has fewer TFRecord files than the {num} shards or "
+                f"training workers, and records dealt out after reading would be dealt out "
+                f"on each service worker's share. Write at least {num} shards "
+                "(write_tfrecords(num_shards=...)), or drop distribute()"
+            )
         assembly.run(f"shard records {index} of {num}", lambda ds: ds.shard(num, index))
     if recipe.take is not None and not inp.decoded:
         assembly.run(f"take {recipe.take} examples", lambda ds: ds.take(recipe.take))
@@ -320,7 +332,6 @@ def _check_service(recipe: Recipe) -> None:
     refused = {
         "cache()": recipe.cache is not None,
         "take()": recipe.take is not None,
-        "shard()": recipe.shard is not None,
         "a keras.utils.PyDataset source": not recipe.input.servable,
         "Pipeline(truncate=True) (its counter lives in this process)": bool(recipe.padding.cut),
     }

@@ -5,6 +5,9 @@ Recipe ──check_distributable──▶ worker_examples: by file when every wo
     with shard(W, w), batch(per replica, drop remainder), cut to the steps every worker
     runs (from `start_at`: each epoch built from (seed, epoch), then cut)
 
+On the tf.data service, each worker's part is a job of its own (a shared `job_name` gets the
+worker's index), and its files are dealt out among the service workers.
+
 With `echo()`, each worker echoes its own share: the steps of an epoch follow its echoed
 examples (`factor` times its examples; for batch echo `factor` times its whole batches).
 """
@@ -98,10 +101,8 @@ def worker_datasets(recipe: Recipe, workers: int) -> WorkerDataset:
     shard = None if workers == 1 else workers
 
     def worker_dataset(worker: int, per_replica: int, batches: int, skip: int) -> tf.data.Dataset:
-        part = recipe.replace(
-            shard=None if shard is None else (shard, worker),
-            batch=(per_replica, True),
-            repeat=0,
+        part = (recipe if shard is None else recipe.part(shard, worker)).replace(
+            batch=(per_replica, True), repeat=0
         )
         if recipe.start is None:
             return build(part).take(batches).repeat()

@@ -204,19 +204,20 @@ class RecordInput:
     ) -> Reading:
         """Stages that yield serialized records; the second value says if records get sharded."""
         by_file = shard is not None and len(self.files) >= shard[0]
-        counts = np.array(self.declared_counts(), np.int64)
+        files, counts = self.files, np.array(self.declared_counts(), np.int64)
+        listed = f"list {len(self.files)} TFRecord file(s) of {self.name}"
+        if by_file:  # in the source: the tf.data service's split hands out what it lists
+            num, index = shard  # type: ignore[misc]
+            files, counts = files[index::num], counts[index::num]
+            listed += f": shard files {index} of {num} ({index}, {index + num}, ...)"
         stages: list[Stage] = [
             (
-                f"list {len(self.files)} TFRecord file(s) of {self.name}"
-                + (f" ({self.compression})" if self.compression else ""),
+                listed + (f" ({self.compression})" if self.compression else ""),
                 lambda _: tf.data.Dataset.from_tensor_slices(
-                    (self.files, tf.constant(counts, tf.int64))
+                    (files, tf.constant(counts, tf.int64))
                 ),
             )
         ]
-        if by_file:
-            num, index = shard  # type: ignore[misc]
-            stages.append((f"shard files {index} of {num}", lambda ds: ds.shard(num, index)))
         if shuffle and (shard is None or by_file):
             stages.append(
                 (
@@ -224,7 +225,7 @@ class RecordInput:
                     lambda ds: shuffled(ds, len(self.files), seed),
                 )
             )
-        cycle = min(len(self.files), _MAX_CYCLE)
+        cycle = min(len(files), _MAX_CYCLE)
         compression = tf_compression(self.compression)
         known = None if len(set(counts >= 0)) > 1 else bool((counts >= 0).all())
         stages.append(
@@ -411,13 +412,13 @@ class _IndexedInput:
     def read(
         self, shard: Shard, seed: Any, shuffle: bool, det: bool, start: Start = None
     ) -> Reading:
-        """Stages that yield the indices; they are sharded and shuffled as records."""
-        return [
-            (
-                f"indices of {self.count} {self.unit} of a {self.name}",
-                lambda _: tf.data.Dataset.range(self.count),
-            )
-        ], True
+        """Stages that yield the indices (a shard's in the source, which the tf.data service
+        splits); they are shuffled as records."""
+        label = f"indices of {self.count} {self.unit} of a {self.name}"
+        first, step = (0, 1) if shard is None else (shard[1], shard[0])
+        if shard is not None:
+            label += f": shard records {first} of {step} ({first}, {first + step}, ...)"
+        return [(label, lambda _: tf.data.Dataset.range(first, self.count, step))], False
 
     def identity(self) -> list[bytes | str]:
         """What identifies the examples: their count (a MemoryInput adds its columns)."""

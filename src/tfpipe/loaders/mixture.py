@@ -262,7 +262,7 @@ class MixtureInput:
         if shard is None:
             return _Share(self.sources, self.sizes, self.mixture.counts)
         num, index = shard
-        sources = tuple(s.replace(shard=shard) for s in self.sources)
+        sources = tuple(s.part(num, index) for s in self.sources)
         sizes = tuple(worker_examples(s, num)[0][index] for s in self.sources)
         counts = tuple(split[index] for split in self._splits(num))
         return _Share(sources, sizes, counts)

@@ -475,9 +475,10 @@ class Pipeline(PipelineFacts):
 
         Workers must be able to open the files (the same paths, or a shared file system) and
         run every map: a `tf.py_function` cannot travel to them. `cache()`, `take()`,
-        `shard()`, `truncate=True` and a `keras.utils.PyDataset` source are refused (on the
-        workers they would apply to each worker's share, or cannot be sent to them); share a
-        job between trainers with `job_name`.
+        `truncate=True`, a `keras.utils.PyDataset` source and `shard(n)` over fewer than `n`
+        files are refused (on the workers they would apply to each worker's share, or cannot
+        be sent to them); share a job between trainers with `job_name`. Under a multi-worker
+        strategy, `build_distributed` serves each training worker's files as its own job.
 
         Examples:
             >>> p = tfpipe.Pipeline("out/train").shuffle().batch(64).distribute("10.0.0.5:5050")
@@ -562,7 +563,8 @@ class Pipeline(PipelineFacts):
 
         A loop over it (`for batch in ds:`) that meets damaged data (a damaged shard, a record
         that is not an Example, a corrupt image file) raises a `DecodeError` naming the file
-        and record, found by `locate_fault`, with TensorFlow's error as its cause. That holds
+        and record, found by `locate_fault`, with TensorFlow's error as its cause (a lost
+        tf.data service worker: a `SourceError` naming it). That holds
         for this dataset itself: after a further `.map`/`.batch`, or in `model.fit`, wrap the
         loop in `tfpipe.named_errors(pipeline)` (`tfpipe.fit` does).
 

@@ -69,6 +69,12 @@ class Recipe:
         """This recipe with `changes` (field name -> value)."""
         return dataclasses.replace(self, **changes)
 
+    def part(self, workers: int, worker: int) -> Recipe:
+        """Worker `worker`'s part of `workers` (`shard`); on the tf.data service, a job of its
+        own (`DataService.for_worker`)."""
+        service = None if self.service is None else self.service.for_worker(worker)
+        return self.replace(shard=(workers, worker), service=service)
+
     @property
     def batch_size(self) -> int:
         """The size of `batch()`, else the default size records are parsed in."""

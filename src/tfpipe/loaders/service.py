@@ -105,6 +105,13 @@ class DataService:
                 f"job_name must be a non-empty str or None. Received: job_name={self.job_name!r}"
             )
 
+    def for_worker(self, worker: int) -> DataService:
+        """The service of training worker `worker`'s part of the data: a shared job's name
+        gets the worker's index (one job per part; the same part's job is still shared)."""
+        if self.job_name is None:
+            return self
+        return dataclasses.replace(self, job_name=f"{self.job_name}/worker-{worker}")
+
     def describe(self, splits: str) -> str:
         """The label of the distribute stage in `Pipeline.explain()`."""
         if self.mode == "dynamic":

@@ -27,7 +27,7 @@ import keras
 import tensorflow as tf
 
 from tfpipe.checks import check_image_size, check_int
-from tfpipe.distribute.sharding import DistributedFeed
+from tfpipe.distribute.sharding import DistributedFeed, Layout
 from tfpipe.errors import SchemaError
 from tfpipe.features import ClassLabel, Image
 from tfpipe.features.tracing import plain
@@ -268,9 +268,11 @@ class PipelineFeed(DatasetFeed):
         return data, steps, forever
 
     def distributed(self, strategy: tf.distribute.Strategy) -> DistributedFeed | None:
-        """`Pipeline.build_distributed`; None on the tf.data service, whose batches Keras
-        places on the replicas."""
-        if self.service is not None:
+        """`Pipeline.build_distributed`. None on the tf.data service with one worker: Keras
+        places its batches on the replicas, and `fit` counts what each pass delivered. Several
+        workers each read their own part (Keras's auto-shard of every worker's whole job would
+        use some examples twice in an epoch and others never)."""
+        if self.service is not None and Layout.of(strategy).num_workers == 1:
             return None
         return self.pipeline.build_distributed(strategy)
 
