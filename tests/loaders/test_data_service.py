@@ -86,9 +86,12 @@ def test_a_served_shard_is_that_shard_once_per_epoch(records: str, service: str,
     shard = tfpipe.Pipeline(source).shard(2, 1).batch(8)
     expected, _ = epoch_ids(shard.build())
     assert 0 < len(expected) < NUM_EXAMPLES and len(set(expected)) == len(expected)
-    served = shard.distribute(service).build()
+    served = shard.distribute(service)
+    assert f"shard {'files' if kind == 'files' else 'records'} 1 of 2" in served.explain()
+    assert "(only those of shard 1 of 2) goes to one worker per epoch" in served.explain()
+    dataset = served.build()
     for _ in range(2):
-        assert epoch_ids(served)[0] == expected
+        assert epoch_ids(dataset)[0] == expected
 
 
 def test_off_mode_makes_every_worker_read_all_the_data(records: str, service: str) -> None:

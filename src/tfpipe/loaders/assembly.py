@@ -355,6 +355,8 @@ def _serve(
         lambda ds: _apply_options(recipe, ds, det),
     )
     splits = recipe.input.service_splits()
+    if recipe.shard is not None:
+        splits += f" (only those of shard {recipe.shard[1]} of {recipe.shard[0]})"
     assembly.run(service.describe(splits), (lambda ds: ds) if explain else service.apply)
     if recipe.batch is not None:
         size, drop = recipe.batch
