@@ -317,6 +317,19 @@ def test_temporary_files_are_never_read(data: Path, read: Reader) -> None:
         read(temporary)
 
 
+@readers(
+    "a CSV or TSV table named where TFRecords are read",
+    "SourceError naming it, saying from_dataframe or `tfpipe write` reads a table",
+)
+@pytest.mark.parametrize("suffix", [".csv", ".tsv"])
+def test_a_table_is_not_read_as_records(tmp_path: Path, read: Reader, suffix: str) -> None:
+    """It was 'not a readable TFRecord file ... corrupted record at 0': true, and no help."""
+    table = tmp_path / f"train{suffix}"
+    table.write_text("id,label\n0,1\n1,2\n")
+    with pytest.raises(SourceError, match=rf"\w+='.*train\{suffix}' is a table, .*from_dataframe"):
+        read(table)
+
+
 class _FailsOneShard:
     """12 examples {id: i}; examples 4..7 (shard 1 of 3, unshuffled) cannot be read."""
 

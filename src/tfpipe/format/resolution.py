@@ -331,6 +331,9 @@ def _image_folder(text: str) -> fs.AnyPath | None:
     return where if any(child.is_dir() for child in where.iterdir()) else None
 
 
+_TABLES = (".csv", ".tsv", ".parquet")  # tables, which the readers do not take as paths
+
+
 def _files_matching(text: str, argument: str) -> list[fs.AnyPath]:
     where = fs.path(text)
     if where.is_file():
@@ -338,6 +341,13 @@ def _files_matching(text: str, argument: str) -> list[fs.AnyPath]:
             raise SourceError(
                 f"{argument}={text!r} is the temporary file of a write in progress (or of a "
                 "killed one); read the finished shards or the dataset prefix instead"
+            )
+        if where.suffix.lower() in _TABLES:
+            raise SourceError(
+                f"{argument}={text!r} is a table, not TFRecords: pass a source of it, "
+                "tfpipe.from_dataframe(pandas.read_csv(path), label_cols=...) (read_parquet "
+                "for Parquet; docs/guides/tabular.md), or write it once as records: "
+                f"`tfpipe write {where.name} out/{where.stem} --label-cols ...` (a CSV)"
             )
         return [where]
     files: list[fs.AnyPath]
