@@ -209,7 +209,7 @@ class RecordInput:
         if by_file:  # in the source: the tf.data service's split hands out what it lists
             num, index = shard  # type: ignore[misc]
             files, counts = files[index::num], counts[index::num]
-            listed += f": shard files {index} of {num} ({index}, {index + num}, ...)"
+            listed += f": shard files {index} of {num} ({len(files)} of them)"
         stages: list[Stage] = [
             (
                 listed + (f" ({self.compression})" if self.compression else ""),
@@ -417,7 +417,7 @@ class _IndexedInput:
         label = f"indices of {self.count} {self.unit} of a {self.name}"
         first, step = (0, 1) if shard is None else (shard[1], shard[0])
         if shard is not None:
-            label += f": shard records {first} of {step} ({first}, {first + step}, ...)"
+            label += f": shard records {first} of {step} (from {first} in steps of {step})"
         return [(label, lambda _: tf.data.Dataset.range(first, self.count, step))], False
 
     def identity(self) -> list[bytes | str]:
